@@ -1,0 +1,163 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import pg from "pg";
+import { mintLegacyKey } from "./auth/legacyKeys";
+import type { StrataConfig } from "./config";
+import type { AppContext } from "./context";
+import { applyBootstrap } from "./db/bootstrap";
+import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
+import { createLogger, type Logger } from "./log";
+import { ensureFirstStart } from "./platform/firstStart";
+import { ProjectRegistry } from "./projects/registry";
+import { createApp } from "./server";
+
+export class StartupError extends Error {}
+
+/** What a started server tells its operator (the banner, `strata keys --json`). */
+export interface StrataInfo {
+  api_url: string;
+  graphql_url: string;
+  rest_url: string;
+  ref: string;
+  anon_key: string;
+  service_role_key: string;
+  jwt_secret: string;
+  management_token: string | undefined;
+  db_url: string;
+}
+
+export interface RunningStrata {
+  ctx: AppContext;
+  info: StrataInfo;
+  port: number;
+  stop(): Promise<void>;
+}
+
+const MIN_SERVER_VERSION = 140000;
+
+/** Connects to the main database once, failing with one clear line when it is unreachable or too old. */
+async function checkDatabase(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  try {
+    await client.connect();
+  } catch (e) {
+    throw new StartupError(`Cannot connect to the database at DATABASE_URL: ${(e as Error).message}`);
+  }
+  try {
+    const { rows } = await client.query(
+      "select current_setting('server_version_num')::int as v, current_setting('server_version') as s",
+    );
+    if (rows[0].v < MIN_SERVER_VERSION) {
+      throw new StartupError(`PostgreSQL ${rows[0].s} is too old: Strata needs PostgreSQL 14 or newer`);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+/** Sets the password data requests log in with as `authenticator` (kept in platform.clusters). */
+async function setAuthenticatorPassword(pool: pg.Pool): Promise<void> {
+  const { rows } = await pool.query(
+    "select authenticator_password from platform.clusters where id = 'local'",
+  );
+  const client = await pool.connect();
+  try {
+    await client.query(
+      `alter role authenticator with login password ${client.escapeLiteral(rows[0].authenticator_password)}`,
+    );
+  } finally {
+    client.release();
+  }
+}
+
+/** Derives the banner's values for the default project. */
+export async function describeDefaultProject(
+  ctx: AppContext,
+  managementToken: string | undefined,
+): Promise<StrataInfo> {
+  const project = await ctx.registry.getDefault();
+  const { jwtSecret, legacyKeysIat, ref } = project.record;
+  const apiUrl = `http://localhost:${ctx.config.port}`;
+  return {
+    api_url: apiUrl,
+    graphql_url: `${apiUrl}/graphql/v1`,
+    rest_url: `${apiUrl}/rest/v1`,
+    ref,
+    anon_key: await mintLegacyKey(jwtSecret, "anon", legacyKeysIat),
+    service_role_key: await mintLegacyKey(jwtSecret, "service_role", legacyKeysIat),
+    jwt_secret: jwtSecret,
+    management_token: managementToken,
+    db_url: ctx.adminUrl,
+  };
+}
+
+/**
+ * Prepares the main database (embedded when DATABASE_URL is unset): bootstrap SQL, first-start rows and the
+ * authenticator password. Shared by `start` and the CLI commands that only read.
+ */
+export async function prepareDatabase(config: StrataConfig, log: Logger) {
+  let embedded: EmbeddedDatabase | undefined;
+  let adminUrl = config.databaseUrl;
+  if (!adminUrl) {
+    embedded = await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, (line) =>
+      log.debug({ postgres: line.trim() }, "embedded postgres"),
+    );
+    adminUrl = embedded.url;
+  }
+  try {
+    await checkDatabase(adminUrl);
+    const applied = await applyBootstrap(adminUrl, ["project", "platform"]);
+    if (applied.length) log.info({ applied }, "bootstrap applied");
+    const platformPool = new pg.Pool({ connectionString: adminUrl, max: 5 });
+    platformPool.on("error", (e) => log.warn({ err: e.message }, "idle control-plane connection lost"));
+    const client = await platformPool.connect();
+    let first;
+    try {
+      first = await ensureFirstStart(client, {
+        adminUrl,
+        jwtSecret: config.jwtSecret,
+        managementToken: config.managementToken,
+        authenticatorPassword: config.authenticatorPassword,
+        dataDir: config.dataDir,
+      });
+    } finally {
+      client.release();
+    }
+    await setAuthenticatorPassword(platformPool);
+    return { adminUrl, embedded, platformPool, ...first };
+  } catch (e) {
+    await embedded?.stop();
+    throw e;
+  }
+}
+
+/** Starts the whole server: database, bootstrap, HTTP. */
+export async function startStrata(
+  config: StrataConfig,
+  log: Logger = createLogger(config.logLevel),
+): Promise<RunningStrata> {
+  const db = await prepareDatabase(config, log);
+  const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
+  const ctx: AppContext = { config, log, platformPool: db.platformPool, adminUrl: db.adminUrl, registry };
+  const app = createApp(ctx);
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(config.port, () => resolve(s));
+    s.on("error", (e) => reject(new StartupError(`Cannot listen on port ${config.port}: ${e.message}`)));
+  });
+  const port = (server.address() as AddressInfo).port;
+  ctx.config = { ...config, port };
+  const info = await describeDefaultProject(ctx, db.managementToken);
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      // Drain: stop accepting, let in-flight requests finish, then close pools and the database.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      setTimeout(() => server.closeAllConnections(), 5000).unref();
+      await closed;
+      await registry.closeAll();
+      await db.platformPool.end().catch(() => {});
+      await db.embedded?.stop();
+    })());
+  return { ctx, info, port, stop };
+}

@@ -1,0 +1,110 @@
+import pg from "pg";
+import { describeDefaultProject, prepareDatabase, startStrata, StartupError, type StrataInfo } from "../app";
+import { ConfigError, loadConfig, type StrataConfig } from "../config";
+import { createLogger, maskDatabaseUrl } from "../log";
+import { ProjectRegistry } from "../projects/registry";
+import graphileConfig from "../../graphile.config";
+
+function configFromEnvironment(): StrataConfig {
+  const strata = (graphileConfig as { strata?: { port?: number; domain?: string } }).strata ?? {};
+  return loadConfig(process.env, {
+    ...(strata.port !== undefined ? { PORT: strata.port } : {}),
+    ...(strata.domain !== undefined ? { STRATA_DOMAIN: strata.domain } : {}),
+  });
+}
+
+function banner(info: StrataInfo): string {
+  return [
+    "",
+    "Strata is running.",
+    "",
+    `         API URL: ${info.api_url}`,
+    `     GraphQL URL: ${info.graphql_url}`,
+    `        REST URL: ${info.rest_url}`,
+    `  Management API: ${info.api_url}/v1`,
+    `     Project ref: ${info.ref}`,
+    `        anon key: ${info.anon_key}`,
+    `service_role key: ${info.service_role_key}`,
+    `Management token: ${info.management_token ?? "(stored hashed; set MANAGEMENT_TOKEN or create one with `npm run strata -- token create`)"}`,
+    `          DB URL: ${maskDatabaseUrl(info.db_url)}`,
+    "",
+  ].join("\n");
+}
+
+async function start(): Promise<void> {
+  process.env.GRAPHILE_ENV ??= "production";
+  const config = configFromEnvironment();
+  const log = createLogger(config.logLevel);
+  const strata = await startStrata(config, log);
+  process.stdout.write(banner(strata.info) + "\n");
+  const shutdown = (signal: string) => {
+    log.info({ signal }, "shutting down");
+    strata.stop().then(
+      () => process.exit(0),
+      (e) => {
+        log.error({ err: e }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGINT", () => shutdown("SIGINT"));
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+}
+
+/** Runs `work` against the database: the running server's embedded one when reachable, else its own. */
+async function withDatabase<T>(
+  work: (ctx: Parameters<typeof describeDefaultProject>[0], token: string | undefined) => Promise<T>,
+): Promise<T> {
+  const config = configFromEnvironment();
+  const log = createLogger("silent");
+  if (!config.databaseUrl) {
+    const running = `postgres://postgres:postgres@127.0.0.1:${config.embeddedPgPort}/postgres`;
+    const probe = new pg.Client({ connectionString: running, connectionTimeoutMillis: 1000 });
+    const reachable = await probe.connect().then(
+      () => true,
+      () => false,
+    );
+    await probe.end().catch(() => {});
+    if (reachable) config.databaseUrl = running;
+  }
+  const db = await prepareDatabase(config, log);
+  const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
+  try {
+    return await work(
+      { config, log, platformPool: db.platformPool, adminUrl: db.adminUrl, registry },
+      db.managementToken,
+    );
+  } finally {
+    await registry.closeAll();
+    await db.platformPool.end();
+    await db.embedded?.stop();
+  }
+}
+
+async function keys(json: boolean): Promise<void> {
+  const info = await withDatabase((ctx, token) => describeDefaultProject(ctx, token));
+  process.stdout.write(json ? JSON.stringify(info, null, 2) + "\n" : banner(info) + "\n");
+}
+
+const USAGE = `usage: npm run strata -- <command>
+  start            run the server (same as npm start)
+  keys [--json]    print the default project's URLs, keys and management token`;
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case "start":
+      return start();
+    case "keys":
+      return keys(rest.includes("--json"));
+    default:
+      process.stderr.write(USAGE + "\n");
+      process.exitCode = command ? 2 : 0;
+  }
+}
+
+main(process.argv.slice(2)).catch((e) => {
+  const known = e instanceof ConfigError || e instanceof StartupError;
+  process.stderr.write((known ? e.message : `strata: ${e?.stack ?? e}`) + "\n");
+  process.exit(1);
+});

@@ -1,0 +1,90 @@
+import path from "node:path";
+import { z } from "zod";
+
+/** Everything the server reads from its environment (which overrides graphile.config.ts). */
+export interface StrataConfig {
+  /** Superuser URL of the main database; undefined means "start the embedded PostgreSQL". */
+  databaseUrl: string | undefined;
+  port: number;
+  /** Projects are also served at `<ref>.<domain>`. */
+  domain: string;
+  /** HS256 secret of the default project; generated and persisted when unset. */
+  jwtSecret: string | undefined;
+  /** Seeds the bootstrap admin's personal access token. */
+  managementToken: string | undefined;
+  logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** Where the embedded PostgreSQL keeps its data and the server its local state. */
+  dataDir: string;
+  /** Port of the embedded PostgreSQL. */
+  embeddedPgPort: number;
+  /**
+   * Password of the cluster-wide `authenticator` role; generated and kept in the control plane when unset.
+   * Set it when several Strata installations share one cluster.
+   */
+  authenticatorPassword: string | undefined;
+}
+
+export class ConfigError extends Error {}
+
+const port = (name: string) =>
+  z.coerce
+    .number({ error: `${name} must be a port number (1-65535)` })
+    .int(`${name} must be a port number (1-65535)`)
+    .min(0, `${name} must be a port number (1-65535)`)
+    .max(65535, `${name} must be a port number (1-65535)`);
+
+const schema = z.object({
+  DATABASE_URL: z
+    .string()
+    .refine((v) => /^postgres(ql)?:\/\//.test(v), "DATABASE_URL must be a postgres:// connection URL")
+    .optional(),
+  PORT: port("PORT").default(54321),
+  STRATA_DOMAIN: z
+    .string()
+    .regex(/^[a-z0-9.-]+$/i, "STRATA_DOMAIN must be a host name such as localhost")
+    .default("localhost"),
+  JWT_SECRET: z.string().min(32, "JWT_SECRET must be at least 32 characters long").optional(),
+  MANAGEMENT_TOKEN: z.string().min(16, "MANAGEMENT_TOKEN must be at least 16 characters long").optional(),
+  LOG_LEVEL: z
+    .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"], {
+      error: "LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent",
+    })
+    .default("info"),
+  STRATA_DATA_DIR: z.string().default(".strata"),
+  STRATA_PG_PORT: port("STRATA_PG_PORT").default(54322),
+  AUTHENTICATOR_PASSWORD: z
+    .string()
+    .min(12, "AUTHENTICATOR_PASSWORD must be at least 12 characters long")
+    .optional(),
+});
+
+/** Reads the configuration; `overrides` come from graphile.config.ts and lose against the environment. */
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  overrides: Partial<Record<keyof z.input<typeof schema>, string | number>> = {},
+): StrataConfig {
+  const merged: Record<string, unknown> = { ...overrides };
+  for (const key of Object.keys(schema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value !== "") merged[key] = value;
+  }
+  const parsed = schema.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ConfigError(
+      `Invalid configuration: ${issue.message} (got ${JSON.stringify(merged[String(issue.path[0])])})`,
+    );
+  }
+  const c = parsed.data;
+  return {
+    databaseUrl: c.DATABASE_URL,
+    port: c.PORT,
+    domain: c.STRATA_DOMAIN.toLowerCase(),
+    jwtSecret: c.JWT_SECRET,
+    managementToken: c.MANAGEMENT_TOKEN,
+    logLevel: c.LOG_LEVEL,
+    dataDir: path.resolve(c.STRATA_DATA_DIR),
+    embeddedPgPort: c.STRATA_PG_PORT,
+    authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
+  };
+}

@@ -1,0 +1,75 @@
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import pg from "pg";
+
+/** `project` runs in every project database; `platform` only in the main database (the control plane). */
+export type BootstrapSet = "project" | "platform";
+
+const SQL_DIR = path.resolve(__dirname, "../../sql");
+// One lock for all bootstrap work, so two processes starting together apply each file once.
+const BOOTSTRAP_LOCK = 7_305_001;
+
+interface SqlFile {
+  version: string;
+  name: string;
+  text: string;
+}
+
+function sqlFiles(set: BootstrapSet): SqlFile[] {
+  const dir = path.join(SQL_DIR, set);
+  return readdirSync(dir)
+    .filter((f) => /^\d+_.*\.sql$/.test(f))
+    .sort()
+    .map((f) => ({ version: f.split("_")[0], name: f, text: readFileSync(path.join(dir, f), "utf8") }));
+}
+
+/**
+ * Applies the numbered files of `sets` that the database has not recorded yet, in order, each in its own
+ * transaction together with its entry in `_strata.bootstrap`. Returns the names of the files applied.
+ */
+export async function applyBootstrap(databaseUrl: string, sets: BootstrapSet[]): Promise<string[]> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  const applied: string[] = [];
+  try {
+    await client.query("select pg_advisory_lock($1)", [BOOTSTRAP_LOCK]);
+    await client.query(`
+      create schema if not exists _strata;
+      revoke all on schema _strata from public;
+      create table if not exists _strata.bootstrap (
+        set_name text not null,
+        version text not null,
+        name text not null,
+        applied_at timestamptz not null default now(),
+        primary key (set_name, version)
+      )`);
+    for (const set of sets) {
+      const done = new Set(
+        (await client.query("select version from _strata.bootstrap where set_name = $1", [set])).rows.map(
+          (r) => r.version,
+        ),
+      );
+      for (const file of sqlFiles(set)) {
+        if (done.has(file.version)) continue;
+        await client.query("begin");
+        try {
+          await client.query(file.text);
+          await client.query("insert into _strata.bootstrap (set_name, version, name) values ($1, $2, $3)", [
+            set,
+            file.version,
+            file.name,
+          ]);
+          await client.query("commit");
+          applied.push(`${set}/${file.name}`);
+        } catch (e) {
+          await client.query("rollback");
+          throw new Error(`bootstrap ${set}/${file.name} failed: ${(e as Error).message}`, { cause: e });
+        }
+      }
+    }
+  } finally {
+    await client.query("select pg_advisory_unlock($1)", [BOOTSTRAP_LOCK]).catch(() => {});
+    await client.end();
+  }
+  return applied;
+}

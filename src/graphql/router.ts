@@ -1,0 +1,23 @@
+import express, { Router } from "express";
+import { credentialsOf, DataAuthError, authenticateDataRequest } from "../auth/dataAuth";
+import type { AppContext } from "../context";
+import { projectOfRequest, ProjectUnavailable } from "../http/dataProject";
+import { executeGraphql } from "./endpoint";
+
+/** `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200. */
+export function graphqlRouter(ctx: AppContext): Router {
+  const router = Router({ strict: true });
+  router.use(express.json({ limit: "5mb" }));
+  router.post("/graphql/v1", async (req, res, next) => {
+    try {
+      const project = await projectOfRequest(ctx, req);
+      const auth = await authenticateDataRequest(project, credentialsOf(req.headers));
+      res.json(await executeGraphql(project, auth, req.body ?? {}));
+    } catch (e) {
+      if (e instanceof DataAuthError) res.status(e.status).json({ message: e.message, hint: e.hint });
+      else if (e instanceof ProjectUnavailable) res.status(e.status).json({ message: e.message });
+      else next(e);
+    }
+  });
+  return router;
+}

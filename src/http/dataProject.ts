@@ -1,0 +1,34 @@
+import type { Request } from "express";
+import type { AppContext } from "../context";
+import type { ProjectRuntime } from "../projects/runtime";
+
+/** Why a data request has no project to run against. */
+export class ProjectUnavailable extends Error {
+  constructor(
+    readonly status: 404 | 503,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The project a data request addresses: `<ref>.<STRATA_DOMAIN>` picks that project, any other host the
+ * default one. A paused project answers 503.
+ */
+export async function projectOfRequest(ctx: AppContext, req: Request): Promise<ProjectRuntime> {
+  const host = (req.headers.host ?? "").split(":")[0].toLowerCase();
+  const suffix = "." + ctx.config.domain;
+  const ref = host.endsWith(suffix) ? host.slice(0, -suffix.length) : undefined;
+  const project = ref && /^[a-z]{20}$/.test(ref) ? await ctx.registry.get(ref) : undefined;
+  if (ref && /^[a-z]{20}$/.test(ref) && !project)
+    throw new ProjectUnavailable(404, `Project ${ref} not found`);
+  const runtime = project ?? (await ctx.registry.getDefault());
+  if (runtime.record.status === "INACTIVE" || runtime.record.status === "PAUSING") {
+    throw new ProjectUnavailable(503, "Project is paused; restore it to use its APIs");
+  }
+  if (runtime.record.status !== "ACTIVE_HEALTHY") {
+    throw new ProjectUnavailable(503, `Project is not ready (status ${runtime.record.status})`);
+  }
+  return runtime;
+}

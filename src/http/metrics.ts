@@ -1,0 +1,44 @@
+import type { RequestHandler } from "express";
+import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+/** Prometheus metrics of one server: request counts and latencies per interface, plus process metrics. */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests = new Counter({
+    name: "strata_http_requests_total",
+    help: "HTTP requests by interface and status",
+    labelNames: ["interface", "status"],
+    registers: [this.registry],
+  });
+  private readonly latency = new Histogram({
+    name: "strata_http_request_duration_seconds",
+    help: "HTTP request latency by interface",
+    labelNames: ["interface"],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  observe(iface: string, status: number, seconds: number): void {
+    this.requests.inc({ interface: iface, status: String(status) });
+    this.latency.observe({ interface: iface }, seconds);
+  }
+
+  handler(): RequestHandler {
+    return async (_req, res) => {
+      res.type(this.registry.contentType).send(await this.registry.metrics());
+    };
+  }
+}
+
+/** The interface a path belongs to, as a low-cardinality metrics label. */
+export function interfaceOf(path: string): string {
+  if (path.startsWith("/graphql/")) return "graphql";
+  if (path.startsWith("/rest/")) return "rest";
+  if (path.startsWith("/auth/")) return "auth";
+  if (path.startsWith("/v1/") || path.startsWith("/v2/")) return "management";
+  return "other";
+}

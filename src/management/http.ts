@@ -1,0 +1,125 @@
+import type { NextFunction, Request, RequestHandler, Response } from "express";
+import type { AppContext } from "../context";
+import { sha256 } from "../platform/ids";
+
+/** A Management API error: answered as `{"message": ...}` with its status. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Who is calling the Management API. */
+export interface Principal {
+  userId: string;
+  tokenId: string;
+  /** null: a personal access token with all of the user's privileges. */
+  permissions: string[] | null;
+  /** OAuth scopes, for OAuth access tokens; null for personal and fine-grained tokens. */
+  scopes: string[] | null;
+  /** OAuth application, when the token was issued to one (rate-limit identity). */
+  oauthAppId: string | null;
+}
+
+/** A permission requirement from the spec's P column: one permission, or an `and`/`or` pair. */
+export type PermissionRule = string | { and: string[] } | { or: string[] };
+
+/** An endpoint's requirements: permission (P) and OAuth scope (S). */
+export interface Access {
+  permission?: PermissionRule;
+  scope?: string;
+}
+
+declare module "express-serve-static-core" {
+  interface Request {
+    principal?: Principal;
+  }
+}
+
+/** Authenticates `Authorization: Bearer <token>` against the stored token hashes. */
+export function authenticateToken(ctx: AppContext): RequestHandler {
+  return async (req, _res, next) => {
+    try {
+      const token = /^bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1]?.trim();
+      if (!token) throw new HttpError(401, "Unauthorized: missing access token");
+      const { rows } = await ctx.platformPool.query(
+        `update platform.access_tokens set last_used_at = now()
+          where token_hash = $1 and (expires_at is null or expires_at > now())
+          returning id, user_id, permissions, scopes`,
+        [sha256(token)],
+      );
+      if (rows.length === 0) throw new HttpError(401, "Unauthorized: invalid access token");
+      req.principal = {
+        userId: rows[0].user_id,
+        tokenId: rows[0].id,
+        permissions: rows[0].permissions,
+        scopes: rows[0].scopes,
+        oauthAppId: null,
+      };
+      next();
+    } catch (e) {
+      next(e);
+    }
+  };
+}
+
+function permits(granted: string[], rule: PermissionRule): boolean {
+  if (typeof rule === "string") return granted.includes(rule);
+  if ("and" in rule) return rule.and.every((p) => granted.includes(p));
+  return rule.or.some((p) => granted.includes(p));
+}
+
+function describe(rule: PermissionRule): string {
+  if (typeof rule === "string") return rule;
+  return "and" in rule ? rule.and.join(" and ") : rule.or.join(" or ");
+}
+
+/** Checks the caller's token against an endpoint's permission and scope. */
+export function checkAccess(principal: Principal, access: Access): void {
+  if (principal.scopes) {
+    if (!access.scope || !principal.scopes.includes(access.scope)) {
+      throw new HttpError(
+        403,
+        `Forbidden: this endpoint needs the OAuth scope ${access.scope ?? "(none available)"}`,
+      );
+    }
+  }
+  if (principal.permissions && access.permission && !permits(principal.permissions, access.permission)) {
+    throw new HttpError(403, `Forbidden: this token lacks the permission ${describe(access.permission)}`);
+  }
+}
+
+type Handler = (req: Request, res: Response) => Promise<unknown>;
+
+/** Wraps a route: checks access, then runs the handler; a thrown error reaches the error middleware. */
+export function endpoint(access: Access, handler: Handler): RequestHandler {
+  return async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      checkAccess(req.principal!, access);
+      await handler(req, res);
+    } catch (e) {
+      next(e);
+    }
+  };
+}
+
+/** Maps every error to `{"message": ...}`; unexpected ones become 500 without internals. */
+export function managementErrorHandler(ctx: AppContext) {
+  return (err: unknown, _req: Request, res: Response, _next: NextFunction): void => {
+    if (err instanceof HttpError) {
+      res.status(err.status).json({ message: err.message });
+      return;
+    }
+    const status = (err as { status?: number; statusCode?: number })?.status ?? (err as any)?.statusCode;
+    if (typeof status === "number" && status >= 400 && status < 500) {
+      // body-parser errors: malformed JSON, body too large
+      res.status(status).json({ message: `Bad request: ${(err as Error).message}` });
+      return;
+    }
+    ctx.log.error({ err }, "management request failed");
+    res.status(500).json({ message: "Internal server error" });
+  };
+}

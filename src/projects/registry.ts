@@ -1,0 +1,94 @@
+import pg from "pg";
+import type { Logger } from "../log";
+import { withCredentials, withDatabase } from "../db/urls";
+import { ProjectRecord, ProjectRuntime } from "./runtime";
+
+const PROJECT_SELECT = `
+  select p.id, p.ref, p.name, p.organization_id, p.status, p.is_default, p.jwt_secret, p.legacy_keys_iat,
+         p.legacy_keys_enabled, p.database_name, c.admin_url, c.authenticator_password
+    from platform.projects p join platform.clusters c on c.id = p.cluster_id`;
+
+function toRecord(row: any): ProjectRecord {
+  const adminUrl = withDatabase(row.admin_url, row.database_name);
+  return {
+    id: row.id,
+    ref: row.ref,
+    name: row.name,
+    organizationId: row.organization_id,
+    status: row.status,
+    isDefault: row.is_default,
+    jwtSecret: row.jwt_secret,
+    legacyKeysIat: Number(row.legacy_keys_iat),
+    legacyKeysEnabled: row.legacy_keys_enabled,
+    adminUrl,
+    dataUrl: withCredentials(adminUrl, "authenticator", row.authenticator_password),
+  };
+}
+
+/**
+ * Projects by ref, loaded from the control plane on first use. One process serves every project; each
+ * project's runtime (pools, schema caches) is created lazily.
+ */
+export class ProjectRegistry {
+  private readonly runtimes = new Map<string, Promise<ProjectRuntime | undefined>>();
+
+  constructor(
+    /** Superuser pool on the main database, where the control plane lives. */
+    readonly platformPool: pg.Pool,
+    readonly defaultRef: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** The runtime of `ref`, or undefined when no such project exists. */
+  get(ref: string): Promise<ProjectRuntime | undefined> {
+    let runtime = this.runtimes.get(ref);
+    if (!runtime) {
+      runtime = this.load(ref);
+      this.runtimes.set(ref, runtime);
+      runtime
+        .then((r) => r === undefined && this.runtimes.delete(ref))
+        .catch(() => this.runtimes.delete(ref));
+    }
+    return runtime;
+  }
+
+  async getDefault(): Promise<ProjectRuntime> {
+    const runtime = await this.get(this.defaultRef);
+    if (!runtime) throw new Error("the default project is missing from the control plane");
+    return runtime;
+  }
+
+  /** Re-reads a project's row (status, secret, keys toggle) into its runtime, if loaded. */
+  async refresh(ref: string): Promise<ProjectRuntime | undefined> {
+    const loaded = this.runtimes.get(ref);
+    if (!loaded) return this.get(ref);
+    const runtime = await loaded;
+    const row = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
+    if (!runtime) return undefined;
+    if (!row) {
+      await this.evict(ref);
+      return undefined;
+    }
+    runtime.record = toRecord(row);
+    return runtime;
+  }
+
+  /** Closes a project's pools and forgets its runtime (delete, pause, restart). */
+  async evict(ref: string): Promise<void> {
+    const runtime = await this.runtimes.get(ref)?.catch(() => undefined);
+    this.runtimes.delete(ref);
+    await runtime?.close();
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.runtimes.keys()].map((ref) => this.evict(ref)));
+  }
+
+  private async load(ref: string): Promise<ProjectRuntime | undefined> {
+    const row = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
+    if (!row) return undefined;
+    const runtime = new ProjectRuntime(toRecord(row), this.log);
+    await runtime.watchSchema();
+    return runtime;
+  }
+}

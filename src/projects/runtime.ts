@@ -1,0 +1,113 @@
+import { EventEmitter } from "node:events";
+import pg from "pg";
+import type { Logger } from "../log";
+
+/** A project as the control plane stores it. */
+export interface ProjectRecord {
+  id: number;
+  ref: string;
+  name: string;
+  organizationId: string;
+  status: string;
+  isDefault: boolean;
+  jwtSecret: string;
+  legacyKeysIat: number;
+  legacyKeysEnabled: boolean;
+  /** Superuser URL of the project's database. */
+  adminUrl: string;
+  /** URL of the project's database as `authenticator`, the role data requests log in as. */
+  dataUrl: string;
+}
+
+/**
+ * The live side of one project: its pools, its DDL watch and the caches derived from its schema. Data
+ * interfaces keep what they derive from the catalog (GraphQL schemas, the REST schema cache) in `caches`,
+ * which is emptied whenever the schema changes.
+ */
+export class ProjectRuntime {
+  readonly events = new EventEmitter();
+  /** Cleared on every schema change; keys are owned by the interface that fills them. */
+  readonly caches = new Map<string, unknown>();
+  /** Bumped on every schema change. */
+  schemaVersion = 0;
+  private dataPoolInstance: pg.Pool | undefined;
+  private adminPoolInstance: pg.Pool | undefined;
+  private listener: pg.Client | undefined;
+  private closed = false;
+
+  constructor(
+    public record: ProjectRecord,
+    private readonly log: Logger,
+  ) {
+    this.events.setMaxListeners(100);
+  }
+
+  get ref(): string {
+    return this.record.ref;
+  }
+
+  /** Pool of `authenticator` connections for data requests. */
+  get dataPool(): pg.Pool {
+    this.dataPoolInstance ??= this.makePool(this.record.dataUrl, 10);
+    return this.dataPoolInstance;
+  }
+
+  /** Small superuser pool for management work on the project's database. */
+  get adminPool(): pg.Pool {
+    this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3);
+    return this.adminPoolInstance;
+  }
+
+  private makePool(connectionString: string, max: number): pg.Pool {
+    const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 30_000 });
+    // An idle client losing its connection (database restarted) must not crash the process.
+    pool.on("error", (e) =>
+      this.log.warn({ ref: this.ref, err: e.message }, "idle database connection lost"),
+    );
+    return pool;
+  }
+
+  /** Forgets everything derived from the schema; the next request rebuilds it. */
+  invalidateSchema(reason: string): void {
+    this.schemaVersion++;
+    this.caches.clear();
+    this.log.debug({ ref: this.ref, reason }, "schema changed");
+    this.events.emit("schema-changed", reason);
+  }
+
+  /** LISTENs for the DDL watch's notices (sql/project/004_ddl_watch.sql). Reconnects when the database returns. */
+  async watchSchema(): Promise<void> {
+    if (this.closed || this.listener) return;
+    const client = new pg.Client({ connectionString: this.record.adminUrl });
+    this.listener = client;
+    const retry = () => {
+      if (this.listener === client) this.listener = undefined;
+      client.end().catch(() => {});
+      if (!this.closed) setTimeout(() => this.watchSchema().catch(() => {}), 1000).unref();
+    };
+    client.on("error", retry);
+    client.on("notification", (msg) => this.invalidateSchema(`ddl: ${msg.payload}`));
+    try {
+      await client.connect();
+      await client.query("listen strata_ddl");
+      // Anything may have changed while the listener was away.
+      this.invalidateSchema("watch (re)connected");
+    } catch {
+      retry();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.events.emit("closed");
+    const listener = this.listener;
+    this.listener = undefined;
+    await Promise.all([
+      listener?.end().catch(() => {}),
+      this.dataPoolInstance?.end().catch(() => {}),
+      this.adminPoolInstance?.end().catch(() => {}),
+    ]);
+    this.dataPoolInstance = undefined;
+    this.adminPoolInstance = undefined;
+  }
+}

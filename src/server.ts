@@ -1,0 +1,62 @@
+import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import type { AppContext } from "./context";
+import { graphqlRouter } from "./graphql/router";
+import { interfaceOf, Metrics } from "./http/metrics";
+import { managementRouter } from "./management/router";
+
+/** Answers whether the main database is reachable (within two seconds). */
+async function databaseReachable(ctx: AppContext): Promise<boolean> {
+  const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 2000).unref());
+  const probe = ctx.platformPool.query("select 1").then(
+    () => true,
+    () => false,
+  );
+  return Promise.race([probe, timeout]);
+}
+
+/** The one HTTP app: data interfaces, Management API, health and metrics. */
+export function createApp(ctx: AppContext): Express {
+  const app = express();
+  const metrics = new Metrics();
+  app.disable("x-powered-by");
+  app.set("query parser", "simple");
+
+  // Request log and metrics: method, path (never the query string, which may carry an apikey), status, time.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const started = process.hrtime.bigint();
+    res.on("finish", () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      metrics.observe(interfaceOf(req.path), res.statusCode, seconds);
+      ctx.log.info(
+        { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(seconds * 1000) },
+        "request",
+      );
+    });
+    next();
+  });
+
+  app.get("/health", async (_req, res) => {
+    const up = await databaseReachable(ctx);
+    res
+      .status(up ? 200 : 503)
+      .json({ status: up ? "ok" : "unavailable", database: up ? "reachable" : "unreachable" });
+  });
+  app.get("/metrics", metrics.handler());
+
+  app.use(graphqlRouter(ctx));
+  app.use(managementRouter(ctx));
+
+  app.use((_req, res) => {
+    res.status(404).json({ message: "Not found" });
+  });
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const status = (err as { status?: number }).status;
+    if (typeof status === "number" && status >= 400 && status < 500) {
+      res.status(status).json({ message: (err as Error).message });
+      return;
+    }
+    ctx.log.error({ err }, "request failed");
+    res.status(500).json({ message: "Internal server error" });
+  });
+  return app;
+}

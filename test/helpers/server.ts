@@ -1,0 +1,63 @@
+import { mkdtempSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { startStrata, type RunningStrata } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import { createLogger } from "../../src/log";
+import { createTestDatabase, dropTestDatabase } from "./db";
+
+export interface TestServer {
+  /** http://127.0.0.1:<port> */
+  url: string;
+  strata: RunningStrata;
+  ref: string;
+  anonKey: string;
+  serviceKey: string;
+  jwtSecret: string;
+  managementToken: string;
+  /** Superuser URL of the server's main database. */
+  dbUrl: string;
+  /** Runs SQL as superuser in the server's main database. */
+  sql(text: string, params?: unknown[]): Promise<pg.QueryResult>;
+  stop(): Promise<void>;
+}
+
+export const TEST_JWT_SECRET = "test-jwt-secret-with-at-least-32-characters";
+export const TEST_MANAGEMENT_TOKEN = "sbp_" + "0123456789abcdef".repeat(2) + "01234567";
+
+/**
+ * Boots the real server on a free port against a fresh database of its own. `env` adds environment
+ * variables as a user would set them.
+ */
+export async function startTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const dbUrl = await createTestDatabase();
+  const config = loadConfig({
+    DATABASE_URL: dbUrl,
+    PORT: "0",
+    JWT_SECRET: TEST_JWT_SECRET,
+    MANAGEMENT_TOKEN: TEST_MANAGEMENT_TOKEN,
+    // Test databases share one cluster, hence one authenticator role: all servers must agree on its password.
+    AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
+    STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-server-")),
+    ...env,
+  });
+  const strata = await startStrata(config, createLogger(process.env.TEST_LOG_LEVEL ?? "silent"));
+  const pool = new pg.Pool({ connectionString: dbUrl, max: 2 });
+  return {
+    url: `http://127.0.0.1:${strata.port}`,
+    strata,
+    ref: strata.info.ref,
+    anonKey: strata.info.anon_key,
+    serviceKey: strata.info.service_role_key,
+    jwtSecret: strata.info.jwt_secret,
+    managementToken: strata.info.management_token!,
+    dbUrl,
+    sql: (text, params) => pool.query(text, params),
+    async stop() {
+      await pool.end();
+      await strata.stop();
+      await dropTestDatabase(dbUrl);
+    },
+  };
+}

@@ -1,0 +1,43 @@
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { applyBootstrap } from "../../src/db/bootstrap";
+import { startEmbeddedPostgres } from "../../src/db/embedded";
+import { withDatabase } from "../../src/db/urls";
+
+export const TEMPLATE_DB = "strata_test_template";
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+    s.on("error", reject);
+  });
+}
+
+/**
+ * One PostgreSQL for the whole run: the embedded one (fresh, in a temporary directory) or DATABASE_URL's
+ * cluster. A bootstrapped template database is made once; every test file clones it (test/helpers/db.ts),
+ * so files are independent and run in parallel without racing on cluster-wide roles.
+ */
+export default async function globalSetup(): Promise<void> {
+  let adminUrl = process.env.DATABASE_URL;
+  if (!adminUrl) {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "strata-test-"));
+    const db = await startEmbeddedPostgres(dir, await freePort());
+    (globalThis as any).__strataEmbedded = db;
+    adminUrl = db.url;
+  }
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  await client.query(`drop database if exists ${TEMPLATE_DB} with (force)`);
+  await client.query(`create database ${TEMPLATE_DB}`);
+  await client.end();
+  await applyBootstrap(withDatabase(adminUrl, TEMPLATE_DB), ["project", "platform"]);
+  process.env.STRATA_TEST_ADMIN_URL = adminUrl;
+}
