@@ -1,8 +1,10 @@
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import type { AppContext } from "./context";
+import { authRouter } from "./auth/router";
 import { graphqlRouter } from "./graphql/router";
 import { interfaceOf, Metrics } from "./http/metrics";
 import { managementRouter } from "./management/router";
+import { restRouter } from "./rest/router";
 
 /** Answers whether the main database is reachable (within two seconds). */
 async function databaseReachable(ctx: AppContext): Promise<boolean> {
@@ -44,6 +46,8 @@ export function createApp(ctx: AppContext): Express {
   app.get("/metrics", metrics.handler());
 
   app.use(graphqlRouter(ctx));
+  app.use("/rest/v1", restRouter(ctx));
+  app.use("/auth/v1", authRouter(ctx));
   app.use(managementRouter(ctx));
 
   app.use((_req, res) => {

@@ -32,10 +32,10 @@ describe("the server", () => {
       });
     const missing = await post({});
     expect(missing.status).toBe(401);
-    expect((await missing.json()).message).toMatch(/No API key/);
+    expect(((await missing.json()) as any).message).toMatch(/No API key/);
     const wrong = await post({ apikey: "not-a-key" });
     expect(wrong.status).toBe(401);
-    expect((await wrong.json()).message).toMatch(/Invalid API key/);
+    expect(((await wrong.json()) as any).message).toMatch(/Invalid API key/);
   });
 
   it("serves Prometheus metrics", async () => {
