@@ -22,6 +22,8 @@ export interface StrataConfig {
    * Set it when several Strata installations share one cluster.
    */
   authenticatorPassword: string | undefined;
+  /** How long a signing key must have been revoked before it may be deleted (tokens it signed expire). */
+  signingKeyDeleteAfterSeconds: number;
 }
 
 export class ConfigError extends Error {}
@@ -56,6 +58,11 @@ const schema = z.object({
     .string()
     .min(12, "AUTHENTICATOR_PASSWORD must be at least 12 characters long")
     .optional(),
+  SIGNING_KEY_DELETE_AFTER_SECONDS: z.coerce
+    .number({ error: "SIGNING_KEY_DELETE_AFTER_SECONDS must be a number of seconds" })
+    .int()
+    .min(0)
+    .default(3600),
 });
 
 /** Reads the configuration; `overrides` come from graphile.config.ts and lose against the environment. */
@@ -86,5 +93,6 @@ export function loadConfig(
     dataDir: path.resolve(c.STRATA_DATA_DIR),
     embeddedPgPort: c.STRATA_PG_PORT,
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
+    signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
   };
 }

@@ -1,5 +1,8 @@
-import { errors as joseErrors, jwtVerify, decodeProtectedHeader } from "jose";
+import { jwtVerify } from "jose";
 import type { ProjectRuntime } from "../projects/runtime";
+import { isOpaqueKey, lookupOpaqueKey, OPAQUE_KEY_ROLES } from "./apiKeys";
+import { assumableRoles } from "./roles";
+import { verifyJwt } from "./verifyJwt";
 
 /** Who a data request runs as: the Postgres role and the claims RLS policies read. */
 export interface RequestAuth {
@@ -25,28 +28,33 @@ export interface DataCredentials {
   authorization: string | undefined;
 }
 
-const API_KEY_ROLES = new Set(["anon", "service_role"]);
+const LEGACY_KEY_ROLES = new Set(["anon", "service_role"]);
+/** Lifetime of the internal claims an opaque key is turned into: one request. */
+const INTERNAL_TOKEN_SECONDS = 60;
 
-function secretKey(project: ProjectRuntime): Uint8Array {
-  return new TextEncoder().encode(project.record.jwtSecret);
+const INVALID_KEY_HINT = "Double check your project's API key.";
+
+/** Claims standing for an opaque key: callers never see them, RLS policies read them. */
+function internalClaims(project: ProjectRuntime, role: string): Record<string, unknown> {
+  const iat = Math.floor(Date.now() / 1000);
+  return { iss: "strata", ref: project.ref, role, iat, exp: iat + INTERNAL_TOKEN_SECONDS };
 }
 
-/** Verifies an HS256 JWT with the project's secret; every failure becomes a DataAuthError. */
-async function verifyProjectJwt(project: ProjectRuntime, token: string, what: string) {
-  try {
-    const header = decodeProtectedHeader(token);
-    if (header.alg !== "HS256")
-      throw new DataAuthError(`Invalid ${what}: unsupported algorithm ${header.alg}`);
-    const { payload } = await jwtVerify(token, secretKey(project), { algorithms: ["HS256"] });
-    return payload as Record<string, unknown>;
-  } catch (e) {
-    if (e instanceof DataAuthError) throw e;
-    if (e instanceof joseErrors.JWTExpired) throw new DataAuthError(`Invalid ${what}: JWT expired`);
-    throw new DataAuthError(`Invalid ${what}: ${(e as Error).message}`);
+/** A legacy key: an HS256 JWT of the project secret with role anon or service_role, while enabled. */
+async function authenticateLegacyKey(project: ProjectRuntime, apikey: string): Promise<RequestAuth> {
+  const secret = new TextEncoder().encode(project.record.jwtSecret);
+  const claims = await jwtVerify(apikey, secret, { algorithms: ["HS256"] }).then(
+    (r) => r.payload as Record<string, unknown>,
+    () => undefined,
+  );
+  const role = claims?.role;
+  if (typeof role !== "string" || !LEGACY_KEY_ROLES.has(role) || !project.record.legacyKeysEnabled) {
+    throw new DataAuthError("Invalid API key", INVALID_KEY_HINT);
   }
+  return { role, claims: claims! };
 }
 
-/** Checks the API key and returns the role it stands for. */
+/** Checks the API key and returns the role it stands for. Opaque keys are looked up on every request. */
 async function authenticateApiKey(project: ProjectRuntime, apikey: string | undefined): Promise<RequestAuth> {
   if (!apikey) {
     throw new DataAuthError(
@@ -54,17 +62,30 @@ async function authenticateApiKey(project: ProjectRuntime, apikey: string | unde
       "No `apikey` request header or url param was found.",
     );
   }
+  if (!isOpaqueKey(apikey)) return authenticateLegacyKey(project, apikey);
+  const type = await lookupOpaqueKey(project.platformPool, project.ref, apikey);
+  if (!type) throw new DataAuthError("Invalid API key", INVALID_KEY_HINT);
+  const role = OPAQUE_KEY_ROLES[type];
+  return { role, claims: internalClaims(project, role) };
+}
+
+/** Verifies a bearer JWT and checks that its role is one the authenticator may assume. */
+export async function authenticateBearer(
+  project: ProjectRuntime,
+  token: string,
+  defaultRole: string,
+): Promise<RequestAuth> {
   let claims: Record<string, unknown>;
   try {
-    claims = await verifyProjectJwt(project, apikey, "API key");
-  } catch {
-    throw new DataAuthError("Invalid API key", "Double check your project's anon or service_role API key.");
+    claims = (await verifyJwt(project, token)) as Record<string, unknown>;
+  } catch (e) {
+    throw new DataAuthError(`Invalid JWT: ${(e as Error).message}`);
   }
-  const role = claims.role;
-  if (typeof role !== "string" || !API_KEY_ROLES.has(role) || !project.record.legacyKeysEnabled) {
-    throw new DataAuthError("Invalid API key", "Double check your project's anon or service_role API key.");
+  const role = typeof claims.role === "string" && claims.role !== "" ? claims.role : defaultRole;
+  if (!(await assumableRoles(project)).has(role)) {
+    throw new DataAuthError(`Invalid JWT: role "${role}" is not allowed`);
   }
-  return { role, claims };
+  return { role, claims: { ...claims, role } };
 }
 
 /**
@@ -76,11 +97,14 @@ export async function authenticateDataRequest(
   creds: DataCredentials,
 ): Promise<RequestAuth> {
   const keyAuth = await authenticateApiKey(project, creds.apikey);
-  const bearer = /^bearer\s+(.+)$/i.exec(creds.authorization ?? "")?.[1]?.trim();
+  const bearer = bearerOf(creds);
   if (!bearer || bearer === creds.apikey) return keyAuth;
-  const claims = await verifyProjectJwt(project, bearer, "JWT");
-  const role = typeof claims.role === "string" && claims.role !== "" ? claims.role : keyAuth.role;
-  return { role, claims: { ...claims, role } };
+  return authenticateBearer(project, bearer, keyAuth.role);
+}
+
+/** The token of an `Authorization: Bearer` header, if any. */
+export function bearerOf(creds: DataCredentials): string | undefined {
+  return /^bearer\s+(.+)$/i.exec(creds.authorization ?? "")?.[1]?.trim();
 }
 
 /** Reads the credentials of a data request from its headers (any case) and, for REST, its query. */

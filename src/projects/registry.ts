@@ -87,7 +87,7 @@ export class ProjectRegistry {
   private async load(ref: string): Promise<ProjectRuntime | undefined> {
     const row = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
     if (!row) return undefined;
-    const runtime = new ProjectRuntime(toRecord(row), this.log);
+    const runtime = new ProjectRuntime(toRecord(row), this.log, this.platformPool);
     await runtime.watchSchema();
     return runtime;
   }

@@ -38,6 +38,8 @@ export class ProjectRuntime {
   constructor(
     public record: ProjectRecord,
     private readonly log: Logger,
+    /** Superuser pool on the main database: the auth gate reads the project's keys from the control plane. */
+    readonly platformPool: pg.Pool,
   ) {
     this.events.setMaxListeners(100);
   }

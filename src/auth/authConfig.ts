@@ -1,0 +1,76 @@
+import type pg from "pg";
+
+/**
+ * Defaults of the auth config fields Strata gives a value to; every other field of the spec is null until
+ * set. Self-hosted without a mail server, sign-ups are confirmed at once (mailer_autoconfirm).
+ */
+export const AUTH_CONFIG_DEFAULTS: Record<string, unknown> = {
+  site_url: "http://localhost:3000",
+  uri_allow_list: "",
+  disable_signup: false,
+  external_email_enabled: true,
+  external_phone_enabled: false,
+  external_anonymous_users_enabled: false,
+  jwt_exp: 3600,
+  mailer_autoconfirm: true,
+  mailer_otp_exp: 3600,
+  mailer_otp_length: 6,
+  password_min_length: 6,
+  password_hibp_enabled: false,
+  refresh_token_rotation_enabled: true,
+  security_refresh_token_reuse_interval: 10,
+  rate_limit_anonymous_users: 30,
+  rate_limit_email_sent: 2,
+  rate_limit_sms_sent: 30,
+  rate_limit_token_refresh: 150,
+  rate_limit_verify: 30,
+  rate_limit_otp: 30,
+  rate_limit_web3: 30,
+  saml_enabled: false,
+  saml_allow_encrypted_assertions: false,
+  custom_oauth_max_providers: 0,
+  sessions_single_per_user: false,
+  smtp_port: null,
+};
+
+/** The auth settings the /auth/v1 endpoints honour, read fresh per request so changes apply at once. */
+export interface AuthSettings {
+  disable_signup: boolean;
+  password_min_length: number;
+  jwt_exp: number;
+  mailer_autoconfirm: boolean;
+  refresh_token_rotation_enabled: boolean;
+  security_refresh_token_reuse_interval: number;
+  rate_limit_token_refresh: number;
+  rate_limit_anonymous_users: number;
+  [field: string]: unknown;
+}
+
+/** The stored fields of `ref`'s auth config (only those a caller has set). */
+export async function storedAuthConfig(platformPool: pg.Pool, ref: string): Promise<Record<string, unknown>> {
+  const { rows } = await platformPool.query(
+    "select config from platform.auth_config where project_ref = $1",
+    [ref],
+  );
+  return rows[0]?.config ?? {};
+}
+
+/** The effective auth config of `ref`: stored fields over the defaults. */
+export async function authSettings(platformPool: pg.Pool, ref: string): Promise<AuthSettings> {
+  return { ...AUTH_CONFIG_DEFAULTS, ...(await storedAuthConfig(platformPool, ref)) } as AuthSettings;
+}
+
+/** Merges `changes` into the stored config of `ref` and returns the effective config. */
+export async function updateAuthConfig(
+  platformPool: pg.Pool,
+  ref: string,
+  changes: Record<string, unknown>,
+): Promise<AuthSettings> {
+  await platformPool.query(
+    `insert into platform.auth_config (project_ref, config) values ($1, $2)
+     on conflict (project_ref) do update
+       set config = platform.auth_config.config || excluded.config, updated_at = now()`,
+    [ref, JSON.stringify(changes)],
+  );
+  return authSettings(platformPool, ref);
+}

@@ -1,0 +1,231 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { mintLegacyKey } from "../../auth/legacyKeys";
+import type { ProjectRuntime } from "../../projects/runtime";
+import { HttpError } from "../http";
+import { route } from "../route";
+import { projectOf } from "../auth-config/project";
+import {
+  createApiKey,
+  deleteApiKey,
+  getApiKey,
+  listApiKeys,
+  setLegacyKeysEnabled,
+  updateApiKey,
+  type ApiKeyRow,
+} from "./store";
+
+const READ = { permission: "api_gateway_keys_read", scope: "secrets:read" };
+const WRITE = { permission: "api_gateway_keys_write", scope: "secrets:write" };
+
+const booleanString = z.enum(["true", "false"]).transform((v) => v === "true");
+const revealQuery = z.object({ reveal: booleanString.optional() });
+const name = z
+  .string()
+  .min(4)
+  .max(64)
+  .regex(/^[a-z_][a-z0-9_]+$/, "must be lowercase letters, digits and underscores");
+const template = z.record(z.string(), z.unknown());
+
+/** A secret value shown without reveal=true: its prefix and four characters, the rest hidden. */
+function masked(value: string): string {
+  const cut = value.lastIndexOf("_") + 5;
+  return `${value.slice(0, cut)}${"·".repeat(8)}`;
+}
+
+function toApiKey(row: ApiKeyRow, reveal: boolean) {
+  const hidden = row.type === "secret" && !reveal;
+  return {
+    id: row.id,
+    type: row.type,
+    name: row.name,
+    description: row.description,
+    api_key: hidden ? masked(row.secret) : row.secret,
+    prefix: row.secret.slice(0, row.secret.lastIndexOf("_") + 5),
+    hash: null,
+    secret_jwt_template: row.secret_jwt_template,
+    inserted_at: row.inserted_at,
+    updated_at: row.updated_at,
+  };
+}
+
+/** The legacy anon and service_role keys, listed as type legacy (the service_role one masked). */
+async function legacyKeys(project: ProjectRuntime, reveal: boolean) {
+  const { jwtSecret, legacyKeysIat } = project.record;
+  return Promise.all(
+    (["anon", "service_role"] as const).map(async (role) => {
+      const value = await mintLegacyKey(jwtSecret, role, legacyKeysIat);
+      const hide = role === "service_role" && !reveal;
+      return {
+        id: role,
+        type: "legacy",
+        name: role,
+        description: `Legacy ${role} API key`,
+        api_key: hide ? `${value.slice(0, 12)}${"·".repeat(8)}` : value,
+        prefix: null,
+        hash: null,
+        secret_jwt_template: null,
+        inserted_at: null,
+        updated_at: null,
+      };
+    }),
+  );
+}
+
+function found<T>(row: T | undefined, id: string): T {
+  if (!row) throw new HttpError(404, `API key ${id} not found`);
+  return row;
+}
+
+/** API keys: opaque publishable/secret keys of a project, plus the legacy JWT keys and their toggle. */
+export function apiKeyRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const pool = ctx.platformPool;
+  const base = "/v1/projects/:ref/api-keys";
+
+  route(
+    router,
+    {
+      method: "get",
+      path: base,
+      summary: "Lists the project's API keys",
+      access: READ,
+      query: revealQuery,
+      status: 200,
+    },
+    async ({ params, query }) => {
+      const project = await projectOf(ctx, params.ref);
+      const reveal = query.reveal ?? false;
+      const legacy = project.record.legacyKeysEnabled ? await legacyKeys(project, reveal) : [];
+      return [...legacy, ...(await listApiKeys(pool, params.ref)).map((k) => toApiKey(k, reveal))];
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/legacy`,
+      summary: "Whether the legacy JWT API keys are enabled",
+      access: READ,
+      status: 200,
+    },
+    async ({ params }) => ({ enabled: (await projectOf(ctx, params.ref)).record.legacyKeysEnabled }),
+  );
+
+  route(
+    router,
+    {
+      method: "put",
+      path: `${base}/legacy`,
+      summary: "Enables or disables the legacy JWT API keys",
+      access: WRITE,
+      query: z.object({ enabled: booleanString }),
+      status: 200,
+    },
+    async ({ params, query }) => {
+      await projectOf(ctx, params.ref);
+      await setLegacyKeysEnabled(pool, params.ref, query.enabled);
+      const project = await ctx.registry.refresh(params.ref);
+      return { enabled: project!.record.legacyKeysEnabled };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "post",
+      path: base,
+      summary: "Creates a publishable or secret API key",
+      access: WRITE,
+      query: revealQuery,
+      body: z.object({
+        type: z.enum(["publishable", "secret"]),
+        name,
+        description: z.string().max(256).nullable().optional(),
+        secret_jwt_template: template.optional(),
+      }),
+      status: 201,
+    },
+    async ({ params, query, body }) => {
+      await projectOf(ctx, params.ref);
+      const row = await createApiKey(pool, params.ref, body);
+      if (!row) throw new HttpError(409, `An API key named ${body.name} already exists`);
+      return toApiKey(row, query.reveal ?? false);
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/:id`,
+      summary: "Gets an API key",
+      access: READ,
+      query: revealQuery,
+      status: 200,
+    },
+    async ({ params, query }) => {
+      const project = await projectOf(ctx, params.ref);
+      const legacy = (await legacyKeys(project, query.reveal ?? false)).find((k) => k.id === params.id);
+      if (legacy) return legacy;
+      return toApiKey(found(await getApiKey(pool, params.ref, params.id), params.id), query.reveal ?? false);
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "patch",
+      path: `${base}/:id`,
+      summary: "Updates an API key's name, description or secret JWT template",
+      access: WRITE,
+      query: revealQuery,
+      body: z.object({
+        name: name.optional(),
+        description: z.string().max(256).nullable().optional(),
+        secret_jwt_template: template.optional(),
+      }),
+      status: 200,
+    },
+    async ({ params, query, body }) => {
+      await projectOf(ctx, params.ref);
+      const row = await updateApiKey(pool, params.ref, params.id, body).catch((e) => {
+        if (e.code === "23505") throw new HttpError(409, `An API key named ${body.name} already exists`);
+        throw e;
+      });
+      return toApiKey(found(row, params.id), query.reveal ?? false);
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "delete",
+      path: `${base}/:id`,
+      summary: "Deletes an API key: it stops opening the data APIs on the next request",
+      access: WRITE,
+      query: z.object({
+        reveal: booleanString.optional(),
+        was_compromised: booleanString.optional(),
+        reason: z.string().max(1000).optional(),
+      }),
+      status: 200,
+    },
+    async ({ params, query }) => {
+      await projectOf(ctx, params.ref);
+      if (params.id === "anon" || params.id === "service_role") {
+        throw new HttpError(400, "Legacy API keys cannot be deleted; disable them with PUT api-keys/legacy");
+      }
+      const row = found(await deleteApiKey(pool, params.ref, params.id), params.id);
+      ctx.log.info(
+        { ref: params.ref, key: row.id, was_compromised: query.was_compromised },
+        "API key deleted",
+      );
+      return toApiKey(row, query.reveal ?? false);
+    },
+  );
+
+  return router;
+}

@@ -1,0 +1,92 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { AUTH_CONFIG_DEFAULTS, storedAuthConfig, updateAuthConfig } from "../../auth/authConfig";
+import { route } from "../route";
+import {
+  BOOLEAN_FIELDS,
+  ENUM_FIELDS,
+  GET_ONLY_FIELDS,
+  INTEGER_FIELDS,
+  NUMBER_FIELDS,
+  STRING_FIELDS,
+} from "./fields";
+import { projectOf } from "./project";
+
+const READ = { permission: "auth_config_read", scope: "auth:read" };
+const WRITE = { permission: { and: ["auth_config_write", "project_admin_write"] }, scope: "auth:write" };
+
+/** Range checks of the fields whose meaning bounds them; every other field is checked by type only. */
+const RANGES: Record<string, [number, number]> = {
+  jwt_exp: [30, 604800],
+  password_min_length: [6, 72],
+  security_refresh_token_reuse_interval: [0, 86400],
+  mailer_otp_exp: [1, 86400],
+  mailer_otp_length: [6, 10],
+  sms_otp_length: [6, 10],
+  smtp_max_frequency: [0, 32767],
+};
+
+function integerField(name: string) {
+  const [min, max] = RANGES[name] ?? [0, 2147483647];
+  return z.number().int().min(min).max(max).nullable().optional();
+}
+
+/** The PATCH body: every field of the spec, all optional, typed; unknown and GET-only fields refused. */
+const patchBody = z.strictObject({
+  ...Object.fromEntries(STRING_FIELDS.map((f) => [f, z.string().max(100_000).nullable().optional()])),
+  ...Object.fromEntries(BOOLEAN_FIELDS.map((f) => [f, z.boolean().nullable().optional()])),
+  ...Object.fromEntries(INTEGER_FIELDS.map((f) => [f, integerField(f)])),
+  ...Object.fromEntries(NUMBER_FIELDS.map((f) => [f, z.number().min(0).nullable().optional()])),
+  ...Object.fromEntries(
+    Object.entries(ENUM_FIELDS).map(([f, values]) => [f, z.enum(values).nullable().optional()]),
+  ),
+});
+
+const ALL_FIELDS = [
+  ...STRING_FIELDS,
+  ...BOOLEAN_FIELDS,
+  ...INTEGER_FIELDS,
+  ...NUMBER_FIELDS,
+  ...Object.keys(ENUM_FIELDS),
+  ...Object.keys(GET_ONLY_FIELDS),
+];
+
+/** The full auth config: every field of the spec, stored value, else default, else null. */
+function fullConfig(stored: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(ALL_FIELDS.map((f) => [f, stored[f] ?? AUTH_CONFIG_DEFAULTS[f] ?? null]));
+}
+
+/** Auth config: read by /auth/v1 on every request, so a change applies at once. */
+export function authConfigRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const path = "/v1/projects/:ref/config/auth";
+
+  route(
+    router,
+    { method: "get", path, summary: "Gets the project's auth config", access: READ, status: 200 },
+    async ({ params }) => {
+      await projectOf(ctx, params.ref);
+      return fullConfig(await storedAuthConfig(ctx.platformPool, params.ref));
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "patch",
+      path,
+      summary: "Changes auth config fields",
+      access: WRITE,
+      body: patchBody,
+      status: 200,
+    },
+    async ({ params, body }) => {
+      await projectOf(ctx, params.ref);
+      const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
+      return fullConfig(await updateAuthConfig(ctx.platformPool, params.ref, changes));
+    },
+  );
+
+  return router;
+}

@@ -1,0 +1,111 @@
+import type { JWK } from "jose";
+import type pg from "pg";
+import type { SigningAlgorithm, SigningKeyRow, SigningKeyStatus } from "../../auth/signingKeys";
+
+export async function listSigningKeys(pool: pg.Pool, ref: string): Promise<SigningKeyRow[]> {
+  const { rows } = await pool.query(
+    "select * from platform.signing_keys where project_ref = $1 order by created_at",
+    [ref],
+  );
+  return rows;
+}
+
+export async function getSigningKey(
+  pool: pg.Pool,
+  ref: string,
+  id: string,
+): Promise<SigningKeyRow | undefined> {
+  const { rows } = await pool.query(
+    "select * from platform.signing_keys where project_ref = $1 and id::text = $2",
+    [ref, id],
+  );
+  return rows[0];
+}
+
+export async function legacySigningKey(pool: pg.Pool, ref: string): Promise<SigningKeyRow | undefined> {
+  const { rows } = await pool.query(
+    "select * from platform.signing_keys where project_ref = $1 and is_legacy",
+    [ref],
+  );
+  return rows[0];
+}
+
+/** Demotes the current in_use key (to previously_used) when `status` is in_use: one key signs at a time. */
+async function demoteInUse(client: pg.PoolClient, ref: string, status: SigningKeyStatus, except?: string) {
+  if (status !== "in_use") return;
+  await client.query(
+    `update platform.signing_keys set status = 'previously_used', updated_at = now()
+      where project_ref = $1 and status = 'in_use' and id::text is distinct from $2`,
+    [ref, except ?? null],
+  );
+}
+
+async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query("begin");
+    const result = await work(client);
+    await client.query("commit");
+    return result;
+  } catch (e) {
+    await client.query("rollback");
+    throw e;
+  } finally {
+    client.release();
+  }
+}
+
+export function insertSigningKey(
+  pool: pg.Pool,
+  ref: string,
+  key: {
+    id: string;
+    algorithm: SigningAlgorithm;
+    status: SigningKeyStatus;
+    privateJwk: JWK;
+    publicJwk: JWK | null;
+    isLegacy?: boolean;
+  },
+): Promise<SigningKeyRow> {
+  return inTransaction(pool, async (client) => {
+    await demoteInUse(client, ref, key.status);
+    const { rows } = await client.query(
+      `insert into platform.signing_keys (id, project_ref, algorithm, status, private_jwk, public_jwk, is_legacy)
+       values ($1, $2, $3, $4, $5, $6, $7) returning *`,
+      [
+        key.id,
+        ref,
+        key.algorithm,
+        key.status,
+        JSON.stringify(key.privateJwk),
+        key.publicJwk && JSON.stringify(key.publicJwk),
+        key.isLegacy ?? false,
+      ],
+    );
+    return rows[0];
+  });
+}
+
+export function setSigningKeyStatus(
+  pool: pg.Pool,
+  ref: string,
+  id: string,
+  status: SigningKeyStatus,
+): Promise<SigningKeyRow | undefined> {
+  return inTransaction(pool, async (client) => {
+    await demoteInUse(client, ref, status, id);
+    const { rows } = await client.query(
+      `update platform.signing_keys
+          set status = $3, updated_at = now(),
+              revoked_at = case when $3 = 'revoked' then coalesce(revoked_at, now()) else null end
+        where project_ref = $1 and id::text = $2
+        returning *`,
+      [ref, id, status],
+    );
+    return rows[0];
+  });
+}
+
+export async function deleteSigningKey(pool: pg.Pool, ref: string, id: string): Promise<void> {
+  await pool.query("delete from platform.signing_keys where project_ref = $1 and id::text = $2", [ref, id]);
+}
