@@ -1,0 +1,30 @@
+import type { TestServer } from "../helpers/server";
+
+/** Calls the Management API of the test server with its token. */
+export async function management(server: TestServer, method: string, path: string, body?: unknown) {
+  const res = await fetch(`${server.url}/v1/projects/${server.ref}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${server.managementToken}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : undefined };
+}
+
+/** A GraphQL request with the given API key and optional bearer token. */
+export async function graphql(
+  server: TestServer,
+  apikey: string | undefined,
+  query: string,
+  bearer?: string,
+) {
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (apikey !== undefined) headers.apikey = apikey;
+  if (bearer) headers.authorization = `Bearer ${bearer}`;
+  const res = await fetch(`${server.url}/graphql/v1`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({ query }),
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}
