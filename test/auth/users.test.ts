@@ -1,0 +1,176 @@
+import { createClient, type SupabaseClient } from "@supabase/supabase-js";
+import { startTestServer, type TestServer } from "../helpers/server";
+import { graphql, management } from "./helpers";
+
+const NO_STORAGE = { auth: { persistSession: false, autoRefreshToken: false } };
+
+describe("email/password users through supabase-js", () => {
+  let server: TestServer;
+  let client: () => SupabaseClient;
+
+  /** Reads the bodies of `notes` through GraphQL, whichever collection shape the schema has. */
+  async function notesThroughGraphql(apikey: string, token?: string): Promise<string[]> {
+    const names = await queryFieldNames("Query", token);
+    const query = names.includes("notesCollection")
+      ? "{ notesCollection { edges { node { body } } } }"
+      : "{ allNotes { nodes { body } } }";
+    const res = await graphql(server, apikey, query, token);
+    expect(res.body.errors).toBeUndefined();
+    const data = res.body.data;
+    return data.notesCollection
+      ? data.notesCollection.edges.map((e: any) => e.node.body)
+      : data.allNotes.nodes.map((n: any) => n.body);
+  }
+
+  /** Inserts a note as the token's user through GraphQL, whichever mutation shape the schema has. */
+  async function insertNoteThroughGraphql(token: string, body: string): Promise<void> {
+    const names = await queryFieldNames("Mutation", token);
+    const mutation = names.includes("insertIntoNotesCollection")
+      ? `mutation { insertIntoNotesCollection(objects: [{ body: ${JSON.stringify(body)} }]) { affectedCount } }`
+      : `mutation { createNote(input: { note: { body: ${JSON.stringify(body)} } }) { clientMutationId } }`;
+    const res = await graphql(server, server.anonKey, mutation, token);
+    expect(res.body.errors).toBeUndefined();
+  }
+
+  async function queryFieldNames(type: string, token?: string): Promise<string[]> {
+    const res = await graphql(
+      server,
+      server.anonKey,
+      `{ __type(name: "${type}") { fields { name } } }`,
+      token,
+    );
+    return res.body.data.__type.fields.map((f: { name: string }) => f.name);
+  }
+
+  /** Reads the bodies of `notes` through REST; undefined while /rest/v1 is not mounted. */
+  async function notesThroughRest(apikey: string, token?: string): Promise<string[] | undefined> {
+    const res = await fetch(`${server.url}/rest/v1/notes?select=body`, {
+      headers: { apikey, authorization: `Bearer ${token ?? apikey}` },
+    });
+    if (res.status === 404) return undefined;
+    return ((await res.json()) as { body: string }[]).map((r) => r.body);
+  }
+
+  beforeAll(async () => {
+    server = await startTestServer();
+    client = () => createClient(server.url, server.anonKey, NO_STORAGE);
+    await server.sql(`
+      create table public.notes (
+        id serial primary key,
+        body text not null,
+        owner uuid not null default auth.uid()
+      );
+      alter table public.notes enable row level security;
+      create policy notes_of_owner on public.notes using (owner = auth.uid()) with check (owner = auth.uid());
+      grant select, insert on public.notes to authenticated;
+      grant select on public.notes to anon;
+      grant usage on sequence public.notes_id_seq to authenticated;`);
+  });
+  afterAll(() => server.stop());
+
+  it("keeps each user's rows to that user", async () => {
+    const alice = client();
+    const signUp = await alice.auth.signUp({ email: "alice@example.com", password: "correct horse" });
+    expect(signUp.error).toBeNull();
+    expect(signUp.data.session?.access_token).toBeTruthy();
+    expect(signUp.data.user?.email).toBe("alice@example.com");
+
+    const signIn = await alice.auth.signInWithPassword({
+      email: "alice@example.com",
+      password: "correct horse",
+    });
+    expect(signIn.error).toBeNull();
+    const aliceToken = signIn.data.session!.access_token;
+    const { data: me } = await alice.auth.getUser();
+    expect(me.user?.id).toBe(signIn.data.user!.id);
+
+    // Alice's row: its owner column is filled by auth.uid() from her token.
+    await insertNoteThroughGraphql(aliceToken, "alice secret");
+
+    const bob = client();
+    await bob.auth.signUp({ email: "bob@example.com", password: "battery staple" });
+    const bobToken = (await bob.auth.getSession()).data.session!.access_token;
+
+    expect(await notesThroughGraphql(server.anonKey, aliceToken)).toEqual(["alice secret"]);
+    expect(await notesThroughGraphql(server.anonKey, bobToken)).toEqual([]);
+    expect(await notesThroughGraphql(server.anonKey)).toEqual([]);
+    expect(await notesThroughGraphql(server.serviceKey)).toEqual(["alice secret"]);
+
+    const rest = await notesThroughRest(server.anonKey, bobToken);
+    if (rest !== undefined) {
+      expect(rest).toEqual([]);
+      expect(await notesThroughRest(server.anonKey)).toEqual([]);
+      expect(await notesThroughRest(server.anonKey, aliceToken)).toEqual(["alice secret"]);
+      expect(await notesThroughRest(server.serviceKey)).toEqual(["alice secret"]);
+    }
+  });
+
+  it("rotates refresh tokens and refuses a reused one once the reuse interval has passed", async () => {
+    await management(server, "PATCH", "/config/auth", { security_refresh_token_reuse_interval: 0 });
+    const carol = client();
+    const { data } = await carol.auth.signUp({ email: "carol@example.com", password: "long enough" });
+    const first = data.session!.refresh_token;
+    const refreshed = await carol.auth.refreshSession({ refresh_token: first });
+    expect(refreshed.error).toBeNull();
+    expect(refreshed.data.session!.refresh_token).not.toBe(first);
+    await new Promise((r) => setTimeout(r, 1100)); // past the (zero-second) reuse interval
+
+    const reuse = await client().auth.refreshSession({ refresh_token: first });
+    expect(reuse.error?.code).toBe("refresh_token_already_used");
+    // Reuse ends the whole session: the rotated token is gone too.
+    const after = await client().auth.refreshSession({
+      refresh_token: refreshed.data.session!.refresh_token,
+    });
+    expect(after.error).not.toBeNull();
+  });
+
+  it("honours the auth config as soon as it changes", async () => {
+    await management(server, "PATCH", "/config/auth", { password_min_length: 12, jwt_exp: 120 });
+    const weak = await client().auth.signUp({ email: "dave@example.com", password: "short pass" });
+    expect(weak.error?.code).toBe("weak_password");
+    const ok = await client().auth.signUp({ email: "dave@example.com", password: "a longer passphrase" });
+    expect(ok.data.session?.expires_in).toBe(120);
+
+    await management(server, "PATCH", "/config/auth", { disable_signup: true });
+    const closed = await client().auth.signUp({ email: "erin@example.com", password: "a longer passphrase" });
+    expect(closed.error?.code).toBe("signup_disabled");
+    await management(server, "PATCH", "/config/auth", { disable_signup: false });
+  });
+
+  it("updates the user and signs out", async () => {
+    const frank = client();
+    await frank.auth.signUp({ email: "frank@example.com", password: "a longer passphrase" });
+    const updated = await frank.auth.updateUser({
+      data: { nickname: "frankie" },
+      password: "another passphrase",
+    });
+    expect(updated.data.user?.user_metadata).toEqual({ nickname: "frankie" });
+    const again = await client().auth.signInWithPassword({
+      email: "frank@example.com",
+      password: "another passphrase",
+    });
+    expect(again.error).toBeNull();
+
+    const token = (await frank.auth.getSession()).data.session!.access_token;
+    expect((await frank.auth.signOut()).error).toBeNull();
+    const res = await fetch(`${server.url}/auth/v1/user`, {
+      headers: { apikey: server.anonKey, authorization: `Bearer ${token}` },
+    });
+    expect(res.status).toBe(403);
+    expect(((await res.json()) as any).error_code).toBe("session_not_found");
+  });
+
+  it("refuses wrong credentials in the auth server's error shape", async () => {
+    const res = await fetch(`${server.url}/auth/v1/token?grant_type=password`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ email: "alice@example.com", password: "wrong" }),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      code: 400,
+      error_code: "invalid_credentials",
+      msg: "Invalid login credentials",
+    });
+  });
+});
