@@ -54,7 +54,7 @@ export async function keyOf(row: SigningKeyRow, use: "sign" | "verify"): Promise
   return importJWK({ ...material, alg: row.algorithm }, row.algorithm);
 }
 
-/** The project's key that may verify a token with `kid` (standby or in_use), if any. */
+/** The project's key that may verify a token with `kid` (anything not revoked: in_use, standby, previously_used). */
 export async function verifyingKey(
   platformPool: pg.Pool,
   ref: string,
@@ -62,7 +62,7 @@ export async function verifyingKey(
 ): Promise<SigningKeyRow | undefined> {
   const { rows } = await platformPool.query(
     `select * from platform.signing_keys
-      where project_ref = $1 and id::text = $2 and status in ('in_use', 'standby')`,
+      where project_ref = $1 and id::text = $2 and status in ('in_use', 'standby', 'previously_used')`,
     [ref, kid],
   );
   return rows[0];
@@ -81,7 +81,7 @@ export async function inUseKey(platformPool: pg.Pool, ref: string): Promise<Sign
 export async function publishedJwks(platformPool: pg.Pool, ref: string): Promise<JWK[]> {
   const { rows } = await platformPool.query(
     `select public_jwk from platform.signing_keys
-      where project_ref = $1 and status in ('in_use', 'standby') and public_jwk is not null
+      where project_ref = $1 and status in ('in_use', 'standby', 'previously_used') and public_jwk is not null
       order by created_at`,
     [ref],
   );
