@@ -18,15 +18,21 @@ export function isOpaqueKey(value: string): boolean {
   return value.startsWith(PREFIXES.publishable) || value.startsWith(PREFIXES.secret);
 }
 
-/** The type of a live opaque key of `ref`, or undefined (unknown, deleted or another project's key). */
+export interface OpaqueKey {
+  type: OpaqueKeyType;
+  /** Claims a secret key's requests carry (`role` picks the role), from its `secret_jwt_template`. */
+  template: Record<string, unknown> | null;
+}
+
+/** A live opaque key of `ref`, or undefined (unknown, deleted or another project's key). */
 export async function lookupOpaqueKey(
   platformPool: pg.Pool,
   ref: string,
   value: string,
-): Promise<OpaqueKeyType | undefined> {
+): Promise<OpaqueKey | undefined> {
   const { rows } = await platformPool.query(
-    "select type from platform.api_keys where key_hash = $1 and project_ref = $2",
+    "select type, secret_jwt_template from platform.api_keys where key_hash = $1 and project_ref = $2",
     [sha256(value), ref],
   );
-  return rows[0]?.type;
+  return rows[0] && { type: rows[0].type, template: rows[0].secret_jwt_template };
 }

@@ -1,6 +1,6 @@
 import { jwtVerify } from "jose";
 import type { ProjectRuntime } from "../projects/runtime";
-import { isOpaqueKey, lookupOpaqueKey, OPAQUE_KEY_ROLES } from "./apiKeys";
+import { isOpaqueKey, lookupOpaqueKey, OPAQUE_KEY_ROLES, type OpaqueKey } from "./apiKeys";
 import { assumableRoles } from "./roles";
 import { verifyJwt } from "./verifyJwt";
 
@@ -35,9 +35,11 @@ const INTERNAL_TOKEN_SECONDS = 60;
 const INVALID_KEY_HINT = "Double check your project's API key.";
 
 /** Claims standing for an opaque key: callers never see them, RLS policies read them. */
-function internalClaims(project: ProjectRuntime, role: string): Record<string, unknown> {
+function internalClaims(project: ProjectRuntime, key: OpaqueKey): Record<string, unknown> {
   const iat = Math.floor(Date.now() / 1000);
-  return { iss: "strata", ref: project.ref, role, iat, exp: iat + INTERNAL_TOKEN_SECONDS };
+  const template = key.type === "secret" ? (key.template ?? {}) : {};
+  const role = typeof template.role === "string" ? template.role : OPAQUE_KEY_ROLES[key.type];
+  return { ...template, iss: "strata", ref: project.ref, role, iat, exp: iat + INTERNAL_TOKEN_SECONDS };
 }
 
 /** A legacy key: an HS256 JWT of the project secret with role anon or service_role, while enabled. */
@@ -63,10 +65,14 @@ async function authenticateApiKey(project: ProjectRuntime, apikey: string | unde
     );
   }
   if (!isOpaqueKey(apikey)) return authenticateLegacyKey(project, apikey);
-  const type = await lookupOpaqueKey(project.platformPool, project.ref, apikey);
-  if (!type) throw new DataAuthError("Invalid API key", INVALID_KEY_HINT);
-  const role = OPAQUE_KEY_ROLES[type];
-  return { role, claims: internalClaims(project, role) };
+  const key = await lookupOpaqueKey(project.platformPool, project.ref, apikey);
+  if (!key) throw new DataAuthError("Invalid API key", INVALID_KEY_HINT);
+  const claims = internalClaims(project, key);
+  const role = claims.role as string;
+  if (!(await assumableRoles(project)).has(role)) {
+    throw new DataAuthError(`Invalid API key: its template's role "${role}" is not allowed`);
+  }
+  return { role, claims };
 }
 
 /** Verifies a bearer JWT and checks that its role is one the authenticator may assume. */
