@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 export interface EmbeddedDatabase {
@@ -49,6 +49,7 @@ export async function startEmbeddedPostgres(
     onError: (e: unknown) => onLog(String(e)),
   });
   if (!existsSync(path.join(databaseDir, "PG_VERSION"))) await pg.initialise();
+  else await stopOrphanedPostmaster(databaseDir);
   try {
     await pg.start();
   } catch (e) {
@@ -61,4 +62,39 @@ export async function startEmbeddedPostgres(
     url: `postgres://${SUPERUSER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
     stop: () => pg.stop(),
   };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** After a reboot the pid in postmaster.pid may belong to an unrelated process: only touch a postgres. */
+function isPostgres(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("postgres");
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A server killed with SIGKILL leaves its PostgreSQL running on the data directory. Stop that postmaster
+ * (fast shutdown: clean, nothing lost) so this start can take the directory over.
+ */
+async function stopOrphanedPostmaster(databaseDir: string): Promise<void> {
+  const pidFile = path.join(databaseDir, "postmaster.pid");
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid) || !isPostgres(pid)) return;
+  try {
+    process.kill(pid, "SIGINT");
+  } catch {
+    return;
+  }
+  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
 }
