@@ -27,7 +27,15 @@ export async function buildRestOpenApi(
   ctx?: AppContext,
 ): Promise<Record<string, unknown>> {
   const cache = await schemaCacheOf(project, [schema]);
-  const paths: Record<string, unknown> = { "/": { get: { tags: ["Introspection"], summary: "OpenAPI description (this document)", responses: { 200: { description: "OK" } } } } };
+  const paths: Record<string, unknown> = {
+    "/": {
+      get: {
+        tags: ["Introspection"],
+        summary: "OpenAPI description (this document)",
+        responses: { 200: { description: "OK" } },
+      },
+    },
+  };
   const definitions: Record<string, unknown> = {};
   for (const rel of cache.relations.values()) {
     if (rel.schema !== schema) continue;
@@ -38,7 +46,10 @@ export async function buildRestOpenApi(
       const notes: string[] = [];
       if (rel.primaryKey.includes(c.name)) notes.push("Note:\nThis is a Primary Key.<pk/>");
       const fk = fks.find((f) => f.columns.includes(c.name));
-      if (fk) notes.push(`Note:\nThis is a Foreign Key to \`${fk.refTable}.${fk.refColumns[fk.columns.indexOf(c.name)]}\`.<fk table='${fk.refTable}' column='${fk.refColumns[fk.columns.indexOf(c.name)]}'/>`);
+      if (fk)
+        notes.push(
+          `Note:\nThis is a Foreign Key to \`${fk.refTable}.${fk.refColumns[fk.columns.indexOf(c.name)]}\`.<fk table='${fk.refTable}' column='${fk.refColumns[fk.columns.indexOf(c.name)]}'/>`,
+        );
       if (notes.length) prop.description = [c.description, ...notes].filter(Boolean).join("\n\n");
       properties[c.name] = prop;
     }
@@ -50,22 +61,51 @@ export async function buildRestOpenApi(
     };
     const ref = { $ref: `#/definitions/${rel.name}` };
     const ops: Record<string, unknown> = {
-      get: { tags: [rel.name], responses: { 200: { description: "OK", schema: { type: "array", items: ref } }, 206: { description: "Partial Content" } } },
+      get: {
+        tags: [rel.name],
+        responses: {
+          200: { description: "OK", schema: { type: "array", items: ref } },
+          206: { description: "Partial Content" },
+        },
+      },
     };
-    if (rel.insertable) ops.post = { tags: [rel.name], parameters: [{ name: "body", in: "body", schema: ref }], responses: { 201: { description: "Created" } } };
-    if (rel.updatable) ops.patch = { tags: [rel.name], parameters: [{ name: "body", in: "body", schema: ref }], responses: { 204: { description: "No Content" } } };
+    if (rel.insertable)
+      ops.post = {
+        tags: [rel.name],
+        parameters: [{ name: "body", in: "body", schema: ref }],
+        responses: { 201: { description: "Created" } },
+      };
+    if (rel.updatable)
+      ops.patch = {
+        tags: [rel.name],
+        parameters: [{ name: "body", in: "body", schema: ref }],
+        responses: { 204: { description: "No Content" } },
+      };
     if (rel.deletable) ops.delete = { tags: [rel.name], responses: { 204: { description: "No Content" } } };
     paths[`/${rel.name}`] = ops;
   }
   for (const fns of cache.functions.values()) {
     for (const fn of fns) {
       if (fn.schema !== schema) continue;
-      const args = Object.fromEntries(fn.args.filter((a) => a.name).map((a) => [a.name, { format: a.type, type: "string" }]));
+      const args = Object.fromEntries(
+        fn.args.filter((a) => a.name).map((a) => [a.name, { format: a.type, type: "string" }]),
+      );
       paths[`/rpc/${fn.name}`] = {
         post: {
           tags: ["(rpc) " + fn.name],
           ...(fn.description ? { summary: fn.description } : {}),
-          parameters: [{ name: "args", in: "body", required: true, schema: { type: "object", properties: args, required: fn.args.filter((a) => a.name && !a.hasDefault).map((a) => a.name) } }],
+          parameters: [
+            {
+              name: "args",
+              in: "body",
+              required: true,
+              schema: {
+                type: "object",
+                properties: args,
+                required: fn.args.filter((a) => a.name && !a.hasDefault).map((a) => a.name),
+              },
+            },
+          ],
           responses: { 200: { description: "OK" } },
         },
       };
@@ -74,7 +114,11 @@ export async function buildRestOpenApi(
   void ctx;
   return {
     swagger: "2.0",
-    info: { title: "Strata REST API", description: `REST layer of project ${project.ref}`, version: "12.2.0" },
+    info: {
+      title: "Strata REST API",
+      description: `REST layer of project ${project.ref}`,
+      version: "12.2.0",
+    },
     host: "",
     basePath: "/rest/v1",
     schemes: ["http", "https"],

@@ -10,7 +10,14 @@ import {
   type SelectItem,
 } from "./request/grammar";
 import type { ApiRequest } from "./request/apiRequest";
-import { qualified, type Column, type ForeignKey, type Relation, type RestFunction, type SchemaCache } from "./schemaCache";
+import {
+  qualified,
+  type Column,
+  type ForeignKey,
+  type Relation,
+  type RestFunction,
+  type SchemaCache,
+} from "./schemaCache";
 
 /**
  * Stage 2: the request resolved against the schema cache. Every name is checked here (4xx errors live
@@ -81,7 +88,11 @@ const sameCols = (a: string[], b: string[]) => a.length === b.length && a.every(
 const isUnique = (rel: Relation, cols: string[]) => rel.uniques.some((u) => sameCols(u, cols));
 
 /** Every relationship from `parent` to a relation named `target` (PostgREST's relationship discovery). */
-function relationshipsTo(cache: SchemaCache, parent: Relation, target: string): { rel: Relation; r: Relationship }[] {
+function relationshipsTo(
+  cache: SchemaCache,
+  parent: Relation,
+  target: string,
+): { rel: Relation; r: Relationship }[] {
   const found: { rel: Relation; r: Relationship }[] = [];
   const rel = cache.relations.get(qualified(parent.schema, target));
   const fks = cache.foreignKeys;
@@ -106,7 +117,15 @@ function relationshipsTo(cache: SchemaCache, parent: Relation, target: string): 
           if (p === c) continue;
           const pk = junction.primaryKey;
           if (p.columns.every((x) => pk.includes(x)) && c.columns.every((x) => pk.includes(x))) {
-            found.push({ rel, r: { cardinality: "many-to-many", fk: p, fkOnChild: false, junction: { relation: junction, toParent: p, toChild: c } } });
+            found.push({
+              rel,
+              r: {
+                cardinality: "many-to-many",
+                fk: p,
+                fkOnChild: false,
+                junction: { relation: junction, toParent: p, toChild: c },
+              },
+            });
           }
         }
       }
@@ -114,7 +133,10 @@ function relationshipsTo(cache: SchemaCache, parent: Relation, target: string): 
   }
   // `rel` may also name a foreign key column or constraint of the parent (`from:sender_id(name)`).
   for (const fk of fks) {
-    if (onTable(fk, parent) && (fk.name === target || (fk.columns.length === 1 && fk.columns[0] === target))) {
+    if (
+      onTable(fk, parent) &&
+      (fk.name === target || (fk.columns.length === 1 && fk.columns[0] === target))
+    ) {
       const refRel = cache.relations.get(qualified(fk.refSchema, fk.refTable));
       if (refRel) found.push({ rel: refRel, r: { cardinality: "many-to-one", fk, fkOnChild: false } });
     }
@@ -148,7 +170,13 @@ function resolveRelationship(
   let candidates = relationshipsTo(cache, parent, target);
   // dedupe identical (fk, cardinality) found by name and by column
   candidates = candidates.filter(
-    (c, i) => candidates.findIndex((d) => d.r.fk === c.r.fk && d.r.cardinality === c.r.cardinality && d.r.junction?.toChild === c.r.junction?.toChild) === i,
+    (c, i) =>
+      candidates.findIndex(
+        (d) =>
+          d.r.fk === c.r.fk &&
+          d.r.cardinality === c.r.cardinality &&
+          d.r.junction?.toChild === c.r.junction?.toChild,
+      ) === i,
   );
   if (hint) candidates = candidates.filter((c) => matchesHint(c.r, hint) || c.rel.name === hint);
   if (candidates.length === 0) throw errors.noRelationship(parent.name, target, parent.schema);
@@ -228,14 +256,25 @@ function buildNode(
   for (const item of select) {
     if (item.kind === "star" && relation.columns.length === 0) node.items.push({ kind: "all" });
     else if (item.kind === "star") {
-      for (const c of relation.columns) node.items.push({ kind: "column", name: c.name, field: { name: c.name, path: [] } });
+      for (const c of relation.columns)
+        node.items.push({ kind: "column", name: c.name, field: { name: c.name, path: [] } });
     } else if (item.kind === "column") {
-      if (path.length > 0 && item.field.name === "count" && item.field.path.length === 0 && !relation.columns.some((c) => c.name === "count")) {
+      if (
+        path.length > 0 &&
+        item.field.name === "count" &&
+        item.field.path.length === 0 &&
+        !relation.columns.some((c) => c.name === "count")
+      ) {
         node.items.push({ kind: "count", name: item.alias ?? "count" });
         continue;
       }
       checkField(relation, item.field);
-      node.items.push({ kind: "column", name: outputName(item.field, item.alias), field: item.field, cast: item.cast });
+      node.items.push({
+        kind: "column",
+        name: outputName(item.field, item.alias),
+        field: item.field,
+        cast: item.cast,
+      });
     } else {
       const { rel, r } = resolveRelationship(cache, relation, item.relation, item.hint);
       const childPath = [...path, item.alias ?? item.relation];
@@ -283,7 +322,10 @@ export function resolveFunction(cache: SchemaCache, req: ApiRequest, argNames: s
   const fits = candidates.filter((fn) => {
     if (fn.args.length === 1 && fn.args[0].name === "" && /^jsonb?$/.test(fn.args[0].type)) return true;
     const named = fn.args.map((a) => a.name);
-    return argNames.every((n) => named.includes(n)) && fn.args.every((a) => a.hasDefault || argNames.includes(a.name));
+    return (
+      argNames.every((n) => named.includes(n)) &&
+      fn.args.every((a) => a.hasDefault || argNames.includes(a.name))
+    );
   });
   if (fits.length === 0) throw errors.noFunction(req.schema, req.target, argNames);
   if (fits.length > 1) {

@@ -29,13 +29,21 @@ export function toCsv(rows: Record<string, unknown>[], columns?: string[]): stri
 }
 
 /** The body in the negotiated media type; a singular request that is not exactly one row fails (406). */
-export function shapeBody(req: ApiRequest, result: StatementResult, columns?: string[]): { type: string; body: string } {
+export function shapeBody(
+  req: ApiRequest,
+  result: StatementResult,
+  columns?: string[],
+): { type: string; body: string } {
   if (req.media === "object") {
     if (result.page !== 1) throw errors.singular(result.page);
     const rows = JSON.parse(result.body);
-    return { type: "application/vnd.pgrst.object+json; charset=utf-8", body: JSON.stringify(Array.isArray(rows) ? rows[0] : rows) };
+    return {
+      type: "application/vnd.pgrst.object+json; charset=utf-8",
+      body: JSON.stringify(Array.isArray(rows) ? rows[0] : rows),
+    };
   }
-  if (req.media === "csv") return { type: "text/csv; charset=utf-8", body: toCsv(JSON.parse(result.body), columns) };
+  if (req.media === "csv")
+    return { type: "text/csv; charset=utf-8", body: toCsv(JSON.parse(result.body), columns) };
   return { type: JSON_TYPE, body: result.body };
 }
 
@@ -47,10 +55,10 @@ export function contentRange(offset: number, page: number, total: number | null)
 export function commonHeaders(res: Response, req: ApiRequest): void {
   if (req.profileNegotiated) res.set("Content-Profile", req.schema);
   const applied = [
-    req.prefer.return && `return=${req.prefer.return}`,
-    req.prefer.count && `count=${req.prefer.count}`,
     req.prefer.resolution && `resolution=${req.prefer.resolution}`,
     req.prefer.missing && `missing=${req.prefer.missing}`,
+    req.prefer.return && `return=${req.prefer.return}`,
+    req.prefer.count && `count=${req.prefer.count}`,
   ].filter(Boolean);
   if (applied.length) res.set("Preference-Applied", applied.join(", "));
 }

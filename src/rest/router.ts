@@ -9,9 +9,23 @@ import type { ProjectRuntime } from "../projects/runtime";
 import { restConfigOf, type RestConfig } from "./config";
 import { errors, fromPgError, RestError } from "./errors";
 import { buildRestOpenApi } from "./openapi";
-import { planRead, resolveFunction, resultRelation, splitRpcQuery, targetRelation, type ReadNode } from "./plan";
+import {
+  planRead,
+  resolveFunction,
+  resultRelation,
+  splitRpcQuery,
+  targetRelation,
+  type ReadNode,
+} from "./plan";
 import { parseApiRequest, type ApiRequest } from "./request/apiRequest";
-import { commonHeaders, contentRange, JSON_TYPE, sendError, shapeBody, type StatementResult } from "./respond";
+import {
+  commonHeaders,
+  contentRange,
+  JSON_TYPE,
+  sendError,
+  shapeBody,
+  type StatementResult,
+} from "./respond";
 import { schemaCacheOf, type SchemaCache } from "./schemaCache";
 import {
   deleteStatement,
@@ -38,15 +52,41 @@ interface Outcome {
 /** The root page: Range header and limit/offset, capped by max_rows. */
 function rootPage(req: ApiRequest, config: RestConfig): Page & { offset: number } {
   const limitParam = req.limits.find((l) => l.path.length === 0)?.value;
-  if (limitParam !== undefined && limitParam < 0) throw errors.invalidRange("Limit should be greater than or equal to zero.");
+  if (limitParam !== undefined && limitParam < 0)
+    throw errors.invalidRange("Limit should be greater than or equal to zero.");
   const offsetParam = Math.max(0, req.offsets.find((o) => o.path.length === 0)?.value ?? 0);
   const offset = req.range?.offset ?? offsetParam;
-  const limits = [limitParam, req.range?.limit, config.maxRows ?? undefined].filter((x): x is number => x !== undefined);
+  const limits = [limitParam, req.range?.limit, config.maxRows ?? undefined].filter(
+    (x): x is number => x !== undefined,
+  );
   return { offset, limit: limits.length ? Math.min(...limits) : undefined };
 }
 
+/** `Accept: application/vnd.pgrst.plan...`: the statement's EXPLAIN output replaces its result. */
+class PlanAnswer {
+  constructor(
+    readonly type: string,
+    readonly body: string,
+  ) {}
+}
+
+const explainFor: WeakMap<pg.PoolClient, ApiRequest["explain"]> = new WeakMap();
+
 async function run(client: pg.PoolClient, statement: SQL): Promise<StatementResult> {
   const { text, values } = sql.compile(statement);
+  const explain = explainFor.get(client);
+  if (explain) {
+    const options = [`format ${explain.format}`, ...explain.options].join(", ");
+    const { rows } = await client.query(`explain (${options}) ${text}`, values as unknown[]);
+    const plan =
+      explain.format === "json"
+        ? JSON.stringify(rows[0]["QUERY PLAN"])
+        : rows.map((r) => r["QUERY PLAN"]).join("\n");
+    throw new PlanAnswer(
+      `application/vnd.pgrst.plan+${explain.format}; for="${explain.for}"; charset=utf-8`,
+      plan,
+    );
+  }
   const { rows } = await client.query(text, values as unknown[]);
   const row = rows[0];
   return {
@@ -58,11 +98,16 @@ async function run(client: pg.PoolClient, statement: SQL): Promise<StatementResu
 }
 
 function readOutcome(req: ApiRequest, result: StatementResult, offset: number): Outcome {
-  const headers: Record<string, string> = { "Content-Range": contentRange(offset, result.page, result.total) };
+  const headers: Record<string, string> = {
+    "Content-Range": contentRange(offset, result.page, result.total),
+  };
   if (result.total !== null && offset > 0 && offset >= result.total && result.page === 0) {
-    throw errors.invalidRange(`An offset of ${offset} was requested, but there are only ${result.total} rows.`, {
-      "Content-Range": `*/${result.total}`,
-    });
+    throw errors.invalidRange(
+      `An offset of ${offset} was requested, but there are only ${result.total} rows.`,
+      {
+        "Content-Range": `*/${result.total}`,
+      },
+    );
   }
   const partial = result.total !== null && result.page < result.total;
   const { type, body } = shapeBody(req, result);
@@ -75,7 +120,8 @@ function mutationOutcome(req: ApiRequest, result: StatementResult, node: ReadNod
   let status: number;
   if (req.action === "insert") {
     headers["Content-Range"] = `*/${counted}`;
-    status = req.prefer.resolution === "merge-duplicates" && result.page > 0 && result.inserted === 0 ? 200 : 201;
+    status =
+      req.prefer.resolution === "merge-duplicates" && result.page > 0 && result.inserted === 0 ? 200 : 201;
   } else {
     headers["Content-Range"] =
       req.action === "update" && result.page > 0 ? `0-${result.page - 1}/${counted}` : `*/${counted}`;
@@ -90,7 +136,8 @@ function mutationOutcome(req: ApiRequest, result: StatementResult, node: ReadNod
     }
     return { status, headers };
   }
-  if (req.prefer.return !== "representation") return { status: req.action === "insert" ? status : 204, headers };
+  if (req.prefer.return !== "representation")
+    return { status: req.action === "insert" ? status : 204, headers };
   const { type, body } = shapeBody(req, result);
   return { status, headers, type, body };
 }
@@ -117,7 +164,12 @@ function insertColumns(req: ApiRequest, rows: Record<string, unknown>[]): string
 }
 
 /** Plans and runs one request inside the caller's transaction. */
-async function execute(client: pg.PoolClient, cache: SchemaCache, req: ApiRequest, config: RestConfig): Promise<Outcome> {
+async function execute(
+  client: pg.PoolClient,
+  cache: SchemaCache,
+  req: ApiRequest,
+  config: RestConfig,
+): Promise<Outcome> {
   if (req.isRpc) return executeRpc(client, cache, req, config);
   const relation = targetRelation(cache, req);
   const plan = planRead(cache, req, relation);
@@ -142,15 +194,22 @@ async function execute(client: pg.PoolClient, cache: SchemaCache, req: ApiReques
             action: req.prefer.resolution === "merge-duplicates" ? ("merge" as const) : ("ignore" as const),
           }
         : undefined;
-      const statement = insertStatement(plan.root, { columns, rows, missingDefault: req.prefer.missing === "default", onConflict });
+      const statement = insertStatement(plan.root, {
+        columns,
+        rows,
+        missingDefault: req.prefer.missing === "default",
+        onConflict,
+      });
       return mutationOutcome(req, await run(client, statement), plan.root);
     }
     case "update": {
       const payload = (req.payload ?? {}) as Record<string, unknown>;
-      if (typeof payload !== "object" || Array.isArray(payload) || payload === null) throw errors.invalidBody("Empty or invalid json");
+      if (typeof payload !== "object" || Array.isArray(payload) || payload === null)
+        throw errors.invalidBody("Empty or invalid json");
       const columns = req.columns ?? Object.keys(payload);
       ensureColumns(relation, columns);
-      if (columns.length === 0) return mutationOutcome(req, { total: null, page: 0, body: "[]", inserted: null }, plan.root);
+      if (columns.length === 0)
+        return mutationOutcome(req, { total: null, page: 0, body: "[]", inserted: null }, plan.root);
       const limit = req.limits.find((l) => l.path.length === 0)?.value;
       const result = await run(client, updateStatement(plan.root, columns, payload, { limit }));
       return mutationOutcome(req, result, plan.root);
@@ -164,7 +223,12 @@ async function execute(client: pg.PoolClient, cache: SchemaCache, req: ApiReques
   }
 }
 
-async function executeRpc(client: pg.PoolClient, cache: SchemaCache, req: ApiRequest, config: RestConfig): Promise<Outcome> {
+async function executeRpc(
+  client: pg.PoolClient,
+  cache: SchemaCache,
+  req: ApiRequest,
+  config: RestConfig,
+): Promise<Outcome> {
   const fromQuery = req.action === "call" && req.payload === undefined && req.rpcArgs.size > 0;
   const args: Record<string, unknown> = fromQuery
     ? Object.fromEntries(splitRpcQuery(req, cache))
@@ -175,7 +239,10 @@ async function executeRpc(client: pg.PoolClient, cache: SchemaCache, req: ApiReq
   if (fn.returnsSet && fn.returnsComposite) {
     const relation = resultRelation(cache, fn);
     const plan = planRead(cache, req, relation);
-    const result = await run(client, readStatement(plan.root, page, !!req.prefer.count, setCallSource(fn, args, viaQuery)));
+    const result = await run(
+      client,
+      readStatement(plan.root, page, !!req.prefer.count, setCallSource(fn, args, viaQuery)),
+    );
     return readOutcome(req, result, page.offset);
   }
   if (fn.returnsSet) {
@@ -212,26 +279,44 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
     const config = await restConfigOf(ctx, project);
     if ((req.path === "/" || req.path === "") && (req.method === "GET" || req.method === "HEAD")) {
       const doc = await buildRestOpenApi(project, config.schemas[0], auth.role, ctx);
-      res.status(200).type("application/openapi+json; charset=utf-8").send(req.method === "HEAD" ? "" : JSON.stringify(doc));
+      res
+        .status(200)
+        .type("application/openapi+json; charset=utf-8")
+        .send(req.method === "HEAD" ? "" : JSON.stringify(doc));
       return;
     }
     const apiReq = parseApiRequest(
-      { method: req.method, path: req.path, query, headers: req.headers, body: Buffer.isBuffer(req.body) ? req.body : undefined },
+      {
+        method: req.method,
+        path: req.path,
+        query,
+        headers: req.headers,
+        body: Buffer.isBuffer(req.body) ? req.body : undefined,
+      },
       config.schemas,
     );
     const cache = await schemaCacheOf(project, config.schemas);
     const readOnly = req.method === "GET" || req.method === "HEAD";
-    const outcome = await withDataTransaction(project, auth, (client) => execute(client, cache, apiReq, config), {
-      readOnly,
-      settings: requestSettings(req, apiReq, config),
-    });
+    const outcome = await withDataTransaction(
+      project,
+      auth,
+      (client) => {
+        if (apiReq.explain) explainFor.set(client, apiReq.explain);
+        return execute(client, cache, apiReq, config).finally(() => explainFor.delete(client));
+      },
+      {
+        readOnly,
+        settings: requestSettings(req, apiReq, config),
+      },
+    );
     commonHeaders(res, apiReq);
     res.status(outcome.status).set(outcome.headers);
     if (outcome.type) res.type(outcome.type);
     if (req.method === "HEAD" || outcome.body === undefined) res.end();
     else res.send(outcome.body);
   } catch (e) {
-    if (e instanceof RestError) sendError(res, e);
+    if (e instanceof PlanAnswer) res.status(200).type(e.type).send(e.body);
+    else if (e instanceof RestError) sendError(res, e);
     else if (e instanceof DataAuthError) res.status(401).json({ message: e.message, hint: e.hint });
     else if (e instanceof ProjectUnavailable) res.status(e.status).json({ message: e.message });
     else if (e && typeof e === "object" && "code" in e && typeof (e as { code: unknown }).code === "string") {

@@ -60,6 +60,8 @@ export interface ApiRequest {
   payload?: unknown;
   /** Arguments of a GET/HEAD rpc call, from the query string. */
   rpcArgs: Map<string, string>;
+  /** Set for `Accept: application/vnd.pgrst.plan+text|json`: answer with the EXPLAIN output. */
+  explain?: { format: "text" | "json"; for: string; options: string[] };
   /** Raw query pairs, for building Location headers. */
   rawQuery: URLSearchParams;
 }
@@ -120,6 +122,19 @@ function parseAccept(value: string | undefined, method: string): MediaType {
     if (t === "application/geo+json") return "geojson";
   }
   throw errors.unacceptableMedia(value);
+}
+
+const PLAN_OPTIONS = new Set(["analyze", "verbose", "settings", "buffers", "wal"]);
+
+/** `application/vnd.pgrst.plan+text; for="application/json"; options=analyze|verbose` */
+function parsePlanAccept(accept: string): ApiRequest["explain"] {
+  const plan = accept
+    .split(",")
+    .find((t) => t.trim().toLowerCase().startsWith("application/vnd.pgrst.plan"))!;
+  const format = /plan\+json/i.test(plan) ? "json" : "text";
+  const forType = /for="?([^";]+)"?/i.exec(plan)?.[1] ?? "application/json";
+  const options = (/options=([a-z|]+)/i.exec(plan)?.[1] ?? "").split("|").filter((o) => PLAN_OPTIONS.has(o));
+  return { format, for: forType, options };
 }
 
 function nonNegativeInt(text: string, what: "limit" | "offset"): number {
@@ -209,6 +224,7 @@ export function parseApiRequest(input: HttpInput, exposedSchemas: string[]): Api
     rpcArgs: new Map(),
     rawQuery: input.query,
   };
+  if (req.media === "plan") req.explain = parsePlanAccept(header(input.headers, "accept")!);
 
   for (const [key, value] of input.query) {
     if (key === "apikey") continue;

@@ -33,8 +33,8 @@ const COMPARISONS: Record<string, string> = {
   ov: "&&",
   sl: "<<",
   sr: ">>",
-  nxl: "&<",
-  nxr: "&>",
+  nxl: "&>",
+  nxr: "&<",
   adj: "-|-",
 };
 
@@ -63,7 +63,12 @@ function isSql(f: Filter, lhs: SQL): SQL {
     case "unknown":
       return sql`${lhs} is unknown`;
     default:
-      throw errors.parse("filter", `is.${f.value}`, 4, `unexpected "${f.value}" expecting null, not_null, true, false or unknown`);
+      throw errors.parse(
+        "filter",
+        `is.${f.value}`,
+        4,
+        `unexpected "${f.value}" expecting null, not_null, true, false or unknown`,
+      );
   }
 }
 
@@ -97,6 +102,11 @@ export function filterSql(alias: string, f: Filter): SQL {
 export function logicSql(alias: string, tree: LogicTree): SQL {
   const parts = tree.children.map((c) => (c.kind === "logic" ? logicSql(alias, c) : filterSql(alias, c)));
   const joined =
-    parts.length === 0 ? sql`true` : sql.join(parts.map((p) => sql`(${p})`), tree.operator === "or" ? " or " : " and ");
+    parts.length === 0
+      ? sql`true`
+      : sql.join(
+          parts.map((p) => sql`(${p})`),
+          tree.operator === "or" ? " or " : " and ",
+        );
   return tree.negate ? sql`not (${joined})` : sql`(${joined})`;
 }

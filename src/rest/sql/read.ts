@@ -39,7 +39,10 @@ export function whereConditions(node: ReadNode): SQL[] {
   ];
   for (const child of node.children) {
     if (!child.join?.inner) continue;
-    const where = [joinCondition(child.join.relationship, node.alias, child.alias), ...whereConditions(child)];
+    const where = [
+      joinCondition(child.join.relationship, node.alias, child.alias),
+      ...whereConditions(child),
+    ];
     conds.push(
       sql`exists (select 1 from ${sql.identifier(child.relation.schema, child.relation.name)} as ${sql.identifier(child.alias)} where ${sql.join(where, " and ")})`,
     );
@@ -54,19 +57,30 @@ export function whereSql(conds: SQL[]): SQL {
 function orderTermSql(node: ReadNode, term: OrderTerm): SQL {
   let expr: SQL;
   if (term.relation) {
-    const child = node.children.find((c) => c.join?.name === term.relation || c.relation.name === term.relation)!;
-    const where = [joinCondition(child.join!.relationship, node.alias, child.alias), ...whereConditions(child)];
+    const child = node.children.find(
+      (c) => c.join?.name === term.relation || c.relation.name === term.relation,
+    )!;
+    const where = [
+      joinCondition(child.join!.relationship, node.alias, child.alias),
+      ...whereConditions(child),
+    ];
     expr = sql`(select ${fieldSql(child.alias, term.field)} from ${sql.identifier(child.relation.schema, child.relation.name)} as ${sql.identifier(child.alias)} where ${sql.join(where, " and ")} limit 1)`;
   } else {
     expr = fieldSql(node.alias, term.field);
   }
   const dir = term.direction === "desc" ? sql` desc` : sql` asc`;
-  const nulls = term.nulls === "first" ? sql` nulls first` : term.nulls === "last" ? sql` nulls last` : sql.blank;
+  const nulls =
+    term.nulls === "first" ? sql` nulls first` : term.nulls === "last" ? sql` nulls last` : sql.blank;
   return sql`${expr}${dir}${nulls}`;
 }
 
 export function orderSql(node: ReadNode, terms: OrderTerm[] = node.order): SQL {
-  return terms.length ? sql`order by ${sql.join(terms.map((t) => orderTermSql(node, t)), ", ")}` : sql.blank;
+  return terms.length
+    ? sql`order by ${sql.join(
+        terms.map((t) => orderTermSql(node, t)),
+        ", ",
+      )}`
+    : sql.blank;
 }
 
 export function pageSql(limit: number | undefined, offset: number | undefined): SQL {
@@ -80,7 +94,10 @@ function embedSql(parent: ReadNode, child: ReadNode): SQL {
   const where = whereSql([joinCondition(r, parent.alias, child.alias), ...whereConditions(child)]);
   const counts = child.items.filter((i) => i.kind === "count");
   if (counts.length && counts.length === child.items.length) {
-    const cols = sql.join(counts.map((c) => sql`count(*) as ${sql.identifier(c.name)}`), ", ");
+    const cols = sql.join(
+      counts.map((c) => sql`count(*) as ${sql.identifier(c.name)}`),
+      ", ",
+    );
     return sql`(select coalesce(json_agg(pgrst_x), '[]') from (select ${cols} ${from} ${where}) as pgrst_x)`;
   }
   const inner = sql`select ${selectList(child)} ${from} ${where} ${orderSql(child)} ${pageSql(isToOne(r) ? 1 : child.limit, child.offset)}`;
@@ -96,7 +113,9 @@ function spreadColumns(parent: ReadNode, child: ReadNode): SQL[] {
   const where = whereSql([joinCondition(r, parent.alias, child.alias), ...whereConditions(child)]);
   return child.items.flatMap((item) => {
     if (item.kind !== "column") return [];
-    return [sql`(select ${columnExpr(child.alias, item.field, item.cast)} ${from} ${where} limit 1) as ${sql.identifier(item.name)}`];
+    return [
+      sql`(select ${columnExpr(child.alias, item.field, item.cast)} ${from} ${where} limit 1) as ${sql.identifier(item.name)}`,
+    ];
   });
 }
 
@@ -110,7 +129,8 @@ export function selectList(node: ReadNode): SQL {
   const cols: SQL[] = [];
   for (const item of node.items) {
     if (item.kind === "all") cols.push(sql`${sql.identifier(node.alias)}.*`);
-    else if (item.kind === "column") cols.push(sql`${columnExpr(node.alias, item.field, item.cast)} as ${sql.identifier(item.name)}`);
+    else if (item.kind === "column")
+      cols.push(sql`${columnExpr(node.alias, item.field, item.cast)} as ${sql.identifier(item.name)}`);
     else if (item.kind === "embed") {
       const j = item.node.join!;
       if (j.name === undefined) continue;

@@ -23,7 +23,12 @@ function envelope(rows: SQL, count: SQL, inserted: SQL = sql`null::bigint`): SQL
 }
 
 /** GET/HEAD on a relation or on a set-returning function's rows (`source` renders the FROM item). */
-export function readStatement(root: ReadNode, page: Page, withCount: boolean, source: SQL = relationSql(root.relation)): SQL {
+export function readStatement(
+  root: ReadNode,
+  page: Page,
+  withCount: boolean,
+  source: SQL = relationSql(root.relation),
+): SQL {
   const from = sql`from ${source} as ${sql.identifier(root.alias)}`;
   const where = whereSql(whereConditions(root));
   const rows = sql`select ${selectList(root)} ${from} ${where} ${orderSql(root)} ${pageSql(page.limit, page.offset)}`;
@@ -53,7 +58,10 @@ export interface InsertSpec {
 export function insertStatement(root: ReadNode, spec: InsertSpec): SQL {
   const rel = root.relation;
   const target = sql`${relationSql(rel)} as ${sql.identifier(root.alias)}`;
-  const cols = sql.join(spec.columns.map((c) => sql.identifier(c)), ", ");
+  const cols = sql.join(
+    spec.columns.map((c) => sql.identifier(c)),
+    ", ",
+  );
   let source: SQL;
   if (spec.columns.length === 0) {
     source = sql`default values`;
@@ -62,7 +70,9 @@ export function insertStatement(root: ReadNode, spec: InsertSpec): SQL {
     const rows = spec.rows.map((r) => {
       const rowJson = sql.value(JSON.stringify(r));
       const cells = spec.columns.map((c) =>
-        c in r ? sql`(json_populate_record(null::${relationSql(rel)}, ${rowJson}::json)).${sql.identifier(c)}` : sql`default`,
+        c in r
+          ? sql`(json_populate_record(null::${relationSql(rel)}, ${rowJson}::json)).${sql.identifier(c)}`
+          : sql`default`,
       );
       return sql`(${sql.join(cells, ", ")})`;
     });
@@ -72,7 +82,10 @@ export function insertStatement(root: ReadNode, spec: InsertSpec): SQL {
   }
   let conflict: SQL = sql.blank;
   if (spec.onConflict) {
-    const target = sql.join(spec.onConflict.columns.map((c) => sql.identifier(c)), ", ");
+    const target = sql.join(
+      spec.onConflict.columns.map((c) => sql.identifier(c)),
+      ", ",
+    );
     const updates = spec.columns.map((c) => sql`${sql.identifier(c)} = excluded.${sql.identifier(c)}`);
     conflict =
       spec.onConflict.action === "merge" && updates.length
@@ -93,7 +106,12 @@ function limitedTarget(root: ReadNode, page: Page): SQL | undefined {
   return sql`${alias}.ctid = any(array(select ${alias}.ctid from ${rel} as ${alias} ${whereSql(whereConditions(root))} ${orderSql(root)} ${pageSql(page.limit, page.offset)}))`;
 }
 
-export function updateStatement(root: ReadNode, columns: string[], payload: Record<string, unknown>, page: Page): SQL {
+export function updateStatement(
+  root: ReadNode,
+  columns: string[],
+  payload: Record<string, unknown>,
+  page: Page,
+): SQL {
   const rel = root.relation;
   const alias = sql.identifier(root.alias);
   const sets = columns.map((c) => sql`${sql.identifier(c)} = pgrst_body.${sql.identifier(c)}`);
@@ -123,10 +141,15 @@ export function functionCall(fn: RestFunction, args: Record<string, unknown>, fr
   if (given.length === 0) return sql`${name}()`;
   if (fromQuery) {
     // The argument types come from the catalog (format_type), never from the request.
-    const named = given.map((a) => sql`${sql.identifier(a.name)} => ${sql.value(String(args[a.name]))}::${sql.raw(a.type)}`);
+    const named = given.map(
+      (a) => sql`${sql.identifier(a.name)} => ${sql.value(String(args[a.name]))}::${sql.raw(a.type)}`,
+    );
     return sql`${name}(${sql.join(named, ", ")})`;
   }
-  const record = sql.join(given.map((a) => sql`${sql.identifier(a.name)} ${sql.raw(a.type)}`), ", ");
+  const record = sql.join(
+    given.map((a) => sql`${sql.identifier(a.name)} ${sql.raw(a.type)}`),
+    ", ",
+  );
   const named = given.map((a) => sql`${sql.identifier(a.name)} => pgrst_args.${sql.identifier(a.name)}`);
   const payload = Object.fromEntries(given.map((a) => [a.name, args[a.name]]));
   return sql`(select ${name}(${sql.join(named, ", ")}) from json_to_record(${sql.value(JSON.stringify(payload))}::json) as pgrst_args(${record}))`;
@@ -141,11 +164,19 @@ export function scalarCallStatement(call: SQL): SQL {
 export function setCallSource(fn: RestFunction, args: Record<string, unknown>, fromQuery: boolean): SQL {
   const call = functionCall(fn, args, fromQuery);
   // `(select f(...) from json_to_record(...))` is a scalar subquery; a FROM item needs the bare call.
-  if (fromQuery || fn.args.length === 0 || !fn.args.some((a) => a.name in args) || (fn.args.length === 1 && fn.args[0].name === "")) {
+  if (
+    fromQuery ||
+    fn.args.length === 0 ||
+    !fn.args.some((a) => a.name in args) ||
+    (fn.args.length === 1 && fn.args[0].name === "")
+  ) {
     return call;
   }
   const given = fn.args.filter((a) => a.name in args);
-  const record = sql.join(given.map((a) => sql`${sql.identifier(a.name)} ${sql.raw(a.type)}`), ", ");
+  const record = sql.join(
+    given.map((a) => sql`${sql.identifier(a.name)} ${sql.raw(a.type)}`),
+    ", ",
+  );
   const named = given.map((a) => sql`${sql.identifier(a.name)} => pgrst_args.${sql.identifier(a.name)}`);
   const payload = Object.fromEntries(given.map((a) => [a.name, args[a.name]]));
   return sql`(select pgrst_r.* from json_to_record(${sql.value(JSON.stringify(payload))}::json) as pgrst_args(${record}),
@@ -159,5 +190,6 @@ export function scalarSetStatement(source: SQL, page: Page): SQL {
 }
 
 export function ensureColumns(rel: Relation, columns: string[]): void {
-  for (const c of columns) if (!rel.columns.some((col) => col.name === c)) throw errors.unknownColumn(c, rel.name);
+  for (const c of columns)
+    if (!rel.columns.some((col) => col.name === c)) throw errors.unknownColumn(c, rel.name);
 }
