@@ -48,7 +48,11 @@ export interface ForeignKey {
 
 export interface FunctionArg {
   name: string;
+  /** format_type of the argument, for messages. */
   type: string;
+  /** Schema and pg_type name of the argument's type, for casts (`_int4` for int[]). */
+  typeSchema: string;
+  typeName: string;
   hasDefault: boolean;
 }
 
@@ -121,6 +125,8 @@ select json_build_object(
       'schema', n.nspname, 'name', p.proname, 'description', obj_description(p.oid, 'pg_proc'),
       'args', coalesce((select json_agg(json_build_object(
           'name', coalesce(p.proargnames[k.ord], ''), 'type', format_type(k.typ, null),
+          'typeSchema', (select tn.nspname from pg_type t join pg_namespace tn on tn.oid = t.typnamespace where t.oid = k.typ),
+          'typeName', (select t.typname from pg_type t where t.oid = k.typ),
           'hasDefault', k.ord > p.pronargs - p.pronargdefaults) order by k.ord)
         from unnest(p.proargtypes::oid[]) with ordinality k(typ, ord)), '[]'),
       'inArgModes', p.proargmodes,

@@ -17,34 +17,36 @@ export function arrayLiteral(items: string[]): string {
   return "{" + items.map((i) => '"' + i.replace(/\\/g, "\\\\").replace(/"/g, '\\"') + '"').join(",") + "}";
 }
 
-const COMPARISONS: Record<string, string> = {
-  eq: "=",
-  neq: "<>",
-  gt: ">",
-  gte: ">=",
-  lt: "<",
-  lte: "<=",
-  like: "like",
-  ilike: "ilike",
-  match: "~",
-  imatch: "~*",
-  cs: "@>",
-  cd: "<@",
-  ov: "&&",
-  sl: "<<",
-  sr: ">>",
-  nxl: "&>",
-  nxr: "&<",
-  adj: "-|-",
+// Operators as fixed SQL fragments: nothing of the request reaches the SQL text.
+const COMPARISONS: Record<string, SQL> = {
+  eq: sql`=`,
+  neq: sql`<>`,
+  gt: sql`>`,
+  gte: sql`>=`,
+  lt: sql`<`,
+  lte: sql`<=`,
+  like: sql`like`,
+  ilike: sql`ilike`,
+  match: sql`~`,
+  imatch: sql`~*`,
+  cs: sql`@>`,
+  cd: sql`<@`,
+  ov: sql`&&`,
+  sl: sql`<<`,
+  sr: sql`>>`,
+  nxl: sql`&>`,
+  nxr: sql`&<`,
+  adj: sql`-|-`,
 };
 
 const TEXT_OPERATORS = new Set(["like", "ilike", "match", "imatch"]);
-const FTS: Record<string, string> = {
-  fts: "to_tsquery",
-  plfts: "plainto_tsquery",
-  phfts: "phraseto_tsquery",
-  wfts: "websearch_to_tsquery",
+const FTS: Record<string, SQL> = {
+  fts: sql`to_tsquery`,
+  plfts: sql`plainto_tsquery`,
+  phfts: sql`phraseto_tsquery`,
+  wfts: sql`websearch_to_tsquery`,
 };
+const QUANTIFIERS = { any: sql`any`, all: sql`all` };
 
 function likePattern(op: string, value: string): string {
   return op === "like" || op === "ilike" ? value.replace(/\*/g, "%") : value;
@@ -82,16 +84,16 @@ export function filterSql(alias: string, f: Filter): SQL {
     const items = parseList(f.value);
     cond = items.length === 0 ? sql`false` : sql`${lhs} = any(${sql.value(arrayLiteral(items))})`;
   } else if (FTS[f.operator]) {
-    const fn = sql.raw(FTS[f.operator]);
+    const fn = FTS[f.operator];
     cond = f.language
       ? sql`${lhs} @@ ${fn}(${sql.value(f.language)}::regconfig, ${sql.value(f.value)})`
       : sql`${lhs} @@ ${fn}(${sql.value(f.value)})`;
   } else {
-    const op = sql.raw(COMPARISONS[f.operator]);
+    const op = COMPARISONS[f.operator];
     const left = TEXT_OPERATORS.has(f.operator) ? sql`(${lhs})::text` : lhs;
     if (f.quantifier) {
       const items = parseList(f.value).map((v) => likePattern(f.operator, v));
-      cond = sql`${left} ${op} ${sql.raw(f.quantifier)}(${sql.value(arrayLiteral(items))})`;
+      cond = sql`${left} ${op} ${QUANTIFIERS[f.quantifier]}(${sql.value(arrayLiteral(items))})`;
     } else {
       cond = sql`${left} ${op} ${sql.value(likePattern(f.operator, f.value))}`;
     }

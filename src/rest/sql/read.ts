@@ -8,7 +8,34 @@ import { fieldSql, filterSql, logicSql } from "./filters";
  * Embeds are correlated subqueries: arrays for to-many, objects for to-one.
  */
 
-const CAST_ALLOWED = /^[a-z_][a-z0-9_ ]*(\[\])?$/i;
+/** SQL spellings of built-in types, to their pg_type names (casts are rendered as quoted identifiers). */
+const TYPE_ALIASES: Record<string, string> = {
+  int: "int4",
+  integer: "int4",
+  smallint: "int2",
+  bigint: "int8",
+  decimal: "numeric",
+  real: "float4",
+  float: "float8",
+  "double precision": "float8",
+  boolean: "bool",
+  "character varying": "varchar",
+  character: "bpchar",
+  char: "bpchar",
+  timestamp: "timestamp",
+  "timestamp with time zone": "timestamptz",
+  "timestamp without time zone": "timestamp",
+  "time with time zone": "timetz",
+  "time without time zone": "time",
+};
+
+/** `::text`, `::integer[]`, `::mood`: a type name from the request becomes a quoted identifier, never raw text. */
+function castType(cast: string): SQL {
+  const array = cast.endsWith("[]");
+  const base = cast.replace(/\[\]$/, "").trim().toLowerCase();
+  const name = TYPE_ALIASES[base] ?? base;
+  return sql.identifier(array ? `_${name}` : name);
+}
 
 /** The join condition of `child` to its parent row `parentAlias`. */
 function joinCondition(r: Relationship, parentAlias: string, childAlias: string): SQL {
@@ -121,7 +148,7 @@ function spreadColumns(parent: ReadNode, child: ReadNode): SQL[] {
 
 function columnExpr(alias: string, field: Field, cast?: string): SQL {
   const expr = fieldSql(alias, field);
-  return cast && CAST_ALLOWED.test(cast) ? sql`(${expr})::${sql.raw(cast)}` : expr;
+  return cast ? sql`(${expr})::${castType(cast)}` : expr;
 }
 
 /** The output columns of a node, in the order they were selected. */

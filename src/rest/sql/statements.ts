@@ -1,7 +1,7 @@
 import { sql, type SQL } from "pg-sql2";
 import { errors } from "../errors";
 import type { ReadNode } from "../plan";
-import type { Relation, RestFunction } from "../schemaCache";
+import type { FunctionArg, Relation, RestFunction } from "../schemaCache";
 import { orderSql, pageSql, selectList, whereConditions, whereSql } from "./read";
 
 /**
@@ -131,23 +131,26 @@ export function deleteStatement(root: ReadNode, page: Page): SQL {
   return mutationEnvelope(dml, root);
 }
 
+/** An argument's type, as a qualified identifier from the catalog. */
+const argType = (a: FunctionArg) => sql.identifier(a.typeSchema, a.typeName);
+
 /** The call of `fn` with named arguments; POST arguments arrive as one JSON object, GET ones as text. */
 export function functionCall(fn: RestFunction, args: Record<string, unknown>, fromQuery: boolean): SQL {
   const name = sql.identifier(fn.schema, fn.name);
   if (fn.args.length === 1 && fn.args[0].name === "" && /^jsonb?$/.test(fn.args[0].type)) {
-    return sql`${name}(${sql.value(JSON.stringify(args))}::${sql.raw(fn.args[0].type)})`;
+    return sql`${name}(${sql.value(JSON.stringify(args))}::${argType(fn.args[0])})`;
   }
   const given = fn.args.filter((a) => a.name in args);
   if (given.length === 0) return sql`${name}()`;
   if (fromQuery) {
     // The argument types come from the catalog (format_type), never from the request.
     const named = given.map(
-      (a) => sql`${sql.identifier(a.name)} => ${sql.value(String(args[a.name]))}::${sql.raw(a.type)}`,
+      (a) => sql`${sql.identifier(a.name)} => ${sql.value(String(args[a.name]))}::${argType(a)}`,
     );
     return sql`${name}(${sql.join(named, ", ")})`;
   }
   const record = sql.join(
-    given.map((a) => sql`${sql.identifier(a.name)} ${sql.raw(a.type)}`),
+    given.map((a) => sql`${sql.identifier(a.name)} ${argType(a)}`),
     ", ",
   );
   const named = given.map((a) => sql`${sql.identifier(a.name)} => pgrst_args.${sql.identifier(a.name)}`);
@@ -174,7 +177,7 @@ export function setCallSource(fn: RestFunction, args: Record<string, unknown>, f
   }
   const given = fn.args.filter((a) => a.name in args);
   const record = sql.join(
-    given.map((a) => sql`${sql.identifier(a.name)} ${sql.raw(a.type)}`),
+    given.map((a) => sql`${sql.identifier(a.name)} ${argType(a)}`),
     ", ",
   );
   const named = given.map((a) => sql`${sql.identifier(a.name)} => pgrst_args.${sql.identifier(a.name)}`);
