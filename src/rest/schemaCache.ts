@@ -94,7 +94,7 @@ select json_build_object(
       'updatable', pg_relation_is_updatable(r.oid, true),
       'columns', coalesce((select json_agg(json_build_object(
           'name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), 'typname', t.typname,
-          'typcategory', t.typcategory, 'nullable', not a.attnotnull, 'hasDefault', a.atthasdef,
+          'typcategory', t.typcategory, 'nullable', not a.attnotnull, 'hasDefault', a.atthasdef or a.attidentity <> '',
           'defaultExpr', pg_get_expr(d.adbin, d.adrelid), 'generated', a.attgenerated <> '',
           'position', a.attnum, 'description', col_description(r.oid, a.attnum),
           'enumValues', (select json_agg(e.enumlabel order by e.enumsortorder) from pg_enum e where e.enumtypid = a.atttypid)
