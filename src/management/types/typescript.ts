@@ -82,13 +82,11 @@ function relationships(cache: SchemaCache, rel: Relation): string {
   const fks = cache.foreignKeys.filter((fk) => fk.schema === rel.schema && fk.table === rel.name);
   if (!fks.length) return "[]";
   const items = fks.map((fk) => {
-    const target = cache.relations.get(`${fk.refSchema}.${fk.refTable}`);
     const oneToOne = rel.uniques.some(
       (u) => u.length === fk.columns.length && u.every((c) => fk.columns.includes(c)),
     );
     return `{\n  foreignKeyName: ${JSON.stringify(fk.name)}\n  columns: ${JSON.stringify(fk.columns)}\n  isOneToOne: ${oneToOne}\n  referencedRelation: ${JSON.stringify(fk.refTable)}\n  referencedColumns: ${JSON.stringify(fk.refColumns)}\n},`;
   });
-  void cache.relations;
   return `[\n${indent(items.join("\n"), 2)}\n]`;
 }
 
