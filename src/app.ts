@@ -5,6 +5,7 @@ import { mintLegacyKey } from "./auth/legacyKeys";
 import type { StrataConfig } from "./config";
 import type { AppContext } from "./context";
 import { applyBootstrap } from "./db/bootstrap";
+import { ensureLoginPassword } from "./db/loginRoles";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
 import { createLogger, type Logger } from "./log";
 import { ensureFirstStart } from "./platform/firstStart";
@@ -56,18 +57,11 @@ async function checkDatabase(url: string): Promise<void> {
 }
 
 /** Sets the password data requests log in with as `authenticator` (kept in platform.clusters). */
-async function setAuthenticatorPassword(pool: pg.Pool): Promise<void> {
+async function setAuthenticatorPassword(pool: pg.Pool, adminUrl: string): Promise<void> {
   const { rows } = await pool.query(
     "select authenticator_password from platform.clusters where id = 'local'",
   );
-  const client = await pool.connect();
-  try {
-    await client.query(
-      `alter role authenticator with login password ${client.escapeLiteral(rows[0].authenticator_password)}`,
-    );
-  } finally {
-    client.release();
-  }
+  await ensureLoginPassword(adminUrl, "authenticator", rows[0].authenticator_password);
 }
 
 /** Derives the banner's values for the default project. */
@@ -125,7 +119,7 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
     } finally {
       client.release();
     }
-    await setAuthenticatorPassword(platformPool);
+    await setAuthenticatorPassword(platformPool, adminUrl);
     return { adminUrl, embedded, platformPool, ...first };
   } catch (e) {
     await embedded?.stop();

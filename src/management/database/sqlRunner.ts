@@ -1,5 +1,5 @@
 import pg from "pg";
-import { withCredentials } from "../../db/urls";
+import { ensureLoginPassword } from "../../db/loginRoles";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret } from "../../platform/ids";
@@ -49,14 +49,7 @@ async function readOnlyUrl(ctx: AppContext, project: ProjectRuntime): Promise<st
        from platform.projects p where p.ref = $1 and c.id = p.cluster_id returning c.readonly_password`,
     [project.ref, randomSecret(24)],
   );
-  const password: string = rows[0].readonly_password;
-  const admin = await project.adminPool.connect();
-  try {
-    await admin.query(`alter role strata_readonly with login password ${admin.escapeLiteral(password)}`);
-  } finally {
-    admin.release();
-  }
-  return withCredentials(project.record.adminUrl, "strata_readonly", password);
+  return ensureLoginPassword(project.record.adminUrl, "strata_readonly", rows[0].readonly_password);
 }
 
 export interface SqlRequest {
