@@ -2,6 +2,19 @@ import express, { Router } from "express";
 import type { AppContext } from "../context";
 import { authenticateToken, managementErrorHandler } from "./http";
 import { projectRoutes } from "./projects/routes";
+// Remaining configuration families
+import { advisorRoutes } from "./advisors/routes";
+import { analyticsRoutes } from "./analytics/routes";
+import { billingRoutes } from "./billing/routes";
+import { branchRoutes } from "./branches/routes";
+import { databaseConfigRoutes } from "./database-config/routes";
+import { domainRoutes } from "./domains/routes";
+import { functionRoutes } from "./functions/routes";
+import { networkRoutes } from "./network/routes";
+import { realtimeRoutes } from "./realtime/routes";
+import { snippetRoutes } from "./snippets/routes";
+import { ssoRoutes } from "./sso/routes";
+import { storageRoutes } from "./storage/routes";
 // Project configuration families
 import { databaseRoutes } from "./database/routes";
 import { migrationRoutes } from "./database/migrations";
@@ -21,6 +34,21 @@ export function managementRouter(ctx: AppContext): Router {
     restapiRoutes(ctx),
     secretRoutes(ctx),
     typeRoutes(ctx),
+  );
+  // Remaining configuration families
+  router.use(
+    realtimeRoutes(ctx),
+    storageRoutes(ctx),
+    networkRoutes(ctx),
+    databaseConfigRoutes(ctx),
+    advisorRoutes(ctx),
+    analyticsRoutes(ctx),
+    billingRoutes(ctx),
+    domainRoutes(ctx),
+    snippetRoutes(ctx),
+    branchRoutes(ctx),
+    functionRoutes(ctx),
+    ssoRoutes(ctx),
   );
   router.use(["/v1", "/v2"], (_req, res) => {
     res.status(404).json({ message: "Not found" });
