@@ -138,6 +138,7 @@ export async function startStrata(
 ): Promise<RunningStrata> {
   const db = await prepareDatabase(config, log);
   const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
+  await registry.watchControlPlane(db.adminUrl);
   const ctx: AppContext = { config, log, platformPool: db.platformPool, adminUrl: db.adminUrl, registry };
   const app = createApp(ctx);
   const server: Server = await new Promise((resolve, reject) => {

@@ -35,36 +35,51 @@ export interface Access {
 
 declare module "express-serve-static-core" {
   interface Request {
+    /** Set by `identifyCaller` when the bearer token is valid. */
     principal?: Principal;
+    /** Why the request carries no valid token (answered with 401 by `requirePrincipal`). */
+    authFailure?: string;
   }
 }
 
-/** Authenticates `Authorization: Bearer <token>` against the stored token hashes. */
-export function authenticateToken(ctx: AppContext): RequestHandler {
+/**
+ * Resolves `Authorization: Bearer <token>` against the stored token hashes. It never answers by itself: the
+ * rate limiter runs next (unauthenticated callers are counted by IP) and `requirePrincipal` refuses.
+ */
+export function identifyCaller(ctx: AppContext): RequestHandler {
   return async (req, _res, next) => {
     try {
       const token = /^bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1]?.trim();
-      if (!token) throw new HttpError(401, "Unauthorized: missing access token");
+      if (!token) {
+        req.authFailure = "Unauthorized: missing access token";
+        return next();
+      }
       const { rows } = await ctx.platformPool.query(
         `update platform.access_tokens set last_used_at = now()
           where token_hash = $1 and (expires_at is null or expires_at > now())
-          returning id, user_id, permissions, scopes`,
+          returning id, user_id, permissions, scopes, oauth_app_id`,
         [sha256(token)],
       );
-      if (rows.length === 0) throw new HttpError(401, "Unauthorized: invalid access token");
-      req.principal = {
-        userId: rows[0].user_id,
-        tokenId: rows[0].id,
-        permissions: rows[0].permissions,
-        scopes: rows[0].scopes,
-        oauthAppId: null,
-      };
+      if (rows.length === 0) req.authFailure = "Unauthorized: invalid access token";
+      else
+        req.principal = {
+          userId: rows[0].user_id,
+          tokenId: rows[0].id,
+          permissions: rows[0].permissions,
+          scopes: rows[0].scopes,
+          oauthAppId: rows[0].oauth_app_id,
+        };
       next();
     } catch (e) {
       next(e);
     }
   };
 }
+
+/** Answers 401 when `identifyCaller` found no valid token. */
+export const requirePrincipal: RequestHandler = (req, _res, next) => {
+  next(req.principal ? undefined : new HttpError(401, req.authFailure ?? "Unauthorized"));
+};
 
 function permits(granted: string[], rule: PermissionRule): boolean {
   if (typeof rule === "string") return granted.includes(rule);

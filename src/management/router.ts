@@ -1,12 +1,23 @@
 import express, { Router } from "express";
 import type { AppContext } from "../context";
-import { authenticateToken, managementErrorHandler } from "./http";
+import { identifyCaller, managementErrorHandler, requirePrincipal } from "./http";
+import { openApiRoute } from "./openapi";
+import { organizationRoutes } from "./organizations/routes";
+import { profileRoutes } from "./profile/routes";
 import { projectRoutes } from "./projects/routes";
+import { rateLimit } from "./rateLimit";
 
-/** The Management API at /v1 and /v2: token authentication, then one router per resource family. */
+/**
+ * The Management API at /v1 and /v2: the caller is identified, counted by the rate limiter (so 401 and 429
+ * carry the rate-limit headers too), then refused without a valid token; then one router per resource family.
+ */
 export function managementRouter(ctx: AppContext): Router {
   const router = Router();
-  router.use(["/v1", "/v2"], express.json({ limit: "10mb" }), authenticateToken(ctx));
+  router.use(["/v1", "/v2"], identifyCaller(ctx), rateLimit(ctx), express.json({ limit: "10mb" }));
+  router.use(openApiRoute());
+  router.use(["/v1", "/v2"], requirePrincipal);
+  router.use(profileRoutes(ctx));
+  router.use(organizationRoutes(ctx));
   router.use(projectRoutes(ctx));
   router.use(["/v1", "/v2"], (_req, res) => {
     res.status(404).json({ message: "Not found" });
