@@ -6,7 +6,11 @@ import { startTestServer, type TestServer } from "../helpers/server";
 import { atProjectHost, mgmt, waitForStatus } from "./client";
 
 /** Reads a table through the project's GraphQL endpoint, whichever naming the GraphQL layer uses. */
-async function readTitles(server: TestServer, ref: string, apikey: string) {
+async function readTitles(
+  server: TestServer,
+  ref: string,
+  apikey: string,
+): Promise<{ status: number; body: any; titles?: string[] }> {
   const fields = await atProjectHost(server, ref, "/graphql/v1", {
     apikey,
     body: { query: "{ __schema { queryType { fields { name } } } }" },
