@@ -101,7 +101,9 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
   if (!adminUrl) {
     embedded = await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, (line) =>
       log.debug({ postgres: line.trim() }, "embedded postgres"),
-    );
+    ).catch((e: Error) => {
+      throw new StartupError(e.message, { cause: e });
+    });
     adminUrl = embedded.url;
   }
   try {
