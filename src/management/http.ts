@@ -39,6 +39,8 @@ declare module "express-serve-static-core" {
     principal?: Principal;
     /** Why the request carries no valid token (answered with 401 by `requirePrincipal`). */
     authFailure?: string;
+    /** The caller's role in the organization of the addressed project or organization. */
+    membership?: { role: string };
   }
 }
 

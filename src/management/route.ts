@@ -1,6 +1,7 @@
 import type { Request, Response, Router } from "express";
 import { z } from "zod";
 import { checkAccess, HttpError, type Access } from "./http";
+import { checkRole } from "./membership";
 
 type Method = "get" | "post" | "put" | "patch" | "delete";
 
@@ -50,6 +51,7 @@ export function route<B extends z.ZodType = z.ZodUnknown, Q extends z.ZodType = 
   router[spec.method](spec.path, async (req: Request, res: Response, next) => {
     try {
       checkAccess(req.principal!, spec.access);
+      if (req.membership && spec.access.permission) checkRole(req.membership.role, spec.access.permission);
       let body: unknown = req.body;
       if (spec.body) {
         const parsed = spec.body.safeParse(req.body ?? {});

@@ -1,6 +1,7 @@
 import express, { Router } from "express";
 import type { AppContext } from "../context";
 import { identifyCaller, managementErrorHandler, requirePrincipal } from "./http";
+import { resolveMembership } from "./membership";
 import { openApiRoute } from "./openapi";
 import { organizationRoutes } from "./organizations/routes";
 import { profileRoutes } from "./profile/routes";
@@ -15,7 +16,7 @@ export function managementRouter(ctx: AppContext): Router {
   const router = Router();
   router.use(["/v1", "/v2"], identifyCaller(ctx), rateLimit(ctx), express.json({ limit: "10mb" }));
   router.use(openApiRoute());
-  router.use(["/v1", "/v2"], requirePrincipal);
+  router.use(["/v1", "/v2"], requirePrincipal, resolveMembership(ctx));
   router.use(profileRoutes(ctx));
   router.use(organizationRoutes(ctx));
   router.use(projectRoutes(ctx));

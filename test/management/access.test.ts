@@ -61,6 +61,42 @@ describe("Management API access", () => {
     expect((await mgmt(server, "GET", "/v1/profile", { token })).status).toBe(403);
   });
 
+  it("gives a personal token its user's privileges: organization membership and role", async () => {
+    const { rows } = await server.sql(
+      `with u as (insert into platform.users (email, username) values ('reader@example.test', 'reader') returning id)
+       insert into platform.organization_members (organization_id, user_id, role_name)
+       select o.id, u.id, 'Read-only' from platform.organizations o, u where o.slug = 'default-org'
+       returning user_id`,
+    );
+    const token = newAccessToken();
+    await server.sql(
+      "insert into platform.access_tokens (user_id, name, token_hash, token_prefix) values ($1, 'reader', $2, $3)",
+      [rows[0].user_id, sha256(token), token.slice(0, 8)],
+    );
+    expect((await mgmt(server, "GET", `/v1/projects/${server.ref}`, { token })).status).toBe(200);
+    expect((await mgmt(server, "GET", "/v1/organizations/default-org/members", { token })).status).toBe(200);
+    const rename = await mgmt(server, "PATCH", `/v1/projects/${server.ref}`, {
+      token,
+      body: { name: "mine" },
+    });
+    expect(rename.status).toBe(403);
+    expect(rename.body.message).toMatch(/Read-only/);
+    const create = await mgmt(server, "POST", "/v1/projects", {
+      token,
+      body: { name: "mine", organization_slug: "default-org", db_pass: "pw" },
+    });
+    expect(create.status).toBe(403);
+    // Another organization's resources do not exist for this user, whatever the path under them.
+    const other = await mgmt(server, "POST", "/v1/organizations", { body: { name: "Admins Only" } });
+    expect((await mgmt(server, "GET", `/v1/organizations/${other.body.slug}`, { token })).status).toBe(404);
+    expect(
+      (await mgmt(server, "GET", `/v1/organizations/${other.body.slug}/anything`, { token })).status,
+    ).toBe(404);
+    expect((await mgmt(server, "GET", "/v1/organizations", { token })).body.map((o: any) => o.slug)).toEqual([
+      "default-org",
+    ]);
+  });
+
   it("creates tokens from the command line, personal or fine-grained", async () => {
     const run = (args: string[]) =>
       promisify(execFile)(

@@ -6,6 +6,8 @@ export interface OrganizationRow {
   slug: string;
   name: string;
   plan: string;
+  /** The caller's role in it. */
+  role_name: string;
 }
 
 export interface MemberRow {
@@ -18,7 +20,7 @@ export interface MemberRow {
 /** Organizations the user belongs to. */
 export async function listOrganizations(db: pg.Pool, userId: string): Promise<OrganizationRow[]> {
   const { rows } = await db.query(
-    `select o.id, o.slug, o.name, o.plan from platform.organizations o
+    `select o.id, o.slug, o.name, o.plan, m.role_name from platform.organizations o
        join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
       order by o.created_at, o.slug`,
     [userId],
@@ -33,7 +35,7 @@ export async function findOrganization(
   slug: string,
 ): Promise<OrganizationRow | undefined> {
   const { rows } = await db.query(
-    `select o.id, o.slug, o.name, o.plan from platform.organizations o
+    `select o.id, o.slug, o.name, o.plan, m.role_name from platform.organizations o
        join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
       where o.slug = $2`,
     [userId, slug],
@@ -70,7 +72,7 @@ export async function createOrganization(
       const slug = attempt === 0 ? slugBase(name) : `${slugBase(name)}-${suffix()}`;
       const { rows } = await client.query(
         `insert into platform.organizations (slug, name) values ($1, $2)
-         on conflict (slug) do nothing returning id, slug, name, plan`,
+         on conflict (slug) do nothing returning id, slug, name, plan, 'Owner' as role_name`,
         [slug, name],
       );
       org = rows[0];

@@ -4,6 +4,7 @@ import { clusterVersion } from "../../projects/clusters";
 import { DEFAULT_CLUSTER_ID } from "../../platform/firstStart";
 import { newProjectRef, randomSecret } from "../../platform/ids";
 import { HttpError } from "../http";
+import { checkRole } from "../membership";
 import { organizationOf } from "../organizations/routes";
 import { route } from "../route";
 import { projectHealth } from "./health";
@@ -103,6 +104,7 @@ export function projectRoutes(ctx: AppContext): Router {
     async ({ req, body }) => {
       const userId = req.principal!.userId;
       const org = await organizationOf(ctx, userId, body.organization_slug);
+      checkRole(org.role_name, "organization_projects_create");
       const cluster = await clusterFor(db, body.region_selection?.code ?? body.region, DEFAULT_CLUSTER_ID);
       const ref = newProjectRef();
       await insertProject(db, {
