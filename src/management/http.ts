@@ -83,10 +83,10 @@ export const requirePrincipal: RequestHandler = (req, _res, next) => {
   next(req.principal ? undefined : new HttpError(401, req.authFailure ?? "Unauthorized"));
 };
 
-function permits(granted: string[], rule: PermissionRule): boolean {
-  if (typeof rule === "string") return granted.includes(rule);
-  if ("and" in rule) return rule.and.every((p) => granted.includes(p));
-  return rule.or.some((p) => granted.includes(p));
+function permits(has: (permission: string) => boolean, rule: PermissionRule): boolean {
+  if (typeof rule === "string") return has(rule);
+  if ("and" in rule) return rule.and.every(has);
+  return rule.or.some(has);
 }
 
 function describe(rule: PermissionRule): string {
@@ -94,8 +94,30 @@ function describe(rule: PermissionRule): string {
   return "and" in rule ? rule.and.join(" and ") : rule.or.join(" or ");
 }
 
-/** Checks the caller's token against an endpoint's permission and scope. */
-export function checkAccess(principal: Principal, access: Access): void {
+/** Permissions an organization role lacks: Read-only only reads; Developers do not administer. */
+const DEVELOPER_DENIED = new Set([
+  "organization_admin_write",
+  "organization_projects_create",
+  "project_admin_write",
+]);
+
+function roleGrants(role: string, permission: string): boolean {
+  if (role === "Owner" || role === "Administrator") return true;
+  if (role === "Developer") return !DEVELOPER_DENIED.has(permission);
+  return permission.endsWith("_read");
+}
+
+/** Checks the caller's role in the addressed organization against a permission rule. */
+export function checkRole(role: string, rule: PermissionRule): void {
+  if (!permits((p) => roleGrants(role, p), rule))
+    throw new HttpError(403, `Forbidden: the organization role ${role} does not allow this`);
+}
+
+/**
+ * Checks the caller's token against an endpoint's permission and scope, and, when the request addresses a
+ * project or organization, the caller's role there (set by `resolveMembership`).
+ */
+export function checkAccess(principal: Principal, access: Access, membership?: { role: string }): void {
   if (principal.scopes) {
     if (!access.scope || !principal.scopes.includes(access.scope)) {
       throw new HttpError(
@@ -104,9 +126,11 @@ export function checkAccess(principal: Principal, access: Access): void {
       );
     }
   }
-  if (principal.permissions && access.permission && !permits(principal.permissions, access.permission)) {
+  const granted = principal.permissions;
+  if (granted && access.permission && !permits((p) => granted.includes(p), access.permission)) {
     throw new HttpError(403, `Forbidden: this token lacks the permission ${describe(access.permission)}`);
   }
+  if (membership && access.permission) checkRole(membership.role, access.permission);
 }
 
 type Handler = (req: Request, res: Response) => Promise<unknown>;
@@ -115,7 +139,7 @@ type Handler = (req: Request, res: Response) => Promise<unknown>;
 export function endpoint(access: Access, handler: Handler): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
     try {
-      checkAccess(req.principal!, access);
+      checkAccess(req.principal!, access, req.membership);
       await handler(req, res);
     } catch (e) {
       next(e);

@@ -1,30 +1,6 @@
 import type { RequestHandler } from "express";
 import type { AppContext } from "../context";
-import { HttpError, type PermissionRule } from "./http";
-
-/** Permissions an organization role lacks: Read-only only reads; Developers do not administer. */
-const DEVELOPER_DENIED = new Set([
-  "organization_admin_write",
-  "organization_projects_create",
-  "project_admin_write",
-]);
-
-function roleGrants(role: string, permission: string): boolean {
-  if (role === "Owner" || role === "Administrator") return true;
-  if (role === "Developer") return !DEVELOPER_DENIED.has(permission);
-  return permission.endsWith("_read");
-}
-
-/** Checks the caller's role in the addressed organization against an endpoint's permission rule. */
-export function checkRole(role: string, rule: PermissionRule): void {
-  const allowed =
-    typeof rule === "string"
-      ? roleGrants(role, rule)
-      : "and" in rule
-        ? rule.and.every((p) => roleGrants(role, p))
-        : rule.or.some((p) => roleGrants(role, p));
-  if (!allowed) throw new HttpError(403, `Forbidden: the organization role ${role} does not allow this`);
-}
+import { HttpError } from "./http";
 
 const PROJECT_PATH = /^\/v[12]\/projects\/([^/]+)/;
 const ORGANIZATION_PATH = /^\/v[12]\/organizations\/([^/]+)/;

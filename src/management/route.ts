@@ -1,7 +1,6 @@
 import type { Request, Response, Router } from "express";
 import { z } from "zod";
 import { checkAccess, HttpError, type Access } from "./http";
-import { checkRole } from "./membership";
 
 type Method = "get" | "post" | "put" | "patch" | "delete";
 
@@ -50,8 +49,7 @@ export function route<B extends z.ZodType = z.ZodUnknown, Q extends z.ZodType = 
   managementRoutes.push(spec as RouteSpec);
   router[spec.method](spec.path, async (req: Request, res: Response, next) => {
     try {
-      checkAccess(req.principal!, spec.access);
-      if (req.membership && spec.access.permission) checkRole(req.membership.role, spec.access.permission);
+      checkAccess(req.principal!, spec.access, req.membership);
       let body: unknown = req.body;
       if (spec.body) {
         const parsed = spec.body.safeParse(req.body ?? {});
