@@ -96,6 +96,8 @@ export function rateLimit(ctx: AppContext): RequestHandler {
       keyPrefix,
       points,
       duration,
+      // All limiters share one table: one of them sweeps expired counters.
+      clearExpiredByTimeout: keyPrefix === "mgmt",
     });
   const standardPoints = ctx.config.managementRateLimit;
   const standard = { limiter: store("mgmt", standardPoints, 60), points: standardPoints };
