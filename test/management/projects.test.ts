@@ -195,4 +195,26 @@ describe("projects as real databases", () => {
     await client.connect();
     await client.end();
   });
+
+  it("places a project on the cluster of the requested region", async () => {
+    // A second cluster entry (here on the same server) as an operator would register it.
+    await server.sql(
+      `insert into platform.clusters (id, region, admin_url, authenticator_password)
+       select 'second', 'eu-west', admin_url, authenticator_password from platform.clusters where id = 'local'`,
+    );
+    const regions = await mgmt(server, "GET", "/v1/projects/available-regions?organization_slug=default-org");
+    expect(regions.body.all.specific.map((r: any) => r.code)).toEqual(["eu-west", "local"]);
+
+    const created = await mgmt(server, "POST", "/v1/projects", {
+      body: { name: "european", organization_slug: "default-org", db_pass: "pw", region: "eu-west" },
+    });
+    expect(created.body.region).toBe("eu-west");
+    await waitForStatus(server, created.body.ref, "ACTIVE_HEALTHY");
+    const { rows } = await server.sql("select cluster_id from platform.projects where ref = $1", [
+      created.body.ref,
+    ]);
+    expect(rows[0].cluster_id).toBe("second");
+    const health = await mgmt(server, "GET", `/v1/projects/${created.body.ref}/health?services=db`);
+    expect(health.body[0]).toMatchObject({ healthy: true });
+  });
 });

@@ -7,7 +7,7 @@ import {
   openProjectDatabase,
 } from "../../projects/clusters";
 import { HttpError } from "../http";
-import { deleteProjectRow, setStatus, type ProjectRow } from "./store";
+import { deleteProjectRow, setStatus, touchProject, type ProjectRow } from "./store";
 
 const LIFECYCLE_LOCK = 7_305_100;
 
@@ -108,4 +108,15 @@ export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<voi
       throw e;
     }
   });
+}
+
+/**
+ * Rebuilds an active project's APIs: this process forgets its schema at once; touching the row notifies every
+ * process (this one included), which drops the project's runtime, so pools and caches are rebuilt on next use.
+ */
+export async function restartProject(ctx: AppContext, project: ProjectRow): Promise<void> {
+  if (project.status !== "ACTIVE_HEALTHY")
+    throw new HttpError(400, `Project ${project.ref} is not active and cannot be restarted`);
+  (await ctx.registry.get(project.ref))?.invalidateSchema("restart");
+  await touchProject(ctx.platformPool, project.ref);
 }

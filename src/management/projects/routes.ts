@@ -7,7 +7,14 @@ import { checkRole, HttpError } from "../http";
 import { organizationOf } from "../organizations/routes";
 import { route } from "../route";
 import { projectHealth } from "./health";
-import { cancelRestore, deleteProject, pauseProject, provisionProject, restoreProject } from "./lifecycle";
+import {
+  cancelRestore,
+  deleteProject,
+  pauseProject,
+  provisionProject,
+  restartProject,
+  restoreProject,
+} from "./lifecycle";
 import {
   availableRegionsQuery,
   availableRegionsResponse,
@@ -289,11 +296,8 @@ export function projectRoutes(ctx: AppContext): Router {
   );
   lifecycle(
     "/v1/projects/:ref/restart",
-    "Restarts a project: rebuilds its APIs, answering once the new schema serves",
-    async (_ctx, project) => {
-      const runtime = await ctx.registry.get(project.ref);
-      runtime?.invalidateSchema("restart");
-    },
+    "Restarts a project: every Strata process rebuilds its APIs (schema caches, pools)",
+    restartProject,
   );
 
   route(

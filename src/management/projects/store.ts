@@ -122,6 +122,11 @@ export async function renameProject(db: pg.Pool, ref: string, name: string): Pro
   await db.query("update platform.projects set name = $2, updated_at = now() where ref = $1", [ref, name]);
 }
 
+/** A change of the row without a change of values: every process reloads the project (restart). */
+export async function touchProject(db: Queryable, ref: string): Promise<void> {
+  await db.query("update platform.projects set updated_at = now() where ref = $1", [ref]);
+}
+
 export async function deleteProjectRow(db: Queryable, ref: string): Promise<void> {
   await db.query("delete from platform.projects where ref = $1", [ref]);
 }
