@@ -10,6 +10,8 @@ import { createLogger, type Logger } from "./log";
 import { ensureFirstStart } from "./platform/firstStart";
 import { ProjectRegistry } from "./projects/registry";
 import { createApp } from "./server";
+import { resumeProvisioning } from "./management/projects/lifecycle";
+import { setAuthenticatorPassword } from "./projects/clusters";
 
 export class StartupError extends Error {}
 
@@ -56,15 +58,13 @@ async function checkDatabase(url: string): Promise<void> {
 }
 
 /** Sets the password data requests log in with as `authenticator` (kept in platform.clusters). */
-async function setAuthenticatorPassword(pool: pg.Pool): Promise<void> {
+async function setLocalAuthenticatorPassword(pool: pg.Pool): Promise<void> {
   const { rows } = await pool.query(
     "select authenticator_password from platform.clusters where id = 'local'",
   );
   const client = await pool.connect();
   try {
-    await client.query(
-      `alter role authenticator with login password ${client.escapeLiteral(rows[0].authenticator_password)}`,
-    );
+    await setAuthenticatorPassword(client, rows[0].authenticator_password);
   } finally {
     client.release();
   }
@@ -125,7 +125,7 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
     } finally {
       client.release();
     }
-    await setAuthenticatorPassword(platformPool);
+    await setLocalAuthenticatorPassword(platformPool);
     return { adminUrl, embedded, platformPool, ...first };
   } catch (e) {
     await embedded?.stop();
@@ -143,6 +143,7 @@ export async function startStrata(
   await registry.watchControlPlane(db.adminUrl);
   const ctx: AppContext = { config, log, platformPool: db.platformPool, adminUrl: db.adminUrl, registry };
   const app = createApp(ctx);
+  void resumeProvisioning(ctx);
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.port, () => resolve(s));
     s.on("error", (e) => reject(new StartupError(`Cannot listen on port ${config.port}: ${e.message}`)));

@@ -58,11 +58,34 @@ export async function createProjectDatabase(cluster: Cluster, database: string):
   await onCluster(cluster, async (c) => {
     await c.query(`create database ${c.escapeIdentifier(database)}`);
   });
-  await applyBootstrap(withDatabase(cluster.adminUrl, database), ["project"]);
+  await retryingRoleChanges(() => applyBootstrap(withDatabase(cluster.adminUrl, database), ["project"]));
   await onCluster(cluster, async (c) => {
     await c.query(
       `alter role authenticator with login password ${c.escapeLiteral(cluster.authenticatorPassword)}`,
     );
+  });
+}
+
+/**
+ * Runs `work`, which changes cluster-wide roles (the password of `authenticator`, the role grants of the
+ * project bootstrap). Roles are shared by every database of the cluster, so several projects may be set up at
+ * once; Postgres refuses the loser ("tuple concurrently updated"), which then tries again.
+ */
+async function retryingRoleChanges<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await work();
+    } catch (e) {
+      if (attempt >= 20 || !/tuple concurrently updated/.test((e as Error).message)) throw e;
+      await new Promise((r) => setTimeout(r, 20 + Math.random() * 200));
+    }
+  }
+}
+
+/** Sets the cluster-wide `authenticator` password. */
+export function setAuthenticatorPassword(client: pg.ClientBase, password: string): Promise<void> {
+  return retryingRoleChanges(async () => {
+    await client.query(`alter role authenticator with login password ${client.escapeLiteral(password)}`);
   });
 }
 

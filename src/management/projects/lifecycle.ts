@@ -1,4 +1,4 @@
-import type pg from "pg";
+import pg from "pg";
 import type { AppContext } from "../../context";
 import {
   closeProjectDatabase,
@@ -7,29 +7,32 @@ import {
   openProjectDatabase,
 } from "../../projects/clusters";
 import { HttpError } from "../http";
-import { deleteProjectRow, setStatus, touchProject, type ProjectRow } from "./store";
+import { deleteProjectRow, projectsComingUp, setStatus, touchProject, type ProjectRow } from "./store";
 
 const LIFECYCLE_LOCK = 7_305_100;
 
 /**
- * Runs a lifecycle change of one project while holding its advisory lock on the control plane, so pause,
- * restore, cancel and delete of one project never interleave, whichever Strata process receives them.
+ * Runs a lifecycle change of one project while holding its advisory lock on the control plane, so create,
+ * pause, restore, cancel and delete of one project never interleave, whichever Strata process receives them.
+ * The lock lives on a connection of its own, so long work (creating a database) never starves the pool.
+ * With `tryOnly`, answers undefined at once when another session holds the lock.
  */
 async function withProjectLock<T>(
   ctx: AppContext,
   project: ProjectRow,
-  work: (c: pg.PoolClient) => Promise<T>,
-) {
-  const client = await ctx.platformPool.connect();
+  work: (c: pg.Client) => Promise<T>,
+  tryOnly = false,
+): Promise<T | undefined> {
+  const client = new pg.Client({ connectionString: ctx.adminUrl });
+  await client.connect();
   try {
-    await client.query("select pg_advisory_lock($1, $2)", [LIFECYCLE_LOCK, project.id]);
-    try {
-      return await work(client);
-    } finally {
-      await client.query("select pg_advisory_unlock($1, $2)", [LIFECYCLE_LOCK, project.id]);
-    }
+    const lock = tryOnly ? "pg_try_advisory_lock" : "pg_advisory_lock";
+    const { rows } = await client.query(`select ${lock}($1, $2) as locked`, [LIFECYCLE_LOCK, project.id]);
+    if (rows[0].locked === false) return undefined;
+    return await work(client);
   } finally {
-    client.release();
+    // Ending the session releases the lock.
+    await client.end().catch(() => {});
   }
 }
 
@@ -38,15 +41,38 @@ function refuseDefault(project: ProjectRow, action: string): void {
     throw new HttpError(400, `The default project lives in Strata's main database and cannot be ${action}`);
 }
 
-/** COMING_UP → ACTIVE_HEALTHY once its database exists and is bootstrapped; INIT_FAILED (nothing left) else. */
-export async function provisionProject(ctx: AppContext, project: ProjectRow): Promise<void> {
+/**
+ * COMING_UP → ACTIVE_HEALTHY once its database exists and is bootstrapped; INIT_FAILED (nothing left) else.
+ * A database left half-made by a process that died while creating it is dropped and made again.
+ */
+export async function provisionProject(ctx: AppContext, project: ProjectRow, tryOnly = false): Promise<void> {
+  await withProjectLock(
+    ctx,
+    project,
+    async (db) => {
+      try {
+        await dropProjectDatabase(project.cluster, project.database_name);
+        await createProjectDatabase(project.cluster, project.database_name);
+        await setStatus(db, project.ref, ["COMING_UP"], "ACTIVE_HEALTHY");
+      } catch (e) {
+        ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed");
+        await dropProjectDatabase(project.cluster, project.database_name).catch(() => {});
+        await setStatus(db, project.ref, ["COMING_UP"], "INIT_FAILED").catch(() => {});
+      }
+    },
+    tryOnly,
+  ).catch((e) =>
+    ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed"),
+  );
+}
+
+/** At start: finishes creating projects that no process is creating any more (their creator died). */
+export async function resumeProvisioning(ctx: AppContext): Promise<void> {
   try {
-    await createProjectDatabase(project.cluster, project.database_name);
-    await setStatus(ctx.platformPool, project.ref, ["COMING_UP"], "ACTIVE_HEALTHY");
+    for (const project of await projectsComingUp(ctx.platformPool))
+      await provisionProject(ctx, project, true);
   } catch (e) {
-    ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed");
-    await dropProjectDatabase(project.cluster, project.database_name).catch(() => {});
-    await setStatus(ctx.platformPool, project.ref, ["COMING_UP"], "INIT_FAILED").catch(() => {});
+    ctx.log.error({ err: (e as Error).message }, "resuming project provisioning failed");
   }
 }
 

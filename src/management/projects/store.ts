@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { clusterOfRow, type Cluster } from "../../projects/clusters";
 
-type Queryable = pg.Pool | pg.PoolClient;
+type Queryable = pg.Pool | pg.PoolClient | pg.Client;
 
 /** A project row joined with its organization and cluster, as the Management API shows it. */
 export interface ProjectRow {
@@ -53,6 +53,12 @@ const SORTS = {
   created_asc: "p.created_at asc, p.id",
   created_desc: "p.created_at desc, p.id desc",
 } as const;
+
+/** Every project still being created, whoever's. */
+export async function projectsComingUp(db: pg.Pool): Promise<ProjectRow[]> {
+  const { rows } = await db.query(`${SELECT} where p.status = 'COMING_UP' order by p.id`);
+  return rows.map(toProject);
+}
 
 export async function listOrganizationProjects(
   db: pg.Pool,
