@@ -59,11 +59,7 @@ export async function createProjectDatabase(cluster: Cluster, database: string):
     await c.query(`create database ${c.escapeIdentifier(database)}`);
   });
   await retryingRoleChanges(() => applyBootstrap(withDatabase(cluster.adminUrl, database), ["project"]));
-  await onCluster(cluster, async (c) => {
-    await c.query(
-      `alter role authenticator with login password ${c.escapeLiteral(cluster.authenticatorPassword)}`,
-    );
-  });
+  await onCluster(cluster, (c) => setAuthenticatorPassword(c, cluster.authenticatorPassword));
 }
 
 /**
