@@ -5,13 +5,13 @@ import { mintLegacyKey } from "./auth/legacyKeys";
 import type { StrataConfig } from "./config";
 import type { AppContext } from "./context";
 import { applyBootstrap } from "./db/bootstrap";
+import { ensureLoginPassword } from "./db/loginRoles";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
 import { createLogger, type Logger } from "./log";
 import { ensureFirstStart } from "./platform/firstStart";
 import { ProjectRegistry } from "./projects/registry";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
-import { setAuthenticatorPassword } from "./projects/clusters";
 
 export class StartupError extends Error {}
 
@@ -58,16 +58,11 @@ async function checkDatabase(url: string): Promise<void> {
 }
 
 /** Sets the password data requests log in with as `authenticator` (kept in platform.clusters). */
-async function setLocalAuthenticatorPassword(pool: pg.Pool): Promise<void> {
+async function setAuthenticatorPassword(pool: pg.Pool, adminUrl: string): Promise<void> {
   const { rows } = await pool.query(
     "select authenticator_password from platform.clusters where id = 'local'",
   );
-  const client = await pool.connect();
-  try {
-    await setAuthenticatorPassword(client, rows[0].authenticator_password);
-  } finally {
-    client.release();
-  }
+  await ensureLoginPassword(adminUrl, "authenticator", rows[0].authenticator_password);
 }
 
 /** Derives the banner's values for the default project. */
@@ -125,7 +120,7 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
     } finally {
       client.release();
     }
-    await setLocalAuthenticatorPassword(platformPool);
+    await setAuthenticatorPassword(platformPool, adminUrl);
     return { adminUrl, embedded, platformPool, ...first };
   } catch (e) {
     await embedded?.stop();

@@ -7,6 +7,12 @@ import { organizationRoutes } from "./organizations/routes";
 import { profileRoutes } from "./profile/routes";
 import { projectRoutes } from "./projects/routes";
 import { rateLimit } from "./rateLimit";
+// Project configuration families
+import { databaseRoutes } from "./database/routes";
+import { migrationRoutes } from "./database/migrations";
+import { restapiRoutes } from "./restapi/routes";
+import { secretRoutes } from "./secrets/routes";
+import { typeRoutes } from "./types/routes";
 
 /**
  * The Management API at /v1 and /v2: the caller is identified, counted by the rate limiter (so 401 and 429
@@ -20,6 +26,14 @@ export function managementRouter(ctx: AppContext): Router {
   router.use(profileRoutes(ctx));
   router.use(organizationRoutes(ctx));
   router.use(projectRoutes(ctx));
+  // Project configuration families
+  router.use(
+    databaseRoutes(ctx),
+    migrationRoutes(ctx),
+    restapiRoutes(ctx),
+    secretRoutes(ctx),
+    typeRoutes(ctx),
+  );
   router.use(["/v1", "/v2"], (_req, res) => {
     res.status(404).json({ message: "Not found" });
   });

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { applyBootstrap } from "../db/bootstrap";
+import { ensureLoginPassword } from "../db/loginRoles";
 import { withDatabase } from "../db/urls";
 
 /** A Postgres cluster projects live on (a row of platform.clusters). */
@@ -59,12 +60,15 @@ export async function createProjectDatabase(cluster: Cluster, database: string):
     await c.query(`create database ${c.escapeIdentifier(database)}`);
   });
   await retryingRoleChanges(() => applyBootstrap(withDatabase(cluster.adminUrl, database), ["project"]));
-  await onCluster(cluster, (c) => setAuthenticatorPassword(c, cluster.authenticatorPassword));
+  await ensureLoginPassword(
+    withDatabase(cluster.adminUrl, database),
+    "authenticator",
+    cluster.authenticatorPassword,
+  );
 }
 
 /**
- * Runs `work`, which changes cluster-wide roles (the password of `authenticator`, the role grants of the
- * project bootstrap). Roles are shared by every database of the cluster, so several projects may be set up at
+ * Runs `work`, which changes cluster-wide roles (the role grants of the project bootstrap). Roles are shared by every database of the cluster, so several projects may be set up at
  * once; Postgres refuses the loser ("tuple concurrently updated"), which then tries again.
  */
 async function retryingRoleChanges<T>(work: () => Promise<T>): Promise<T> {
@@ -76,13 +80,6 @@ async function retryingRoleChanges<T>(work: () => Promise<T>): Promise<T> {
       await new Promise((r) => setTimeout(r, 20 + Math.random() * 200));
     }
   }
-}
-
-/** Sets the cluster-wide `authenticator` password. */
-export function setAuthenticatorPassword(client: pg.ClientBase, password: string): Promise<void> {
-  return retryingRoleChanges(async () => {
-    await client.query(`alter role authenticator with login password ${client.escapeLiteral(password)}`);
-  });
 }
 
 /** Drops a project's database, ending its sessions first. */
