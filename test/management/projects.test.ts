@@ -90,6 +90,10 @@ describe("projects as real databases", () => {
     await expect(adminQuery("select 1", [], projectDbUrl)).rejects.toThrow(
       /not currently accepting connections/,
     );
+    // Nothing to cancel, nothing to restart, nothing to pause twice while it sleeps.
+    expect((await mgmt(server, "POST", `/v1/projects/${ref}/restore/cancel`)).status).toBe(400);
+    expect((await mgmt(server, "POST", `/v1/projects/${ref}/restart`)).status).toBe(400);
+    expect((await mgmt(server, "POST", `/v1/projects/${ref}/pause`)).status).toBe(400);
 
     expect((await mgmt(server, "POST", `/v1/projects/${ref}/restore`)).status).toBe(200);
     await waitForStatus(server, ref, "ACTIVE_HEALTHY");
