@@ -11,6 +11,7 @@ import { createLogger, type Logger } from "./log";
 import { ensureFirstStart } from "./platform/firstStart";
 import { ProjectRegistry } from "./projects/registry";
 import { createApp } from "./server";
+import { resumeProvisioning } from "./management/projects/lifecycle";
 
 export class StartupError extends Error {}
 
@@ -134,8 +135,10 @@ export async function startStrata(
 ): Promise<RunningStrata> {
   const db = await prepareDatabase(config, log);
   const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
+  await registry.watchControlPlane(db.adminUrl);
   const ctx: AppContext = { config, log, platformPool: db.platformPool, adminUrl: db.adminUrl, registry };
   const app = createApp(ctx);
+  void resumeProvisioning(ctx);
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.port, () => resolve(s));
     s.on("error", (e) => reject(new StartupError(`Cannot listen on port ${config.port}: ${e.message}`)));

@@ -22,6 +22,8 @@ export interface StrataConfig {
    * Set it when several Strata installations share one cluster.
    */
   authenticatorPassword: string | undefined;
+  /** Management API requests per minute per identity and project/organization scope (spec: 120). */
+  managementRateLimit: number;
 }
 
 export class ConfigError extends Error {}
@@ -56,6 +58,11 @@ const schema = z.object({
     .string()
     .min(12, "AUTHENTICATOR_PASSWORD must be at least 12 characters long")
     .optional(),
+  MANAGEMENT_RATE_LIMIT: z.coerce
+    .number({ error: "MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute" })
+    .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
+    .positive("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
+    .default(120),
 });
 
 /** Reads the configuration; `overrides` come from graphile.config.ts and lose against the environment. */
@@ -86,5 +93,6 @@ export function loadConfig(
     dataDir: path.resolve(c.STRATA_DATA_DIR),
     embeddedPgPort: c.STRATA_PG_PORT,
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
+    managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
   };
 }

@@ -1,7 +1,12 @@
 import express, { Router } from "express";
 import type { AppContext } from "../context";
-import { authenticateToken, managementErrorHandler } from "./http";
+import { identifyCaller, managementErrorHandler, requirePrincipal } from "./http";
+import { resolveMembership } from "./membership";
+import { openApiRoute } from "./openapi";
+import { organizationRoutes } from "./organizations/routes";
+import { profileRoutes } from "./profile/routes";
 import { projectRoutes } from "./projects/routes";
+import { rateLimit } from "./rateLimit";
 // Remaining configuration families
 import { advisorRoutes } from "./advisors/routes";
 import { analyticsRoutes } from "./analytics/routes";
@@ -22,10 +27,17 @@ import { restapiRoutes } from "./restapi/routes";
 import { secretRoutes } from "./secrets/routes";
 import { typeRoutes } from "./types/routes";
 
-/** The Management API at /v1 and /v2: token authentication, then one router per resource family. */
+/**
+ * The Management API at /v1 and /v2: the caller is identified, counted by the rate limiter (so 401 and 429
+ * carry the rate-limit headers too), then refused without a valid token; then one router per resource family.
+ */
 export function managementRouter(ctx: AppContext): Router {
   const router = Router();
-  router.use(["/v1", "/v2"], express.json({ limit: "10mb" }), authenticateToken(ctx));
+  router.use(["/v1", "/v2"], identifyCaller(ctx), rateLimit(ctx), express.json({ limit: "10mb" }));
+  router.use(openApiRoute());
+  router.use(["/v1", "/v2"], requirePrincipal, resolveMembership(ctx));
+  router.use(profileRoutes(ctx));
+  router.use(organizationRoutes(ctx));
   router.use(projectRoutes(ctx));
   // Project configuration families
   router.use(
