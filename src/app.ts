@@ -5,11 +5,13 @@ import { mintLegacyKey } from "./auth/legacyKeys";
 import type { StrataConfig } from "./config";
 import type { AppContext } from "./context";
 import { applyBootstrap } from "./db/bootstrap";
+import { ensureLoginPassword } from "./db/loginRoles";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
 import { createLogger, type Logger } from "./log";
 import { ensureFirstStart } from "./platform/firstStart";
 import { ProjectRegistry } from "./projects/registry";
 import { createApp } from "./server";
+import { resumeProvisioning } from "./management/projects/lifecycle";
 
 export class StartupError extends Error {}
 
@@ -56,18 +58,11 @@ async function checkDatabase(url: string): Promise<void> {
 }
 
 /** Sets the password data requests log in with as `authenticator` (kept in platform.clusters). */
-async function setAuthenticatorPassword(pool: pg.Pool): Promise<void> {
+async function setAuthenticatorPassword(pool: pg.Pool, adminUrl: string): Promise<void> {
   const { rows } = await pool.query(
     "select authenticator_password from platform.clusters where id = 'local'",
   );
-  const client = await pool.connect();
-  try {
-    await client.query(
-      `alter role authenticator with login password ${client.escapeLiteral(rows[0].authenticator_password)}`,
-    );
-  } finally {
-    client.release();
-  }
+  await ensureLoginPassword(adminUrl, "authenticator", rows[0].authenticator_password);
 }
 
 /** Derives the banner's values for the default project. */
@@ -101,7 +96,9 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
   if (!adminUrl) {
     embedded = await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, (line) =>
       log.debug({ postgres: line.trim() }, "embedded postgres"),
-    );
+    ).catch((e: Error) => {
+      throw new StartupError(e.message, { cause: e });
+    });
     adminUrl = embedded.url;
   }
   try {
@@ -123,7 +120,7 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
     } finally {
       client.release();
     }
-    await setAuthenticatorPassword(platformPool);
+    await setAuthenticatorPassword(platformPool, adminUrl);
     return { adminUrl, embedded, platformPool, ...first };
   } catch (e) {
     await embedded?.stop();
@@ -138,8 +135,10 @@ export async function startStrata(
 ): Promise<RunningStrata> {
   const db = await prepareDatabase(config, log);
   const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
+  await registry.watchControlPlane(db.adminUrl);
   const ctx: AppContext = { config, log, platformPool: db.platformPool, adminUrl: db.adminUrl, registry };
   const app = createApp(ctx);
+  void resumeProvisioning(ctx);
   const server: Server = await new Promise((resolve, reject) => {
     const s = app.listen(config.port, () => resolve(s));
     s.on("error", (e) => reject(new StartupError(`Cannot listen on port ${config.port}: ${e.message}`)));

@@ -24,6 +24,8 @@ export interface StrataConfig {
   authenticatorPassword: string | undefined;
   /** How long a signing key must have been revoked before it may be deleted (tokens it signed expire). */
   signingKeyDeleteAfterSeconds: number;
+  /** Management API requests per minute per identity and project/organization scope (spec: 120). */
+  managementRateLimit: number;
 }
 
 export class ConfigError extends Error {}
@@ -63,6 +65,11 @@ const schema = z.object({
     .int()
     .min(0)
     .default(3600),
+  MANAGEMENT_RATE_LIMIT: z.coerce
+    .number({ error: "MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute" })
+    .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
+    .positive("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
+    .default(120),
 });
 
 /** Reads the configuration; `overrides` come from graphile.config.ts and lose against the environment. */
@@ -94,5 +101,6 @@ export function loadConfig(
     embeddedPgPort: c.STRATA_PG_PORT,
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
+    managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
   };
 }

@@ -3,6 +3,7 @@ import { describeDefaultProject, prepareDatabase, startStrata, StartupError, typ
 import { ConfigError, loadConfig, type StrataConfig } from "../config";
 import { createLogger, maskDatabaseUrl } from "../log";
 import { ProjectRegistry } from "../projects/registry";
+import { createAccessToken, TokenError } from "../management/tokens";
 import graphileConfig from "../../graphile.config";
 
 function configFromEnvironment(): StrataConfig {
@@ -86,9 +87,32 @@ async function keys(json: boolean): Promise<void> {
   process.stdout.write(json ? JSON.stringify(info, null, 2) + "\n" : banner(info) + "\n");
 }
 
+/** Value of `--flag value` or `--flag=value`. */
+function option(args: string[], flag: string): string | undefined {
+  const i = args.findIndex((a) => a === flag || a.startsWith(flag + "="));
+  if (i === -1) return undefined;
+  return args[i].includes("=") ? args[i].slice(flag.length + 1) : args[i + 1];
+}
+
+async function token(args: string[]): Promise<void> {
+  if (args[0] !== "create") throw new TokenError(USAGE);
+  const permissions = option(args.slice(1), "--permissions")
+    ?.split(",")
+    .map((p) => p.trim())
+    .filter(Boolean);
+  const name = option(args.slice(1), "--name") ?? (permissions ? "fine-grained" : "personal");
+  const created = await withDatabase((ctx) => createAccessToken(ctx.platformPool, { name, permissions }));
+  process.stdout.write(
+    args.includes("--json") ? JSON.stringify(created, null, 2) + "\n" : created.token + "\n",
+  );
+}
+
 const USAGE = `usage: npm run strata -- <command>
   start            run the server (same as npm start)
-  keys [--json]    print the default project's URLs, keys and management token`;
+  keys [--json]    print the default project's URLs, keys and management token
+  token create [--permissions a,b] [--name n] [--json]
+                   create a Management API access token for the admin (all privileges, or only the
+                   listed permissions)`;
 
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
@@ -97,6 +121,8 @@ async function main(argv: string[]): Promise<void> {
       return start();
     case "keys":
       return keys(rest.includes("--json"));
+    case "token":
+      return token(rest);
     default:
       process.stderr.write(USAGE + "\n");
       process.exitCode = command ? 2 : 0;
@@ -104,7 +130,7 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((e) => {
-  const known = e instanceof ConfigError || e instanceof StartupError;
+  const known = e instanceof ConfigError || e instanceof StartupError || e instanceof TokenError;
   process.stderr.write((known ? e.message : `strata: ${e?.stack ?? e}`) + "\n");
   process.exit(1);
 });

@@ -22,17 +22,16 @@ export async function withDataTransaction<T>(
   const client = await project.dataPool.connect();
   let healthy = true;
   try {
-    await client.query(options.readOnly ? "begin read only" : "begin");
     const settings: Record<string, string> = {
       ...options.settings,
       role: auth.role,
       "request.jwt.claims": JSON.stringify(auth.claims),
     };
-    const names = Object.keys(settings);
-    await client.query(
-      `select ${names.map((_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, true)`).join(", ")}`,
-      names.flatMap((n) => [n, settings[n]]),
+    // One round trip: BEGIN and the settings as a single simple-protocol message, values escaped by pg.
+    const configs = Object.entries(settings).map(
+      ([name, value]) => `set_config(${client.escapeLiteral(name)}, ${client.escapeLiteral(value)}, true)`,
     );
+    await client.query(`${options.readOnly ? "begin read only" : "begin"}; select ${configs.join(", ")}`);
     const result = await work(client);
     await client.query("commit");
     return result;

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 
 export interface EmbeddedDatabase {
@@ -49,6 +49,7 @@ export async function startEmbeddedPostgres(
     onError: (e: unknown) => onLog(String(e)),
   });
   if (!existsSync(path.join(databaseDir, "PG_VERSION"))) await pg.initialise();
+  else await stopOrphanedPostmaster(databaseDir);
   try {
     await pg.start();
   } catch (e) {
@@ -61,4 +62,59 @@ export async function startEmbeddedPostgres(
     url: `postgres://${SUPERUSER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
     stop: () => pg.stop(),
   };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/** After a reboot the pid in postmaster.pid may belong to an unrelated process: only touch a postgres. */
+function isPostgres(pid: number): boolean {
+  return cmdline(pid).includes("postgres");
+}
+
+/** The parent of a process, from /proc. */
+function parentOf(pid: number): number {
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[1]);
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * A server killed with SIGKILL leaves its PostgreSQL running on the data directory. Stop that postmaster
+ * (fast shutdown: clean, nothing lost) so this start can take the directory over. A postmaster whose
+ * parent is still a live Node process belongs to a running server: that is refused, never stopped.
+ */
+async function stopOrphanedPostmaster(databaseDir: string): Promise<void> {
+  const pidFile = path.join(databaseDir, "postmaster.pid");
+  if (!existsSync(pidFile)) return;
+  const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid) || !isPostgres(pid)) return;
+  const parent = parentOf(pid);
+  if (parent > 1 && parent !== process.pid && /node/.test(cmdline(parent))) {
+    throw new Error(
+      `The data directory ${databaseDir} is in use by another running Strata (process ${parent}); stop it first or set STRATA_DATA_DIR.`,
+    );
+  }
+  try {
+    process.kill(pid, "SIGINT");
+  } catch {
+    return;
+  }
+  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
 }

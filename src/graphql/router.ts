@@ -7,8 +7,8 @@ import { executeGraphql } from "./endpoint";
 /** `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200. */
 export function graphqlRouter(ctx: AppContext): Router {
   const router = Router({ strict: true });
-  router.use(express.json({ limit: "5mb" }));
-  router.post("/graphql/v1", async (req, res, next) => {
+  // The body parser is scoped to this route: other routers read their bodies themselves.
+  router.post("/graphql/v1", express.json({ limit: "5mb" }), async (req, res, next) => {
     try {
       const project = await projectOfRequest(ctx, req);
       const auth = await authenticateDataRequest(project, credentialsOf(req.headers));

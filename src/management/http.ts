@@ -35,30 +35,42 @@ export interface Access {
 
 declare module "express-serve-static-core" {
   interface Request {
+    /** Set by `identifyCaller` when the bearer token is valid. */
     principal?: Principal;
+    /** Why the request carries no valid token (answered with 401 by `requirePrincipal`). */
+    authFailure?: string;
+    /** The caller's role in the organization of the addressed project or organization. */
+    membership?: { role: string };
   }
 }
 
-/** Authenticates `Authorization: Bearer <token>` against the stored token hashes. */
-export function authenticateToken(ctx: AppContext): RequestHandler {
+/**
+ * Resolves `Authorization: Bearer <token>` against the stored token hashes. It never answers by itself: the
+ * rate limiter runs next (unauthenticated callers are counted by IP) and `requirePrincipal` refuses.
+ */
+export function identifyCaller(ctx: AppContext): RequestHandler {
   return async (req, _res, next) => {
     try {
       const token = /^bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1]?.trim();
-      if (!token) throw new HttpError(401, "Unauthorized: missing access token");
+      if (!token) {
+        req.authFailure = "Unauthorized: missing access token";
+        return next();
+      }
       const { rows } = await ctx.platformPool.query(
         `update platform.access_tokens set last_used_at = now()
           where token_hash = $1 and (expires_at is null or expires_at > now())
-          returning id, user_id, permissions, scopes`,
+          returning id, user_id, permissions, scopes, oauth_app_id`,
         [sha256(token)],
       );
-      if (rows.length === 0) throw new HttpError(401, "Unauthorized: invalid access token");
-      req.principal = {
-        userId: rows[0].user_id,
-        tokenId: rows[0].id,
-        permissions: rows[0].permissions,
-        scopes: rows[0].scopes,
-        oauthAppId: null,
-      };
+      if (rows.length === 0) req.authFailure = "Unauthorized: invalid access token";
+      else
+        req.principal = {
+          userId: rows[0].user_id,
+          tokenId: rows[0].id,
+          permissions: rows[0].permissions,
+          scopes: rows[0].scopes,
+          oauthAppId: rows[0].oauth_app_id,
+        };
       next();
     } catch (e) {
       next(e);
@@ -66,10 +78,15 @@ export function authenticateToken(ctx: AppContext): RequestHandler {
   };
 }
 
-function permits(granted: string[], rule: PermissionRule): boolean {
-  if (typeof rule === "string") return granted.includes(rule);
-  if ("and" in rule) return rule.and.every((p) => granted.includes(p));
-  return rule.or.some((p) => granted.includes(p));
+/** Answers 401 when `identifyCaller` found no valid token. */
+export const requirePrincipal: RequestHandler = (req, _res, next) => {
+  next(req.principal ? undefined : new HttpError(401, req.authFailure ?? "Unauthorized"));
+};
+
+function permits(has: (permission: string) => boolean, rule: PermissionRule): boolean {
+  if (typeof rule === "string") return has(rule);
+  if ("and" in rule) return rule.and.every(has);
+  return rule.or.some(has);
 }
 
 function describe(rule: PermissionRule): string {
@@ -77,8 +94,30 @@ function describe(rule: PermissionRule): string {
   return "and" in rule ? rule.and.join(" and ") : rule.or.join(" or ");
 }
 
-/** Checks the caller's token against an endpoint's permission and scope. */
-export function checkAccess(principal: Principal, access: Access): void {
+/** Permissions an organization role lacks: Read-only only reads; Developers do not administer. */
+const DEVELOPER_DENIED = new Set([
+  "organization_admin_write",
+  "organization_projects_create",
+  "project_admin_write",
+]);
+
+function roleGrants(role: string, permission: string): boolean {
+  if (role === "Owner" || role === "Administrator") return true;
+  if (role === "Developer") return !DEVELOPER_DENIED.has(permission);
+  return permission.endsWith("_read");
+}
+
+/** Checks the caller's role in the addressed organization against a permission rule. */
+export function checkRole(role: string, rule: PermissionRule): void {
+  if (!permits((p) => roleGrants(role, p), rule))
+    throw new HttpError(403, `Forbidden: the organization role ${role} does not allow this`);
+}
+
+/**
+ * Checks the caller's token against an endpoint's permission and scope, and, when the request addresses a
+ * project or organization, the caller's role there (set by `resolveMembership`).
+ */
+export function checkAccess(principal: Principal, access: Access, membership?: { role: string }): void {
   if (principal.scopes) {
     if (!access.scope || !principal.scopes.includes(access.scope)) {
       throw new HttpError(
@@ -87,9 +126,11 @@ export function checkAccess(principal: Principal, access: Access): void {
       );
     }
   }
-  if (principal.permissions && access.permission && !permits(principal.permissions, access.permission)) {
+  const granted = principal.permissions;
+  if (granted && access.permission && !permits((p) => granted.includes(p), access.permission)) {
     throw new HttpError(403, `Forbidden: this token lacks the permission ${describe(access.permission)}`);
   }
+  if (membership && access.permission) checkRole(membership.role, access.permission);
 }
 
 type Handler = (req: Request, res: Response) => Promise<unknown>;
@@ -98,7 +139,7 @@ type Handler = (req: Request, res: Response) => Promise<unknown>;
 export function endpoint(access: Access, handler: Handler): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
     try {
-      checkAccess(req.principal!, access);
+      checkAccess(req.principal!, access, req.membership);
       await handler(req, res);
     } catch (e) {
       next(e);

@@ -49,7 +49,7 @@ export function route<B extends z.ZodType = z.ZodUnknown, Q extends z.ZodType = 
   managementRoutes.push(spec as RouteSpec);
   router[spec.method](spec.path, async (req: Request, res: Response, next) => {
     try {
-      checkAccess(req.principal!, spec.access);
+      checkAccess(req.principal!, spec.access, req.membership);
       let body: unknown = req.body;
       if (spec.body) {
         const parsed = spec.body.safeParse(req.body ?? {});

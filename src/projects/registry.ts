@@ -31,6 +31,8 @@ function toRecord(row: any): ProjectRecord {
  */
 export class ProjectRegistry {
   private readonly runtimes = new Map<string, Promise<ProjectRuntime | undefined>>();
+  private listener: pg.Client | undefined;
+  private closed = false;
 
   constructor(
     /** Superuser pool on the main database, where the control plane lives. */
@@ -80,7 +82,37 @@ export class ProjectRegistry {
     await runtime?.close();
   }
 
+  /**
+   * LISTENs for changes of project rows (sql/platform/100_management_control.sql), so that a pause, restore,
+   * rename or delete made by any Strata process reaches this one: the project's runtime is dropped and the
+   * next request reloads it from its row. Reconnects when the connection is lost.
+   */
+  async watchControlPlane(adminUrl: string): Promise<void> {
+    if (this.closed || this.listener) return;
+    const client = new pg.Client({ connectionString: adminUrl });
+    this.listener = client;
+    const retry = () => {
+      if (this.listener === client) this.listener = undefined;
+      client.end().catch(() => {});
+      if (!this.closed) setTimeout(() => this.watchControlPlane(adminUrl).catch(() => {}), 1000).unref();
+    };
+    client.on("error", retry);
+    client.on("notification", (msg) => {
+      if (msg.payload) this.evict(msg.payload).catch(() => {});
+    });
+    try {
+      await client.connect();
+      await client.query("listen strata_project_changed");
+    } catch {
+      retry();
+    }
+  }
+
   async closeAll(): Promise<void> {
+    this.closed = true;
+    const listener = this.listener;
+    this.listener = undefined;
+    await listener?.end().catch(() => {});
     await Promise.all([...this.runtimes.keys()].map((ref) => this.evict(ref)));
   }
 
@@ -88,7 +120,8 @@ export class ProjectRegistry {
     const row = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
     if (!row) return undefined;
     const runtime = new ProjectRuntime(toRecord(row), this.log, this.platformPool);
-    await runtime.watchSchema();
+    // A paused or provisioning database accepts no connections; its row's next change reloads the runtime.
+    if (runtime.record.status === "ACTIVE_HEALTHY") await runtime.watchSchema();
     return runtime;
   }
 }

@@ -5,7 +5,7 @@ import { mintLegacyKey } from "../../auth/legacyKeys";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { projectOf } from "../auth-config/project";
+import { projectOf } from "../projectOf";
 import {
   createApiKey,
   deleteApiKey,

@@ -11,7 +11,7 @@ import {
   NUMBER_FIELDS,
   STRING_FIELDS,
 } from "./fields";
-import { projectOf } from "./project";
+import { projectOf } from "../projectOf";
 
 const READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: { and: ["auth_config_write", "project_admin_write"] }, scope: "auth:write" };

@@ -1,26 +1,323 @@
 import { Router } from "express";
 import type { AppContext } from "../../context";
-import { HttpError } from "../http";
+import { clusterVersion } from "../../projects/clusters";
+import { DEFAULT_CLUSTER_ID } from "../../platform/firstStart";
+import { newProjectRef, randomSecret } from "../../platform/ids";
+import { checkRole, HttpError } from "../http";
+import { organizationOf } from "../organizations/routes";
 import { route } from "../route";
+import { projectHealth } from "./health";
+import {
+  cancelRestore,
+  deleteProject,
+  pauseProject,
+  provisionProject,
+  restartProject,
+  restoreProject,
+} from "./lifecycle";
+import {
+  availableRegionsQuery,
+  availableRegionsResponse,
+  createProjectBody,
+  emptyObject,
+  healthItem,
+  healthQuery,
+  organizationProjectsQuery,
+  organizationProjectsResponse,
+  projectDetail,
+  projectRefResponse,
+  projectSummary,
+  renameProjectBody,
+  restoreVersionsResponse,
+} from "./shapes";
+import {
+  clusterFor,
+  clusterRegions,
+  findProject,
+  insertProject,
+  listOrganizationProjects,
+  listProjects,
+  renameProject,
+  type ProjectRow,
+} from "./store";
 
-/** Project lifecycle endpoints. */
+const CLOUD_PROVIDER = "STRATA";
+
+function summary(p: ProjectRow) {
+  return {
+    id: p.ref,
+    ref: p.ref,
+    organization_id: p.organization_id,
+    organization_slug: p.organization_slug,
+    name: p.name,
+    region: p.cluster.region,
+    created_at: p.created_at.toISOString(),
+    status: p.status as never,
+  };
+}
+
+async function detail(p: ProjectRow) {
+  const version = await clusterVersion(p.cluster);
+  return {
+    ...summary(p),
+    database: {
+      host: new URL(p.cluster.adminUrl).hostname,
+      version,
+      sql_engine: "postgres",
+      postgres_engine: "postgres",
+      release_channel: "ga",
+    },
+  };
+}
+
+/** Projects: lifecycle, listings, health. */
 export function projectRoutes(ctx: AppContext): Router {
   const router = Router();
+  const db = ctx.platformPool;
+
+  /** The project `ref` in one of the caller's organizations, else 404. */
+  async function projectOf(userId: string, ref: string): Promise<ProjectRow> {
+    const project = /^[a-z]{20}$/.test(ref) ? await findProject(db, userId, ref) : undefined;
+    if (!project) throw new HttpError(404, `Project ${ref} not found`);
+    return project;
+  }
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/projects",
+      summary: "Lists the projects of the caller's organizations",
+      access: { permission: "projects_read", scope: "projects:read" },
+      status: 200,
+      response: projectDetail.array(),
+    },
+    async ({ req }) => Promise.all((await listProjects(db, req.principal!.userId)).map(detail)),
+  );
 
   route(
     router,
     {
       method: "post",
-      path: "/v1/projects/:ref/restart",
-      summary: "Restarts a project: rebuilds its APIs, answering once the new schema serves",
+      path: "/v1/projects",
+      summary:
+        "Creates a project: a new database on a cluster, bootstrapped, with its own JWT secret and keys",
+      access: { permission: "organization_projects_create", scope: "projects:write" },
+      body: createProjectBody,
+      status: 201,
+      response: projectSummary,
+    },
+    async ({ req, body }) => {
+      const userId = req.principal!.userId;
+      const org = await organizationOf(ctx, userId, body.organization_slug);
+      checkRole(org.role_name, "organization_projects_create");
+      const cluster = await clusterFor(db, body.region_selection?.code ?? body.region, DEFAULT_CLUSTER_ID);
+      const ref = newProjectRef();
+      await insertProject(db, {
+        ref,
+        name: body.name,
+        organizationId: org.id,
+        clusterId: cluster.id,
+        databaseName: `project_${ref}`,
+        jwtSecret: randomSecret(32),
+      });
+      const project = (await findProject(db, userId, ref))!;
+      // Clients poll GET /v1/projects/{ref} until ACTIVE_HEALTHY.
+      void provisionProject(ctx, project);
+      return summary(project);
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/projects/available-regions",
+      summary: "Lists the regions of the clusters Strata can place projects on",
+      access: { scope: "organizations:read" },
+      query: availableRegionsQuery,
+      status: 200,
+      response: availableRegionsResponse,
+    },
+    async ({ req, query }) => {
+      await organizationOf(ctx, req.principal!.userId, query.organization_slug);
+      const specific = (await clusterRegions(db)).map((code) => ({
+        name: code,
+        code,
+        type: "specific",
+        provider: CLOUD_PROVIDER,
+        status: "available",
+      }));
+      const smartGroup = { name: "Any", code: "any", type: "smartGroup" };
+      return { recommendations: { smartGroup, specific }, all: { smartGroup: [smartGroup], specific } };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/organizations/:slug/projects",
+      summary: "Lists an organization's projects with offset pagination, name search, sort and status filter",
+      access: { permission: "organization_projects_read", scope: "projects:read" },
+      query: organizationProjectsQuery,
+      status: 200,
+      response: organizationProjectsResponse,
+    },
+    async ({ req, params, query }) => {
+      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      const { rows, count } = await listOrganizationProjects(db, org.id, query);
+      return {
+        projects: rows.map((p) => ({
+          ref: p.ref,
+          name: p.name,
+          cloud_provider: CLOUD_PROVIDER,
+          region: p.cluster.region,
+          is_branch: false,
+          status: p.status as never,
+          inserted_at: p.created_at.toISOString(),
+          databases: [
+            {
+              region: p.cluster.region,
+              status: p.status as never,
+              cloud_provider: CLOUD_PROVIDER,
+              identifier: p.ref,
+              type: "PRIMARY" as const,
+            },
+          ],
+        })),
+        pagination: { count, limit: query.limit, offset: query.offset },
+      };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/projects/:ref",
+      summary: "Gets a project",
+      access: { permission: "project_admin_read", scope: "projects:read" },
+      status: 200,
+      response: projectDetail,
+    },
+    async ({ req, params }) => detail(await projectOf(req.principal!.userId, params.ref)),
+  );
+
+  route(
+    router,
+    {
+      method: "patch",
+      path: "/v1/projects/:ref",
+      summary: "Renames a project",
+      access: { permission: "project_admin_write", scope: "projects:write" },
+      body: renameProjectBody,
+      status: 200,
+      response: projectRefResponse,
+    },
+    async ({ req, params, body }) => {
+      const project = await projectOf(req.principal!.userId, params.ref);
+      await renameProject(db, project.ref, body.name);
+      return { id: project.id, ref: project.ref, name: body.name };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "delete",
+      path: "/v1/projects/:ref",
+      summary: "Deletes a project and drops its database",
       access: { permission: "project_admin_write", scope: "projects:write" },
       status: 200,
+      response: projectRefResponse,
     },
-    async ({ params }) => {
-      const project = await ctx.registry.get(params.ref);
-      if (!project) throw new HttpError(404, `Project ${params.ref} not found`);
-      project.invalidateSchema("restart");
-      return {};
+    async ({ req, params }) => {
+      const project = await projectOf(req.principal!.userId, params.ref);
+      await deleteProject(ctx, project);
+      return { id: project.id, ref: project.ref, name: project.name };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/projects/:ref/health",
+      summary: "Checks the project's services (db, GraphQL, REST, auth) for real",
+      access: { permission: "project_admin_read", scope: "projects:read" },
+      query: healthQuery,
+      status: 200,
+      response: healthItem.array(),
+    },
+    async ({ req, params, query }) => {
+      const project = await projectOf(req.principal!.userId, params.ref);
+      const runtime = await ctx.registry.get(project.ref);
+      if (!runtime) throw new HttpError(404, `Project ${params.ref} not found`);
+      return projectHealth(ctx, runtime, query.services, query.timeout_ms);
+    },
+  );
+
+  const lifecycle = (
+    path: string,
+    summaryText: string,
+    action: (ctx: AppContext, project: ProjectRow) => Promise<void>,
+  ) =>
+    route(
+      router,
+      {
+        method: "post",
+        path,
+        summary: summaryText,
+        access: { permission: "project_admin_write", scope: "projects:write" },
+        status: 200,
+        response: emptyObject,
+      },
+      async ({ req, params }) => {
+        await action(ctx, await projectOf(req.principal!.userId, params.ref));
+        return {};
+      },
+    );
+
+  lifecycle(
+    "/v1/projects/:ref/pause",
+    "Pauses a project: INACTIVE, its database refuses connections",
+    pauseProject,
+  );
+  lifecycle(
+    "/v1/projects/:ref/restore",
+    "Restores a paused project to ACTIVE_HEALTHY, data intact",
+    restoreProject,
+  );
+  lifecycle(
+    "/v1/projects/:ref/restore/cancel",
+    "Cancels an unfinished restore: back to INACTIVE",
+    cancelRestore,
+  );
+  lifecycle(
+    "/v1/projects/:ref/restart",
+    "Restarts a project: every Strata process rebuilds its APIs (schema caches, pools)",
+    restartProject,
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/projects/:ref/restore",
+      summary: "Lists the versions a paused project can be restored to",
+      access: { permission: "project_admin_read", scope: "projects:read" },
+      status: 200,
+      response: restoreVersionsResponse,
+    },
+    async ({ req, params }) => {
+      const project = await projectOf(req.principal!.userId, params.ref);
+      const version = await clusterVersion(project.cluster);
+      return {
+        available_versions: [
+          { version, release_channel: "ga", sql_engine: "postgres", postgres_engine: "postgres" },
+        ],
+      };
     },
   );
 

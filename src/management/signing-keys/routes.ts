@@ -12,7 +12,7 @@ import {
 } from "../../auth/signingKeys";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { projectOf } from "../auth-config/project";
+import { projectOf } from "../projectOf";
 import {
   deleteSigningKey,
   getSigningKey,

@@ -5,7 +5,7 @@ import type { AppContext } from "../../context";
 import { resolveJwks } from "../../auth/thirdParty";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { projectOf } from "../auth-config/project";
+import { projectOf } from "../projectOf";
 
 const READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: "auth_config_write", scope: "auth:write" };

@@ -1,0 +1,39 @@
+import pg from "pg";
+import { withCredentials } from "./urls";
+
+async function canLogIn(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * Makes `role` log in with `password` on the cluster of `adminUrl`, returning the role's URL. Roles are
+ * cluster-wide and several servers may start at once, so the password is only set when it does not work
+ * yet, and a concurrent update of the same role is retried.
+ */
+export async function ensureLoginPassword(adminUrl: string, role: string, password: string): Promise<string> {
+  const url = withCredentials(adminUrl, role, password);
+  if (await canLogIn(url)) return url;
+  for (let attempt = 0; ; attempt++) {
+    const client = new pg.Client({ connectionString: adminUrl });
+    await client.connect();
+    try {
+      await client.query(
+        `alter role ${client.escapeIdentifier(role)} with login password ${client.escapeLiteral(password)}`,
+      );
+      return url;
+    } catch (e) {
+      if (attempt >= 5 || !/tuple concurrently updated/.test((e as Error).message)) throw e;
+      await new Promise((r) => setTimeout(r, 50 + Math.random() * 100));
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }
+}

@@ -1,0 +1,158 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { HttpError } from "../http";
+import { projectOf } from "../projectOf";
+import { route } from "../route";
+import { readSettings, writeSettings } from "../settings";
+
+/**
+ * Analytics: log queries (time-range rules of the spec; Strata keeps no log store yet, so results are
+ * empty), usage counters (none recorded yet) and log drains (stored).
+ */
+
+const DAY = 24 * 3600 * 1000;
+
+const LogQuery = z.object({
+  sql: z.string().optional(),
+  iso_timestamp_start: z.string().datetime({ offset: true }).optional(),
+  iso_timestamp_end: z.string().datetime({ offset: true }).optional(),
+});
+
+const LogDrain = z.object({
+  name: z.string().min(1).max(100),
+  description: z.string().max(500).optional(),
+  backend_type: z.enum([
+    "postgres",
+    "bigquery",
+    "clickhouse",
+    "webhook",
+    "datadog",
+    "elastic",
+    "loki",
+    "sentry",
+    "s3",
+    "axiom",
+    "otlp",
+  ]),
+  config: z.record(z.string(), z.unknown()),
+});
+
+type Drain = {
+  id: string;
+  name: string;
+  description?: string;
+  backend_type: string;
+  config: Record<string, unknown>;
+};
+
+/** Drains are answered without their secrets (passwords, api keys). */
+function drainJson(d: Drain) {
+  const config = Object.fromEntries(
+    Object.entries(d.config).filter(([k]) => !/pass|secret|key|token/i.test(k)),
+  );
+  return {
+    type: "log_drain",
+    id: d.id,
+    attributes: { name: d.name, description: d.description ?? "", backend_type: d.backend_type, config },
+  };
+}
+
+export function analyticsRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const base = "/v1/projects/:ref/analytics/endpoints";
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/logs`,
+      summary: "Queries the project's logs (24 hours at most)",
+      access: { permission: "analytics_logs_read", scope: "analytics:read" },
+      query: LogQuery,
+      status: 200,
+    },
+    async ({ params, query }) => {
+      await projectOf(ctx, params.ref);
+      const end = query.iso_timestamp_end ? Date.parse(query.iso_timestamp_end) : Date.now();
+      const start = query.iso_timestamp_start ? Date.parse(query.iso_timestamp_start) : end - 60_000;
+      if (end < start) throw new HttpError(400, "iso_timestamp_end must not be before iso_timestamp_start");
+      if (end - start > DAY)
+        throw new HttpError(400, "The time range of a log query must not exceed 24 hours");
+      return { result: [], error: null };
+    },
+  );
+  for (const name of ["usage.api-counts", "usage.api-requests-count"]) {
+    route(
+      router,
+      {
+        method: "get",
+        path: `${base}/${name}`,
+        summary: "Usage counters of the project's APIs",
+        access: { permission: "analytics_usage_read" },
+        query: z.object({
+          interval: z.enum(["15min", "30min", "1hr", "3hr", "1day", "3day", "7day"]).optional(),
+        }),
+        status: 200,
+      },
+      async ({ params }) => {
+        await projectOf(ctx, params.ref);
+        return { result: [], error: null };
+      },
+    );
+  }
+
+  const drains = "/v2/projects/:ref/analytics/log-drains";
+  const read = { permission: "analytics_config_read", scope: "analytics_config:read" };
+  const write = { permission: "analytics_config_write", scope: "analytics_config:write" };
+  const load = async (ref: string) =>
+    (await readSettings(ctx, ref, "log_drains", { items: [] as Drain[] })).items;
+  route(
+    router,
+    { method: "get", path: drains, summary: "Lists log drains", access: read, status: 200 },
+    async ({ params }) => ({
+      data: (await load((await projectOf(ctx, params.ref)).ref)).map(drainJson),
+    }),
+  );
+  route(
+    router,
+    {
+      method: "post",
+      path: drains,
+      summary: "Creates a log drain",
+      access: write,
+      body: z.object({ data: z.object({ attributes: LogDrain }) }),
+      status: 201,
+    },
+    async ({ params, body }) => {
+      const project = await projectOf(ctx, params.ref);
+      const drain: Drain = { id: crypto.randomUUID(), ...body.data.attributes };
+      await writeSettings(
+        ctx,
+        project.ref,
+        "log_drains",
+        { items: [] as Drain[] },
+        { items: [...(await load(project.ref)), drain] },
+      );
+      return { data: drainJson(drain) };
+    },
+  );
+  route(
+    router,
+    { method: "delete", path: `${drains}/:id`, summary: "Deletes a log drain", access: write, status: 200 },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const items = await load(project.ref);
+      if (!items.some((d) => d.id === params.id))
+        throw new HttpError(404, `Log drain ${params.id} not found`);
+      await writeSettings(
+        ctx,
+        project.ref,
+        "log_drains",
+        { items: [] as Drain[] },
+        { items: items.filter((d) => d.id !== params.id) },
+      );
+      return {};
+    },
+  );
+  return router;
+}

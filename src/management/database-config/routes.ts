@@ -1,0 +1,453 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import type { ProjectRuntime } from "../../projects/runtime";
+import { projectOf } from "../projectOf";
+import { route } from "../route";
+import { readSettings, writeSettings } from "../settings";
+
+/**
+ * Database configuration: PostgreSQL settings applied to the project database for real
+ * (`ALTER DATABASE ... SET`), read-only mode (default_transaction_read_only on the database), the poolers'
+ * and SSL settings (stored), disk figures measured from the database, backups, context and upgrades.
+ */
+
+/** Settings a project may change per database; others need a server restart and are refused. */
+const DATABASE_SETTINGS = {
+  statement_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration such as 30s"),
+  idle_in_transaction_session_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration"),
+  lock_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration"),
+  work_mem: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size such as 4MB"),
+  maintenance_work_mem: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size"),
+  effective_cache_size: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size"),
+  random_page_cost: z.number().positive(),
+  max_parallel_workers_per_gather: z.number().int().min(0).max(64),
+  track_activity_query_size: z.string().regex(/^\d+(B|kB)?$/, "must be a size"),
+};
+const PostgresConfig = z
+  .object(Object.fromEntries(Object.entries(DATABASE_SETTINGS).map(([k, v]) => [k, v.optional()])))
+  .extend({
+    restart_database: z.boolean().optional(),
+  });
+
+async function databaseSettings(project: ProjectRuntime): Promise<Record<string, string>> {
+  const { rows } = await project.adminPool.query(
+    `select unnest(s.setconfig) as setting from pg_db_role_setting s join pg_database d on d.oid = s.setdatabase
+      where d.datname = current_database() and s.setrole = 0`,
+  );
+  return Object.fromEntries(
+    rows.map((r) => {
+      const at = String(r.setting).indexOf("=");
+      return [r.setting.slice(0, at), r.setting.slice(at + 1)];
+    }),
+  );
+}
+
+async function alterDatabase(project: ProjectRuntime, name: string, value: string | null): Promise<void> {
+  const client = await project.adminPool.connect();
+  try {
+    const db = client.escapeIdentifier((await client.query("select current_database() as d")).rows[0].d);
+    await client.query(
+      value === null
+        ? `alter database ${db} reset ${client.escapeIdentifier(name)}`
+        : `alter database ${db} set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
+    );
+  } finally {
+    client.release();
+  }
+}
+
+const POOLER = {
+  default_pool_size: 15,
+  max_client_conn: 200,
+  pool_mode: "transaction" as "transaction" | "session",
+};
+const POOLB = {
+  default_pool_size: 15,
+  ignore_startup_parameters: "extra_float_digits",
+  max_client_conn: 200,
+  pool_mode: "transaction",
+  connection_string: "",
+};
+
+export function databaseConfigRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const base = "/v1/projects/:ref";
+
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/config/database/postgres`,
+      summary: "Gets the database's PostgreSQL settings",
+      access: { permission: "database_config_read", scope: "database:read" },
+      status: 200,
+    },
+    async ({ params }) => {
+      const settings = await databaseSettings(await projectOf(ctx, params.ref));
+      return Object.fromEntries(
+        Object.keys(DATABASE_SETTINGS)
+          .filter((k) => k in settings)
+          .map((k) => [
+            k,
+            k === "random_page_cost" || k === "max_parallel_workers_per_gather"
+              ? Number(settings[k])
+              : settings[k],
+          ]),
+      );
+    },
+  );
+  route(
+    router,
+    {
+      method: "put",
+      path: `${base}/config/database/postgres`,
+      summary: "Applies PostgreSQL settings to the project database (new sessions see them)",
+      access: { permission: "database_config_write", scope: "database:write" },
+      body: PostgresConfig.strict(),
+      status: 200,
+    },
+    async ({ params, body }) => {
+      const project = await projectOf(ctx, params.ref);
+      for (const [name, value] of Object.entries(body)) {
+        if (name === "restart_database" || value === undefined) continue;
+        await alterDatabase(project, name, String(value));
+      }
+      const settings = await databaseSettings(project);
+      return Object.fromEntries(
+        Object.keys(DATABASE_SETTINGS)
+          .filter((k) => k in settings)
+          .map((k) => [k, settings[k]]),
+      );
+    },
+  );
+
+  const poolerRead = { permission: "database_pooling_config_read", scope: "database:read" };
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/config/database/pooler`,
+      summary: "Lists the project's poolers",
+      access: poolerRead,
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
+      const url = new URL(project.record.adminUrl);
+      const dbName = decodeURIComponent(url.pathname.slice(1));
+      const connection = `postgresql://postgres_${project.ref}:[YOUR-PASSWORD]@${url.hostname}:${url.port || 5432}/${dbName}`;
+      return [
+        {
+          identifier: project.ref,
+          database_type: "PRIMARY",
+          is_using_scram_auth: true,
+          db_user: `postgres_${project.ref}`,
+          db_host: url.hostname,
+          db_port: Number(url.port || 5432),
+          db_name: dbName,
+          connection_string: connection,
+          connectionString: connection,
+          default_pool_size: pooler.default_pool_size,
+          max_client_conn: pooler.max_client_conn,
+          pool_mode: pooler.pool_mode,
+        },
+      ];
+    },
+  );
+  route(
+    router,
+    {
+      method: "patch",
+      path: `${base}/config/database/pooler`,
+      summary: "Updates the pooler settings",
+      access: { permission: "database_pooling_config_write", scope: "database:write" },
+      body: z
+        .object({
+          default_pool_size: z.number().int().min(1).max(10_000).optional(),
+          pool_mode: z.enum(["transaction", "session"]).optional(),
+        })
+        .strict(),
+      status: 200,
+    },
+    async ({ params, body }) => {
+      const pooler = await writeSettings(ctx, (await projectOf(ctx, params.ref)).ref, "pooler", POOLER, body);
+      return { default_pool_size: pooler.default_pool_size, pool_mode: pooler.pool_mode };
+    },
+  );
+  for (const spelling of ["poolb", "pgbouncer"]) {
+    route(
+      router,
+      {
+        method: "get",
+        path: `${base}/config/database/${spelling}`,
+        summary: "Gets the second pooler's config",
+        access: { permission: "database_read", scope: "database:read" },
+        status: 200,
+      },
+      async ({ params }) => readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "poolb", POOLB),
+    );
+  }
+
+  const SSL = { database: false };
+  const sslAnswer = (cfg: typeof SSL) => ({
+    currentConfig: { database: cfg.database },
+    appliedSuccessfully: true,
+  });
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/ssl-enforcement`,
+      summary: "Gets SSL enforcement",
+      access: { permission: "database_ssl_config_read", scope: "database:read" },
+      status: 200,
+    },
+    async ({ params }) =>
+      sslAnswer(await readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "ssl_enforcement", SSL)),
+  );
+  route(
+    router,
+    {
+      method: "put",
+      path: `${base}/ssl-enforcement`,
+      summary: "Sets SSL enforcement",
+      access: { permission: "database_ssl_config_write", scope: "database:write" },
+      body: z.object({ requestedConfig: z.object({ database: z.boolean() }) }),
+      status: 200,
+    },
+    async ({ params, body }) =>
+      sslAnswer(
+        await writeSettings(
+          ctx,
+          (await projectOf(ctx, params.ref)).ref,
+          "ssl_enforcement",
+          SSL,
+          body.requestedConfig,
+        ),
+      ),
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/readonly`,
+      summary: "Gets read-only mode",
+      access: { permission: "database_readonly_config_read", scope: "database:read" },
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const settings = await databaseSettings(project);
+      const state = await readSettings(ctx, project.ref, "readonly", { override_active_until: "" });
+      const overrideActive =
+        state.override_active_until !== "" && new Date(state.override_active_until) > new Date();
+      return {
+        enabled: settings.default_transaction_read_only === "on",
+        override_enabled: overrideActive,
+        override_active_until: state.override_active_until,
+      };
+    },
+  );
+  route(
+    router,
+    {
+      method: "post",
+      path: `${base}/readonly/temporary-disable`,
+      summary: "Lifts read-only mode for 15 minutes",
+      access: { permission: "database_readonly_config_write", scope: "database:write" },
+      status: 201,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const until = new Date(Date.now() + 15 * 60_000).toISOString();
+      await alterDatabase(project, "default_transaction_read_only", null);
+      await writeSettings(
+        ctx,
+        project.ref,
+        "readonly",
+        { override_active_until: "" },
+        { override_active_until: until },
+      );
+      return {};
+    },
+  );
+
+  const disk = { permission: "infra_disk_config_read" };
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/config/disk`,
+      summary: "Gets the disk config",
+      access: disk,
+      status: 200,
+    },
+    async ({ params }) =>
+      readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "disk", {
+        attributes: { iops: 3000, size_gb: 8, type: "gp3", throughput_mibps: 125 },
+      }),
+  );
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/config/disk/util`,
+      summary: "Measures the database's size",
+      access: disk,
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const { rows } = await project.adminPool.query(
+        "select pg_database_size(current_database())::bigint as used",
+      );
+      const size = 8 * 1024 ** 3;
+      const used = Number(rows[0].used);
+      return {
+        timestamp: new Date().toISOString(),
+        metrics: { fs_size_bytes: size, fs_avail_bytes: Math.max(0, size - used), fs_used_bytes: used },
+      };
+    },
+  );
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/config/disk/autoscale`,
+      summary: "Gets disk autoscaling",
+      access: disk,
+      status: 200,
+    },
+    async ({ params }) =>
+      readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "disk_autoscale", {
+        growth_percent: 50,
+        min_increment_gb: 4,
+        max_size_gb: 60,
+      }),
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/database/backups`,
+      summary: "Lists backups",
+      access: { permission: "backups_read", scope: "database:read" },
+      status: 200,
+    },
+    async ({ params }) => {
+      await projectOf(ctx, params.ref);
+      return {
+        region: "local",
+        archiver_enabled: false,
+        walg_enabled: false,
+        pitr_enabled: false,
+        backups: [],
+        physical_backup_data: {},
+      };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/database/context`,
+      summary: "Lists the project's databases and their schemas",
+      access: { permission: "database_read", scope: "projects:read" },
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const { rows } = await project.adminPool.query(
+        `select current_database() as name,
+                (select coalesce(json_agg(json_build_object('name', nspname) order by nspname), '[]') from pg_namespace
+                  where nspname !~ '^pg_' and nspname <> 'information_schema') as schemas`,
+      );
+      return { databases: rows };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "post",
+      path: `${base}/database/webhooks/enable`,
+      summary: "Enables database webhooks",
+      access: { permission: "database_webhooks_config_write", scope: "database:write" },
+      status: 201,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      // Database webhooks are triggers calling an HTTP function: the schema that holds them is created for real.
+      await project.adminPool.query("create schema if not exists strata_functions");
+      await writeSettings(ctx, project.ref, "webhooks", { enabled: false }, { enabled: true });
+      return {};
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/upgrade/eligibility`,
+      summary: "Tells whether the database can be upgraded",
+      access: { permission: { and: ["project_admin_read", "database_read"] }, scope: "projects:read" },
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const { rows } = await project.adminPool.query("select current_setting('server_version') as v");
+      const version = String(rows[0].v).split(" ")[0];
+      return {
+        eligible: false,
+        current_app_version: `strata-postgres-${version}`,
+        latest_app_version: `strata-postgres-${version}`,
+        current_app_version_release_channel: "ga",
+        target_upgrade_versions: [],
+        duration_estimate_hours: 0,
+        legacy_auth_custom_roles: [],
+        objects_to_be_dropped: [],
+        unsupported_extensions: [],
+        user_defined_objects_in_internal_schemas: [],
+        validation_errors: [],
+        warnings: [],
+      };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/jit-access`,
+      summary: "Gets just-in-time access",
+      access: { permission: "project_admin_read", scope: "database:read" },
+      status: 200,
+    },
+    async ({ params }) =>
+      readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "jit_access", { state: "disabled" }),
+  );
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/database/jit/list`,
+      summary: "Lists just-in-time grants",
+      access: { permission: "database_jit_read" },
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const { items } = await readSettings(ctx, project.ref, "jit_grants", {
+        items: [] as { user_id: string; user_roles: unknown[] }[],
+      });
+      return { items };
+    },
+  );
+
+  return router;
+}

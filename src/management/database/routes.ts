@@ -1,0 +1,188 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import type { ProjectRuntime } from "../../projects/runtime";
+import { randomSecret } from "../../platform/ids";
+import { buildRestOpenApi } from "../../rest/openapi";
+import { restConfigOf } from "../../rest/config";
+import { projectOf } from "../projectOf";
+import { route } from "../route";
+import { runSql } from "./sqlRunner";
+
+/** SQL, the REST layer's OpenAPI document, the owner's password and temporary login roles. */
+
+const QueryBody = z.object({
+  query: z.string().min(1, "must not be empty"),
+  parameters: z.array(z.unknown()).optional(),
+  read_only: z.boolean().optional(),
+});
+
+/** The project's owner login role (decision: one per project, since projects share a cluster). */
+export const ownerRole = (project: ProjectRuntime) => `postgres_${project.ref}`;
+const loginRolePrefix = (project: ProjectRuntime) => `cli_login_${project.ref}_`;
+
+/** Runs DDL on the project's database as superuser; `build` receives an identifier/literal escaper. */
+async function adminExec(
+  project: ProjectRuntime,
+  build: (esc: { id(s: string): string; lit(s: string): string }) => string[],
+) {
+  const client = await project.adminPool.connect();
+  try {
+    const statements = build({ id: (s) => client.escapeIdentifier(s), lit: (s) => client.escapeLiteral(s) });
+    await client.query("begin");
+    for (const s of statements) await client.query(s);
+    await client.query("commit");
+  } catch (e) {
+    await client.query("rollback").catch(() => {});
+    throw e;
+  } finally {
+    client.release();
+  }
+}
+
+export function databaseRoutes(ctx: AppContext): Router {
+  const router = Router();
+
+  route(
+    router,
+    {
+      method: "post",
+      path: "/v1/projects/:ref/database/query",
+      summary: "Runs SQL as the project's owner (read-only with `read_only` or a read-only token)",
+      access: { permission: { or: ["database_write", "database_read"] }, scope: "database:write" },
+      body: QueryBody,
+      status: 201,
+    },
+    async ({ req, params, body }) => {
+      const project = await projectOf(ctx, params.ref);
+      const granted = req.principal?.permissions;
+      const mayWrite = !granted || granted.includes("database_write");
+      return runSql(ctx, project, {
+        query: body.query,
+        parameters: body.parameters,
+        readOnly: body.read_only === true || !mayWrite,
+      });
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "post",
+      path: "/v1/projects/:ref/database/query/read-only",
+      summary: "Runs SQL in a read-only transaction as a read-only role",
+      access: { permission: "database_read", scope: "database:read" },
+      body: QueryBody.omit({ read_only: true }),
+      status: 201,
+    },
+    async ({ params, body }) => {
+      const project = await projectOf(ctx, params.ref);
+      return runSql(ctx, project, { query: body.query, parameters: body.parameters, readOnly: true });
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/projects/:ref/database/openapi",
+      summary: "The REST layer's OpenAPI document for one schema",
+      access: { permission: "database_read", scope: "database:read" },
+      query: z.object({
+        schema: z
+          .string()
+          .regex(/^[A-Za-z_][A-Za-z0-9_$]*$/, "must be a schema name")
+          .optional(),
+      }),
+      status: 200,
+    },
+    async ({ params, query }) => {
+      const project = await projectOf(ctx, params.ref);
+      const schema = query.schema ?? (await restConfigOf(ctx, project)).schemas[0];
+      return buildRestOpenApi(project, schema);
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "patch",
+      path: "/v1/projects/:ref/database/password",
+      summary: "Sets the password of the project's owner login role",
+      access: { permission: "database_config_write", scope: "database:write" },
+      body: z.object({ password: z.string().min(8, "must be at least 8 characters").max(1024) }),
+      status: 200,
+    },
+    async ({ params, body }) => {
+      const project = await projectOf(ctx, params.ref);
+      const role = ownerRole(project);
+      const dbName = new URL(project.record.adminUrl).pathname.slice(1);
+      const exists = await project.adminPool.query("select 1 from pg_roles where rolname = $1", [role]);
+      await adminExec(project, ({ id, lit }) => [
+        exists.rowCount
+          ? `alter role ${id(role)} with login password ${lit(body.password)}`
+          : `create role ${id(role)} login password ${lit(body.password)}`,
+        `grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to ${id(role)}`,
+        `grant all on database ${id(decodeURIComponent(dbName))} to ${id(role)}`,
+        `grant all on schema public to ${id(role)}`,
+      ]);
+      return { message: `Password of ${role} updated` };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "post",
+      path: "/v1/projects/:ref/cli/login-role",
+      summary: "Creates a temporary login role (read-only or not) that expires after its TTL",
+      access: { permission: "database_write", scope: "database:write" },
+      // ttl_seconds is Strata's addition: the platform fixes it.
+      body: z.object({ read_only: z.boolean(), ttl_seconds: z.number().int().min(1).max(86_400).optional() }),
+      status: 201,
+    },
+    async ({ params, body }) => {
+      const project = await projectOf(ctx, params.ref);
+      const role =
+        loginRolePrefix(project) +
+        randomSecret(6)
+          .toLowerCase()
+          .replace(/[^a-z0-9]/g, "x");
+      const password = randomSecret(24);
+      const ttl = body.ttl_seconds ?? 3600;
+      const until = new Date(Date.now() + ttl * 1000).toISOString();
+      await adminExec(project, ({ id, lit }) => [
+        `create role ${id(role)} login password ${lit(password)} valid until ${lit(until)}`,
+        body.read_only
+          ? `grant pg_read_all_data to ${id(role)}`
+          : `grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to ${id(role)}`,
+        ...(body.read_only ? [`alter role ${id(role)} set default_transaction_read_only = on`] : []),
+      ]);
+      return { role, password, ttl_seconds: ttl };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "delete",
+      path: "/v1/projects/:ref/cli/login-role",
+      summary: "Drops the project's temporary login roles",
+      access: { permission: "database_write", scope: "database:write" },
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const { rows } = await project.adminPool.query(
+        "select rolname from pg_roles where starts_with(rolname, $1)",
+        [loginRolePrefix(project)],
+      );
+      await adminExec(project, ({ id }) =>
+        rows.flatMap((r) => [`drop owned by ${id(r.rolname)}`, `drop role ${id(r.rolname)}`]),
+      );
+      return { message: `Dropped ${rows.length} login role(s)` };
+    },
+  );
+
+  return router;
+}

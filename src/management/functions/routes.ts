@@ -1,0 +1,182 @@
+import express, { Router, type Request } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { HttpError } from "../http";
+import { projectOf } from "../projectOf";
+import { route } from "../route";
+
+/** Edge functions: deployed files and metadata are stored; Strata does not run them. */
+
+const Slug = z
+  .string()
+  .regex(/^[A-Za-z][A-Za-z0-9_-]*$/, "must start with a letter and hold letters, digits, - or _")
+  .max(100);
+const read = { permission: "edge_functions_read", scope: "edge_functions:read" };
+const write = { permission: "edge_functions_write", scope: "edge_functions:write" };
+
+function functionJson(r: any) {
+  return {
+    id: r.id,
+    slug: r.slug,
+    name: r.name,
+    status: r.status,
+    version: r.version,
+    created_at: new Date(r.created_at).getTime(),
+    updated_at: new Date(r.updated_at).getTime(),
+    verify_jwt: r.verify_jwt,
+    import_map: r.import_map,
+    entrypoint_path: r.entrypoint_path ?? undefined,
+    import_map_path: r.import_map_path ?? undefined,
+  };
+}
+
+/** Reads `metadata` and `file` parts of a multipart deploy with the platform's Fetch implementation. */
+async function readDeploy(req: Request) {
+  const type = req.headers["content-type"] ?? "";
+  if (!type.startsWith("multipart/form-data") || !Buffer.isBuffer(req.body))
+    throw new HttpError(400, "Invalid body: expected multipart/form-data with metadata and file parts");
+  const form = await new Response(req.body, { headers: { "content-type": type } }).formData();
+  let metadata: Record<string, unknown>;
+  try {
+    metadata = JSON.parse(String(form.get("metadata") ?? "{}"));
+  } catch {
+    throw new HttpError(400, "Invalid body: metadata: must be JSON");
+  }
+  const files = await Promise.all(
+    form
+      .getAll("file")
+      .map(async (f) =>
+        typeof f === "string" ? { name: "index.ts", content: f } : { name: f.name, content: await f.text() },
+      ),
+  );
+  if (!files.length) throw new HttpError(400, "Invalid body: file: at least one file is required");
+  return { metadata, files };
+}
+
+export function functionRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const base = "/v1/projects/:ref/functions";
+  router.post(`${base}/deploy`, express.raw({ type: "multipart/form-data", limit: "20mb" }));
+
+  route(
+    router,
+    { method: "get", path: base, summary: "Lists edge functions", access: read, status: 200 },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const { rows } = await ctx.platformPool.query(
+        "select * from platform.edge_functions where project_ref = $1 order by slug",
+        [project.ref],
+      );
+      return rows.map(functionJson);
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "post",
+      path: `${base}/deploy`,
+      summary: "Deploys (creates or updates) a function from its files",
+      access: write,
+      query: z.object({ slug: Slug.optional(), bundleOnly: z.string().optional() }),
+      status: 201,
+    },
+    async ({ req, params, query }) => {
+      const project = await projectOf(ctx, params.ref);
+      const { metadata, files } = await readDeploy(req);
+      const slug = Slug.safeParse(query.slug ?? metadata.name);
+      if (!slug.success) throw new HttpError(400, `Invalid query: slug: ${slug.error.issues[0].message}`);
+      const { rows } = await ctx.platformPool.query(
+        `insert into platform.edge_functions (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files)
+         values ($1, $2, $3, $4, $5, $6, $7)
+         on conflict (project_ref, slug) do update set name = excluded.name, verify_jwt = excluded.verify_jwt,
+           entrypoint_path = excluded.entrypoint_path, import_map_path = excluded.import_map_path, files = excluded.files,
+           version = edge_functions.version + 1, updated_at = now()
+         returning *`,
+        [
+          project.ref,
+          slug.data,
+          String(metadata.name ?? slug.data),
+          metadata.verify_jwt !== false,
+          metadata.entrypoint_path ?? "index.ts",
+          metadata.import_map_path ?? null,
+          JSON.stringify(files),
+        ],
+      );
+      return functionJson(rows[0]);
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "put",
+      path: base,
+      summary: "Bulk-updates functions' metadata",
+      access: write,
+      body: z.array(
+        z.object({
+          id: z.string(),
+          slug: Slug,
+          name: z.string(),
+          status: z.enum(["ACTIVE", "REMOVED", "THROTTLED"]),
+          version: z.number().int().min(1),
+          verify_jwt: z.boolean().optional(),
+          entrypoint_path: z.string().optional(),
+        }),
+      ),
+      status: 200,
+    },
+    async ({ params, body }) => {
+      const project = await projectOf(ctx, params.ref);
+      const updated = [];
+      for (const f of body) {
+        const { rows } = await ctx.platformPool.query(
+          `update platform.edge_functions set name = $3, status = $4, version = $5, verify_jwt = coalesce($6, verify_jwt),
+             entrypoint_path = coalesce($7, entrypoint_path), updated_at = now()
+           where project_ref = $1 and slug = $2 returning *`,
+          [project.ref, f.slug, f.name, f.status, f.version, f.verify_jwt ?? null, f.entrypoint_path ?? null],
+        );
+        if (!rows.length) throw new HttpError(404, `Function ${f.slug} not found`);
+        updated.push(functionJson(rows[0]));
+      }
+      return { functions: updated };
+    },
+  );
+
+  const one = async (ref: string, slug: string) => {
+    const project = await projectOf(ctx, ref);
+    const { rows } = await ctx.platformPool.query(
+      "select * from platform.edge_functions where project_ref = $1 and slug = $2",
+      [project.ref, slug],
+    );
+    if (!rows.length) throw new HttpError(404, `Function ${slug} not found`);
+    return rows[0];
+  };
+  route(
+    router,
+    { method: "get", path: `${base}/:slug`, summary: "Gets a function", access: read, status: 200 },
+    async ({ params }) => functionJson(await one(params.ref, params.slug)),
+  );
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/:slug/body`,
+      summary: "Gets a function's files",
+      access: read,
+      status: 200,
+    },
+    async ({ params }) => (await one(params.ref, params.slug)).files,
+  );
+  route(
+    router,
+    { method: "delete", path: `${base}/:slug`, summary: "Deletes a function", access: write, status: 200 },
+    async ({ params }) => {
+      const fn = await one(params.ref, params.slug);
+      await ctx.platformPool.query("delete from platform.edge_functions where id = $1", [fn.id]);
+      return {};
+    },
+  );
+  return router;
+}

@@ -1,0 +1,43 @@
+import type { RequestHandler } from "express";
+import type { AppContext } from "../context";
+import { HttpError } from "./http";
+
+const PROJECT_PATH = /^\/v[12]\/projects\/([^/]+)/;
+const ORGANIZATION_PATH = /^\/v[12]\/organizations\/([^/]+)/;
+
+/**
+ * Every request addressing a project (`/v1/projects/{ref}/...`) or an organization (`/v1/organizations/{slug}/...`)
+ * must come from a member of its organization: others get 404, as if it did not exist. The member's role is
+ * kept on the request; `route()` checks it against the endpoint's permission.
+ */
+export function resolveMembership(ctx: AppContext): RequestHandler {
+  return async (req, _res, next) => {
+    try {
+      const path = req.originalUrl.split("?")[0];
+      const ref = PROJECT_PATH.exec(path)?.[1];
+      const slug = ORGANIZATION_PATH.exec(path)?.[1];
+      if (ref && ref !== "available-regions") {
+        const { rows } = await ctx.platformPool.query(
+          `select m.role_name from platform.projects p
+             join platform.organization_members m on m.organization_id = p.organization_id and m.user_id = $1
+            where p.ref = $2`,
+          [req.principal!.userId, ref],
+        );
+        if (!rows[0]) throw new HttpError(404, `Project ${ref} not found`);
+        req.membership = { role: rows[0].role_name };
+      } else if (slug) {
+        const { rows } = await ctx.platformPool.query(
+          `select m.role_name from platform.organizations o
+             join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
+            where o.slug = $2`,
+          [req.principal!.userId, decodeURIComponent(slug)],
+        );
+        if (!rows[0]) throw new HttpError(404, `Organization ${slug} not found`);
+        req.membership = { role: rows[0].role_name };
+      }
+      next();
+    } catch (e) {
+      next(e);
+    }
+  };
+}

@@ -1,0 +1,196 @@
+import { Router } from "express";
+import type { AppContext } from "../../context";
+import { HttpError } from "../http";
+import { route } from "../route";
+import { cursorPage } from "./pagination";
+import { BASE_ROLES, baseRoleOf } from "./roles";
+import {
+  createOrganizationBody,
+  cursorPageQuery,
+  entitlementsResponse,
+  memberV1,
+  membersV2Response,
+  organizationDetail,
+  organizationSummary,
+  rolesV2Response,
+} from "./shapes";
+import {
+  createOrganization,
+  findOrganization,
+  listMembers,
+  listOrganizations,
+  type OrganizationRow,
+} from "./store";
+
+/** What Strata gives every organization: self-hosted, so no plan gates these. */
+const FEATURES = ["projects.create", "projects.pause", "branching", "custom_domains", "log_drains", "sso"];
+
+/** The organization `slug` the caller belongs to, else 404. */
+export async function organizationOf(
+  ctx: AppContext,
+  userId: string,
+  slug: string,
+): Promise<OrganizationRow> {
+  const org = await findOrganization(ctx.platformPool, userId, slug);
+  if (!org) throw new HttpError(404, `Organization ${slug} not found`);
+  return org;
+}
+
+const summary = (o: OrganizationRow) => ({ id: o.id, slug: o.slug, name: o.name });
+
+/** Organizations, their members and roles. */
+export function organizationRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const db = ctx.platformPool;
+
+  route(
+    router,
+    {
+      method: "post",
+      path: "/v1/organizations",
+      summary: "Creates an organization; the caller becomes its owner",
+      access: { permission: "organizations_create" },
+      body: createOrganizationBody,
+      status: 201,
+      response: organizationSummary,
+    },
+    async ({ req, body }) => summary(await createOrganization(db, req.principal!.userId, body.name)),
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/organizations",
+      summary: "Lists the caller's organizations",
+      access: { permission: "organizations_read", scope: "organizations:read" },
+      status: 200,
+      response: organizationSummary.array(),
+    },
+    async ({ req }) => (await listOrganizations(db, req.principal!.userId)).map(summary),
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/organizations/:slug",
+      summary: "Gets an organization",
+      access: { permission: "organization_admin_read", scope: "organizations:read" },
+      status: 200,
+      response: organizationDetail,
+    },
+    async ({ req, params }) => {
+      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      return {
+        id: org.id,
+        name: org.name,
+        plan: org.plan,
+        opt_in_tags: [],
+        allowed_release_channels: ["ga"],
+      };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/organizations/:slug/entitlements",
+      summary: "Lists the features the organization has access to",
+      access: { permission: "organization_admin_read", scope: "organizations:read" },
+      status: 200,
+      response: entitlementsResponse,
+    },
+    async ({ req, params }) => {
+      await organizationOf(ctx, req.principal!.userId, params.slug);
+      return {
+        entitlements: FEATURES.map((key) => ({
+          feature: { key, type: "boolean" },
+          hasAccess: true,
+          type: "boolean",
+          config: { enabled: true },
+        })),
+      };
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/organizations/:slug/members",
+      summary: "Lists the organization's members",
+      access: { permission: "members_read", scope: "organizations:read" },
+      status: 200,
+      response: memberV1.array(),
+    },
+    async ({ req, params }) => {
+      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      return (await listMembers(db, org.id)).map((m) => ({
+        user_id: m.user_id,
+        user_name: m.username,
+        email: m.email,
+        role_name: m.role_name,
+        mfa_enabled: false,
+        avatar_url: "",
+      }));
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v2/organizations/:slug/members",
+      summary: "Lists the organization's members, cursor-paginated",
+      access: { permission: "members_read", scope: "organizations:read" },
+      query: cursorPageQuery,
+      status: 200,
+      response: membersV2Response,
+    },
+    async ({ req, params, query }) => {
+      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      const members = (await listMembers(db, org.id)).map((m) => {
+        const role = baseRoleOf(m.role_name);
+        return {
+          type: "organization_member" as const,
+          id: m.user_id,
+          attributes: {
+            username: m.username,
+            primary_email: m.email,
+            mfa_enabled: false,
+            is_sso_user: false,
+            avatar_url: "",
+            roles: [{ id: role.id, name: role.name, scope: "organization", projects: [] }],
+          },
+        };
+      });
+      return cursorPage(members, query, `/v2/organizations/${encodeURIComponent(org.slug)}/members`);
+    },
+  );
+
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v2/organizations/:slug/roles",
+      summary: "Lists the organization's roles, cursor-paginated",
+      access: { permission: "members_read", scope: "organizations:read" },
+      query: cursorPageQuery,
+      status: 200,
+      response: rolesV2Response,
+    },
+    async ({ req, params, query }) => {
+      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      const roles = BASE_ROLES.map((r) => ({
+        type: "organization_role" as const,
+        id: String(r.id),
+        attributes: { name: r.name, scope: "organization", base_role_id: r.id, projects: [] },
+      }));
+      return cursorPage(roles, query, `/v2/organizations/${encodeURIComponent(org.slug)}/roles`);
+    },
+  );
+
+  return router;
+}

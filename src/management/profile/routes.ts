@@ -1,0 +1,37 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { route } from "../route";
+
+const profile = z.object({
+  authsvc_id: z.string(),
+  /** The product's name for `authsvc_id`. */
+  gotrue_id: z.string(),
+  primary_email: z.string(),
+  username: z.string(),
+});
+
+/** The caller's own profile. */
+export function profileRoutes(ctx: AppContext): Router {
+  const router = Router();
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/profile",
+      summary: "Gets the profile of the token's user",
+      access: {},
+      status: 200,
+      response: profile,
+    },
+    async ({ req }) => {
+      const { rows } = await ctx.platformPool.query(
+        "select id, email, username from platform.users where id = $1",
+        [req.principal!.userId],
+      );
+      const user = rows[0];
+      return { authsvc_id: user.id, gotrue_id: user.id, primary_email: user.email, username: user.username };
+    },
+  );
+  return router;
+}

@@ -1,0 +1,148 @@
+import pg from "pg";
+import type { AppContext } from "../../context";
+import {
+  closeProjectDatabase,
+  createProjectDatabase,
+  dropProjectDatabase,
+  openProjectDatabase,
+} from "../../projects/clusters";
+import { HttpError } from "../http";
+import { deleteProjectRow, projectsComingUp, setStatus, touchProject, type ProjectRow } from "./store";
+
+const LIFECYCLE_LOCK = 7_305_100;
+
+/**
+ * Runs a lifecycle change of one project while holding its advisory lock on the control plane, so create,
+ * pause, restore, cancel and delete of one project never interleave, whichever Strata process receives them.
+ * The lock lives on a connection of its own, so long work (creating a database) never starves the pool.
+ * With `tryOnly`, answers undefined at once when another session holds the lock.
+ */
+async function withProjectLock<T>(
+  ctx: AppContext,
+  project: ProjectRow,
+  work: (c: pg.Client) => Promise<T>,
+  tryOnly = false,
+): Promise<T | undefined> {
+  const client = new pg.Client({ connectionString: ctx.adminUrl });
+  await client.connect();
+  try {
+    const lock = tryOnly ? "pg_try_advisory_lock" : "pg_advisory_lock";
+    const { rows } = await client.query(`select ${lock}($1, $2) as locked`, [LIFECYCLE_LOCK, project.id]);
+    if (rows[0].locked === false) return undefined;
+    return await work(client);
+  } finally {
+    // Ending the session releases the lock.
+    await client.end().catch(() => {});
+  }
+}
+
+function refuseDefault(project: ProjectRow, action: string): void {
+  if (project.is_default)
+    throw new HttpError(400, `The default project lives in Strata's main database and cannot be ${action}`);
+}
+
+/**
+ * COMING_UP → ACTIVE_HEALTHY once its database exists and is bootstrapped; INIT_FAILED (nothing left) else.
+ * A database left half-made by a process that died while creating it is dropped and made again.
+ */
+export async function provisionProject(ctx: AppContext, project: ProjectRow, tryOnly = false): Promise<void> {
+  await withProjectLock(
+    ctx,
+    project,
+    async (db) => {
+      try {
+        await dropProjectDatabase(project.cluster, project.database_name);
+        await createProjectDatabase(project.cluster, project.database_name);
+        await setStatus(db, project.ref, ["COMING_UP"], "ACTIVE_HEALTHY");
+      } catch (e) {
+        ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed");
+        await dropProjectDatabase(project.cluster, project.database_name).catch(() => {});
+        await setStatus(db, project.ref, ["COMING_UP"], "INIT_FAILED").catch(() => {});
+      }
+    },
+    tryOnly,
+  ).catch((e) =>
+    ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed"),
+  );
+}
+
+/** At start: finishes creating projects that no process is creating any more (their creator died). */
+export async function resumeProvisioning(ctx: AppContext): Promise<void> {
+  try {
+    for (const project of await projectsComingUp(ctx.platformPool))
+      await provisionProject(ctx, project, true);
+  } catch (e) {
+    ctx.log.error({ err: (e as Error).message }, "resuming project provisioning failed");
+  }
+}
+
+/** ACTIVE_HEALTHY → INACTIVE: the database refuses new connections and its sessions end. */
+export function pauseProject(ctx: AppContext, project: ProjectRow): Promise<void> {
+  refuseDefault(project, "paused");
+  return withProjectLock(ctx, project, async (db) => {
+    if (
+      !(await setStatus(db, project.ref, ["ACTIVE_HEALTHY", "ACTIVE_UNHEALTHY", "PAUSE_FAILED"], "PAUSING"))
+    )
+      throw new HttpError(400, `Project ${project.ref} is not active and cannot be paused`);
+    await ctx.registry.evict(project.ref);
+    try {
+      await closeProjectDatabase(project.cluster, project.database_name);
+    } catch (e) {
+      await setStatus(db, project.ref, ["PAUSING"], "PAUSE_FAILED");
+      throw e;
+    }
+    await setStatus(db, project.ref, ["PAUSING"], "INACTIVE");
+  });
+}
+
+/** INACTIVE → ACTIVE_HEALTHY with its data as it was: the database accepts connections again. */
+export function restoreProject(ctx: AppContext, project: ProjectRow): Promise<void> {
+  return withProjectLock(ctx, project, async (db) => {
+    if (!(await setStatus(db, project.ref, ["INACTIVE", "RESTORE_FAILED"], "RESTORING")))
+      throw new HttpError(400, `Project ${project.ref} is not paused and cannot be restored`);
+    try {
+      await openProjectDatabase(project.cluster, project.database_name);
+    } catch (e) {
+      await setStatus(db, project.ref, ["RESTORING"], "RESTORE_FAILED");
+      throw e;
+    }
+    await setStatus(db, project.ref, ["RESTORING"], "ACTIVE_HEALTHY");
+  });
+}
+
+/** A restore that did not finish (RESTORING, RESTORE_FAILED) goes back to INACTIVE, connections closed. */
+export function cancelRestore(ctx: AppContext, project: ProjectRow): Promise<void> {
+  return withProjectLock(ctx, project, async (db) => {
+    if (!(await setStatus(db, project.ref, ["RESTORING", "RESTORE_FAILED"], "INACTIVE")))
+      throw new HttpError(400, `Project ${project.ref} has no restore in progress`);
+    await closeProjectDatabase(project.cluster, project.database_name);
+  });
+}
+
+/** Drops the project's database and its row; the row stays when the drop fails. */
+export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
+  refuseDefault(project, "deleted");
+  return withProjectLock(ctx, project, async (db) => {
+    await db.query("begin");
+    try {
+      await deleteProjectRow(db, project.ref);
+      await ctx.registry.evict(project.ref);
+      await dropProjectDatabase(project.cluster, project.database_name);
+      await db.query("commit");
+    } catch (e) {
+      await db.query("rollback");
+      throw e;
+    }
+  });
+}
+
+/**
+ * Rebuilds an active project's APIs: this process forgets its schema at once; touching the row notifies every
+ * process (this one included), which drops the project's runtime, so pools and caches are rebuilt on next use.
+ */
+export async function restartProject(ctx: AppContext, project: ProjectRow): Promise<void> {
+  if (project.status !== "ACTIVE_HEALTHY")
+    throw new HttpError(400, `Project ${project.ref} is not active and cannot be restarted`);
+  (await ctx.registry.get(project.ref))?.invalidateSchema("restart");
+  await touchProject(ctx.platformPool, project.ref);
+}

@@ -1,0 +1,143 @@
+import type pg from "pg";
+import { clusterOfRow, type Cluster } from "../../projects/clusters";
+
+type Queryable = pg.Pool | pg.PoolClient | pg.Client;
+
+/** A project row joined with its organization and cluster, as the Management API shows it. */
+export interface ProjectRow {
+  id: number;
+  ref: string;
+  name: string;
+  status: string;
+  is_default: boolean;
+  database_name: string;
+  created_at: Date;
+  organization_id: string;
+  organization_slug: string;
+  cluster: Cluster;
+}
+
+const SELECT = `
+  select p.id, p.ref, p.name, p.status, p.is_default, p.database_name, p.created_at,
+         o.id as organization_id, o.slug as organization_slug,
+         c.id as cluster_id, c.region, c.admin_url, c.authenticator_password
+    from platform.projects p
+    join platform.organizations o on o.id = p.organization_id
+    join platform.clusters c on c.id = p.cluster_id`;
+
+/** Only projects of organizations the user belongs to are visible. */
+const VISIBLE = `exists (select from platform.organization_members m
+                          where m.organization_id = p.organization_id and m.user_id = $1)`;
+
+function toProject(row: any): ProjectRow {
+  return { ...row, cluster: clusterOfRow(row) };
+}
+
+export async function listProjects(db: pg.Pool, userId: string): Promise<ProjectRow[]> {
+  const { rows } = await db.query(`${SELECT} where ${VISIBLE} order by p.created_at, p.id`, [userId]);
+  return rows.map(toProject);
+}
+
+export async function findProject(
+  db: Queryable,
+  userId: string,
+  ref: string,
+): Promise<ProjectRow | undefined> {
+  const { rows } = await db.query(`${SELECT} where ${VISIBLE} and p.ref = $2`, [userId, ref]);
+  return rows[0] && toProject(rows[0]);
+}
+
+const SORTS = {
+  name_asc: "p.name asc, p.id",
+  name_desc: "p.name desc, p.id",
+  created_asc: "p.created_at asc, p.id",
+  created_desc: "p.created_at desc, p.id desc",
+} as const;
+
+/** Every project still being created, whoever's. */
+export async function projectsComingUp(db: pg.Pool): Promise<ProjectRow[]> {
+  const { rows } = await db.query(`${SELECT} where p.status = 'COMING_UP' order by p.id`);
+  return rows.map(toProject);
+}
+
+export async function listOrganizationProjects(
+  db: pg.Pool,
+  organizationId: string,
+  opts: { offset: number; limit: number; search?: string; sort: keyof typeof SORTS; statuses?: string[] },
+): Promise<{ rows: ProjectRow[]; count: number }> {
+  const where = `p.organization_id = $1
+    and ($2::text is null or p.name ilike '%' || replace(replace(replace($2, '\\', '\\\\'), '%', '\\%'), '_', '\\_') || '%')
+    and ($3::text[] is null or p.status = any($3))`;
+  const params = [organizationId, opts.search ?? null, opts.statuses ?? null];
+  const [page, total] = await Promise.all([
+    db.query(`${SELECT} where ${where} order by ${SORTS[opts.sort]} offset $4 limit $5`, [
+      ...params,
+      opts.offset,
+      opts.limit,
+    ]),
+    db.query(`select count(*)::int as count from platform.projects p where ${where}`, params),
+  ]);
+  return { rows: page.rows.map(toProject), count: total.rows[0].count };
+}
+
+/** The cluster a new project goes to: one in the requested region when Strata knows it, else the default. */
+export async function clusterFor(
+  db: pg.Pool,
+  region: string | undefined,
+  defaultId: string,
+): Promise<Cluster> {
+  const { rows } = await db.query(
+    `select id as cluster_id, region, admin_url, authenticator_password from platform.clusters
+      order by (region = $1) desc nulls last, (id = $2) desc, id limit 1`,
+    [region ?? null, defaultId],
+  );
+  return clusterOfRow(rows[0]);
+}
+
+export async function insertProject(
+  db: pg.Pool,
+  p: {
+    ref: string;
+    name: string;
+    organizationId: string;
+    clusterId: string;
+    databaseName: string;
+    jwtSecret: string;
+  },
+): Promise<void> {
+  await db.query(
+    `insert into platform.projects (ref, name, organization_id, cluster_id, database_name, status, jwt_secret)
+     values ($1, $2, $3, $4, $5, 'COMING_UP', $6)`,
+    [p.ref, p.name, p.organizationId, p.clusterId, p.databaseName, p.jwtSecret],
+  );
+}
+
+/**
+ * Moves a project from one of `from` to `to`; returns false when it was in another state (someone else moved
+ * it first).
+ */
+export async function setStatus(db: Queryable, ref: string, from: string[], to: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    "update platform.projects set status = $3, updated_at = now() where ref = $1 and status = any($2)",
+    [ref, from, to],
+  );
+  return rowCount === 1;
+}
+
+export async function renameProject(db: pg.Pool, ref: string, name: string): Promise<void> {
+  await db.query("update platform.projects set name = $2, updated_at = now() where ref = $1", [ref, name]);
+}
+
+/** A change of the row without a change of values: every process reloads the project (restart). */
+export async function touchProject(db: Queryable, ref: string): Promise<void> {
+  await db.query("update platform.projects set updated_at = now() where ref = $1", [ref]);
+}
+
+export async function deleteProjectRow(db: Queryable, ref: string): Promise<void> {
+  await db.query("delete from platform.projects where ref = $1", [ref]);
+}
+
+export async function clusterRegions(db: pg.Pool): Promise<string[]> {
+  const { rows } = await db.query("select distinct region from platform.clusters order by region");
+  return rows.map((r) => r.region);
+}

@@ -1,0 +1,84 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { projectOf } from "../projectOf";
+import { route } from "../route";
+import { readSettings, writeSettings } from "../settings";
+
+/** Realtime configuration (stored; Strata serves no realtime channels yet, so shutdown has nothing to close). */
+const DEFAULTS = {
+  private_only: false,
+  connection_pool: 2,
+  max_concurrent_users: 200,
+  max_events_per_second: 100,
+  max_bytes_per_second: 100_000,
+  max_channels_per_client: 100,
+  max_joins_per_second: 100,
+  max_presence_events_per_second: 100,
+  max_payload_size_in_kb: 100,
+  suspend: false,
+  presence_enabled: true,
+};
+const int = z.number().int().min(0);
+const Patch = z
+  .object({
+    private_only: z.boolean(),
+    connection_pool: int.min(1).max(100),
+    max_concurrent_users: int.min(1),
+    max_events_per_second: int.min(1),
+    max_bytes_per_second: int.min(1),
+    max_channels_per_client: int.min(1),
+    max_joins_per_second: int.min(1),
+    max_presence_events_per_second: int.min(1),
+    max_payload_size_in_kb: int.min(1),
+    suspend: z.boolean(),
+    presence_enabled: z.boolean(),
+  })
+  .partial()
+  .strict();
+
+export function realtimeRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const path = "/v1/projects/:ref/config/realtime";
+  route(
+    router,
+    {
+      method: "get",
+      path,
+      summary: "Gets the realtime config",
+      access: { permission: "realtime_config_read" },
+      status: 200,
+    },
+    async ({ params }) => readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "realtime", DEFAULTS),
+  );
+  route(
+    router,
+    {
+      method: "patch",
+      path,
+      summary: "Updates the realtime config",
+      access: { permission: "realtime_config_write" },
+      body: Patch,
+      status: 204,
+    },
+    async ({ params, body }) => {
+      await writeSettings(ctx, (await projectOf(ctx, params.ref)).ref, "realtime", DEFAULTS, body);
+      return undefined;
+    },
+  );
+  route(
+    router,
+    {
+      method: "post",
+      path: `${path}/shutdown`,
+      summary: "Shuts down the project's realtime connections",
+      access: { permission: "realtime_config_write" },
+      status: 204,
+    },
+    async ({ params }) => {
+      await projectOf(ctx, params.ref);
+      return undefined;
+    },
+  );
+  return router;
+}

@@ -1,0 +1,99 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { projectOf } from "../projectOf";
+import { route } from "../route";
+
+/** The REST layer's configuration (`restapi`; the platform spells it `postgrest`). */
+
+const SCHEMA_LIST = /^\s*[A-Za-z_][A-Za-z0-9_$]*(\s*,\s*[A-Za-z_][A-Za-z0-9_$]*)*\s*$/;
+
+const RestConfigPatch = z
+  .object({
+    db_schema: z.string().regex(SCHEMA_LIST, "must be a comma-separated list of schema names").optional(),
+    db_extra_search_path: z
+      .string()
+      .regex(
+        /^\s*([A-Za-z_][A-Za-z0-9_$]*(\s*,\s*[A-Za-z_][A-Za-z0-9_$]*)*)?\s*$/,
+        "must be a comma-separated list of schema names",
+      )
+      .optional(),
+    max_rows: z.number().int().min(1).max(1_000_000).optional(),
+    db_pool: z.number().int().min(1).max(1000).nullable().optional(),
+  })
+  .strict();
+
+const RestConfig = z.object({
+  db_schema: z.string(),
+  db_extra_search_path: z.string(),
+  max_rows: z.number().int(),
+  db_pool: z.number().int().nullable(),
+});
+
+async function readConfig(ctx: AppContext, ref: string) {
+  const { rows } = await ctx.platformPool.query(
+    `select coalesce(c.db_schema, 'public') as db_schema, coalesce(c.db_extra_search_path, 'public, extensions') as db_extra_search_path,
+            coalesce(c.max_rows, 1000) as max_rows, c.db_pool, p.jwt_secret
+       from platform.projects p left join platform.restapi_config c on c.project_ref = p.ref where p.ref = $1`,
+    [ref],
+  );
+  return rows[0];
+}
+
+export function restapiRoutes(ctx: AppContext): Router {
+  const router = Router();
+  for (const spelling of ["restapi", "postgrest"]) {
+    route(
+      router,
+      {
+        method: "get",
+        path: `/v1/projects/:ref/${spelling}`,
+        summary: "Gets the REST layer's config, with the JWT secret",
+        access: { permission: "data_api_config_read", scope: "rest:read" },
+        status: 200,
+        response: RestConfig.extend({ jwt_secret: z.string() }),
+      },
+      async ({ params }) => {
+        const project = await projectOf(ctx, params.ref);
+        return readConfig(ctx, project.ref);
+      },
+    );
+    route(
+      router,
+      {
+        method: "patch",
+        path: `/v1/projects/:ref/${spelling}`,
+        summary: "Updates the REST layer's config; /rest/v1 and /graphql/v1 honour it on the next request",
+        access: { permission: "data_api_config_write", scope: "rest:write" },
+        body: RestConfigPatch,
+        status: 200,
+        response: RestConfig,
+      },
+      async ({ params, body }) => {
+        const project = await projectOf(ctx, params.ref);
+        await ctx.platformPool.query(
+          `insert into platform.restapi_config (project_ref, db_schema, db_extra_search_path, max_rows, db_pool)
+           values ($1, coalesce($2, 'public'), coalesce($3, 'public, extensions'), coalesce($4, 1000), $5)
+           on conflict (project_ref) do update set
+             db_schema = coalesce($2, restapi_config.db_schema),
+             db_extra_search_path = coalesce($3, restapi_config.db_extra_search_path),
+             max_rows = coalesce($4, restapi_config.max_rows),
+             db_pool = case when $6 then $5 else restapi_config.db_pool end,
+             updated_at = now()`,
+          [
+            project.ref,
+            body.db_schema ?? null,
+            body.db_extra_search_path ?? null,
+            body.max_rows ?? null,
+            body.db_pool ?? null,
+            "db_pool" in body,
+          ],
+        );
+        project.invalidateSchema("restapi config");
+        const { jwt_secret: _secret, ...config } = await readConfig(ctx, project.ref);
+        return config;
+      },
+    );
+  }
+  return router;
+}

@@ -1,0 +1,92 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { HttpError } from "../http";
+import { route } from "../route";
+
+/** SQL snippets of the caller, with the platform's cursor pagination (`cursor`, `limit`, `sort_by`, `sort_order`). */
+
+const ListQuery = z.object({
+  project_ref: z
+    .string()
+    .regex(/^[a-z]{20}$/, "must be a project ref")
+    .optional(),
+  cursor: z.string().optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(100),
+  sort_by: z.enum(["name", "inserted_at"]).default("inserted_at"),
+  sort_order: z.enum(["asc", "desc"]).default("desc"),
+});
+
+function snippetJson(r: any) {
+  return {
+    id: r.id,
+    inserted_at: new Date(r.inserted_at).toISOString(),
+    updated_at: new Date(r.updated_at).toISOString(),
+    type: "sql",
+    visibility: r.visibility,
+    name: r.name,
+    description: r.description ?? "",
+    project: { id: r.project_id ?? 0, name: r.project_name ?? "" },
+    owner: { id: 0, username: r.username },
+    updated_by: { id: 0, username: r.username },
+    favorite: r.favorite,
+  };
+}
+
+export function snippetRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const access = { permission: "snippets_read", scope: "database:read" };
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/snippets",
+      summary: "Lists the caller's SQL snippets",
+      access,
+      query: ListQuery,
+      status: 200,
+    },
+    async ({ req, query }) => {
+      // The cursor is the offset of the next page, opaque to clients.
+      const offset = query.cursor ? Number(Buffer.from(query.cursor, "base64url").toString()) : 0;
+      if (!Number.isInteger(offset) || offset < 0)
+        throw new HttpError(400, "Invalid query: cursor: unknown cursor");
+      const order = `${query.sort_by === "name" ? "s.name" : "s.inserted_at"} ${query.sort_order === "asc" ? "asc" : "desc"}`;
+      const { rows } = await ctx.platformPool.query(
+        `select s.*, u.username, p.id as project_id, p.name as project_name
+         from platform.snippets s join platform.users u on u.id = s.owner_id left join platform.projects p on p.ref = s.project_ref
+        where s.owner_id = $1 and ($2::text is null or s.project_ref = $2)
+        order by ${order}, s.id limit $3 offset $4`,
+        [req.principal!.userId, query.project_ref ?? null, query.limit + 1, offset],
+      );
+      const page = rows.slice(0, query.limit).map(snippetJson);
+      return {
+        data: page,
+        ...(rows.length > query.limit
+          ? { cursor: Buffer.from(String(offset + query.limit)).toString("base64url") }
+          : {}),
+      };
+    },
+  );
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/snippets/:id",
+      summary: "Gets one SQL snippet with its content",
+      access,
+      status: 200,
+    },
+    async ({ req, params }) => {
+      const { rows } = await ctx.platformPool.query(
+        `select s.*, u.username, p.id as project_id, p.name as project_name from platform.snippets s
+         join platform.users u on u.id = s.owner_id left join platform.projects p on p.ref = s.project_ref
+        where s.id::text = $1 and s.owner_id = $2`,
+        [params.id, req.principal!.userId],
+      );
+      if (!rows.length) throw new HttpError(404, `Snippet ${params.id} not found`);
+      return { ...snippetJson(rows[0]), content: rows[0].content };
+    },
+  );
+  return router;
+}

@@ -1,0 +1,95 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { projectOf } from "../projectOf";
+import { route } from "../route";
+import { readSettings, writeSettings } from "../settings";
+
+/** Storage configuration (stored) and the buckets of the project's `storage.buckets` table, when it has one. */
+const DEFAULTS = {
+  fileSizeLimit: 52_428_800,
+  features: {
+    imageTransformation: { enabled: false },
+    s3Protocol: { enabled: false },
+    icebergCatalog: { enabled: false, maxNamespaces: 10, maxTables: 10, maxCatalogs: 2 },
+    vectorBuckets: { enabled: false, maxBuckets: 10, maxIndexes: 10 },
+  },
+  capabilities: { list_v2: true, iceberg_catalog: false },
+  external: { upstreamTarget: "main" },
+  migrationVersion: "",
+  databasePoolMode: "recycled",
+};
+const Patch = z
+  .object({
+    fileSizeLimit: z
+      .number()
+      .int()
+      .min(0)
+      .max(500 * 1024 ** 3),
+    features: z.record(z.string(), z.unknown()),
+    external: z.object({ upstreamTarget: z.enum(["main", "canary"]) }),
+  })
+  .partial()
+  .strict();
+
+export function storageRoutes(ctx: AppContext): Router {
+  const router = Router();
+  const path = "/v1/projects/:ref/config/storage";
+  route(
+    router,
+    {
+      method: "get",
+      path,
+      summary: "Gets the storage config",
+      access: { permission: "storage_config_read" },
+      status: 200,
+    },
+    async ({ params }) => readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "storage", DEFAULTS),
+  );
+  route(
+    router,
+    {
+      method: "patch",
+      path,
+      summary: "Updates the storage config",
+      access: { permission: "storage_config_write" },
+      body: Patch,
+      status: 200,
+    },
+    async ({ params, body }) => {
+      const current = await readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "storage", DEFAULTS);
+      const features = body.features ? { ...current.features, ...body.features } : undefined;
+      await writeSettings(ctx, params.ref, "storage", DEFAULTS, {
+        ...body,
+        ...(features ? { features } : {}),
+      } as Partial<typeof DEFAULTS>);
+      return {};
+    },
+  );
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/projects/:ref/storage/buckets",
+      summary: "Lists storage buckets",
+      access: { permission: "storage_read", scope: "storage:read" },
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      const exists = await project.adminPool.query(
+        "select to_regclass('storage.buckets') is not null as present",
+      );
+      if (!exists.rows[0].present) return [];
+      const { rows } = await project.adminPool.query(
+        "select id::text, name, coalesce(owner::text, '') as owner, created_at, updated_at, coalesce(public, false) as public from storage.buckets order by name",
+      );
+      return rows.map((r) => ({
+        ...r,
+        created_at: new Date(r.created_at).toISOString(),
+        updated_at: new Date(r.updated_at).toISOString(),
+      }));
+    },
+  );
+  return router;
+}

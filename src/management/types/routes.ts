@@ -1,0 +1,35 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { projectOf } from "../projectOf";
+import { route } from "../route";
+import { generateTypescript } from "./typescript";
+
+export function typeRoutes(ctx: AppContext): Router {
+  const router = Router();
+  route(
+    router,
+    {
+      method: "get",
+      path: "/v1/projects/:ref/types/typescript",
+      summary: "Generates TypeScript types of the database for the platform's JavaScript client",
+      access: { permission: "database_read", scope: "database:read" },
+      query: z.object({
+        included_schemas: z
+          .string()
+          .regex(
+            /^[A-Za-z_][A-Za-z0-9_$]*(,[A-Za-z_][A-Za-z0-9_$]*)*$/,
+            "must be a comma-separated list of schema names",
+          )
+          .optional(),
+      }),
+      status: 200,
+    },
+    async ({ params, query }) => {
+      const project = await projectOf(ctx, params.ref);
+      const schemas = (query.included_schemas ?? "public").split(",");
+      return { types: await generateTypescript(project, schemas) };
+    },
+  );
+  return router;
+}

@@ -1,0 +1,111 @@
+import pg from "pg";
+import { applyBootstrap } from "../db/bootstrap";
+import { ensureLoginPassword } from "../db/loginRoles";
+import { withDatabase } from "../db/urls";
+
+/** A Postgres cluster projects live on (a row of platform.clusters). */
+export interface Cluster {
+  id: string;
+  region: string;
+  /** Superuser URL of the cluster's maintenance database. */
+  adminUrl: string;
+  authenticatorPassword: string;
+}
+
+export function clusterOfRow(row: {
+  cluster_id: string;
+  region: string;
+  admin_url: string;
+  authenticator_password: string;
+}): Cluster {
+  return {
+    id: row.cluster_id,
+    region: row.region,
+    adminUrl: row.admin_url,
+    authenticatorPassword: row.authenticator_password,
+  };
+}
+
+/** Runs `work` on a superuser connection to the cluster's maintenance database. */
+async function onCluster<T>(cluster: Cluster, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: cluster.adminUrl, connectionTimeoutMillis: 10_000 });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+const versions = new Map<string, Promise<string>>();
+
+/** The cluster's server version, e.g. `17.6`; asked once per process. */
+export function clusterVersion(cluster: Cluster): Promise<string> {
+  let version = versions.get(cluster.id);
+  if (!version) {
+    version = onCluster(cluster, async (c) => (await c.query("show server_version")).rows[0].server_version);
+    versions.set(cluster.id, version);
+    version.catch(() => versions.delete(cluster.id));
+  }
+  return version;
+}
+
+/**
+ * Creates a project's database on its cluster and applies the same bootstrap as the default project (roles,
+ * auth helpers, grants, DDL watch). The cluster-wide `authenticator` gets the password the control plane
+ * keeps for the cluster, so data requests can log in.
+ */
+export async function createProjectDatabase(cluster: Cluster, database: string): Promise<void> {
+  await onCluster(cluster, async (c) => {
+    await c.query(`create database ${c.escapeIdentifier(database)}`);
+  });
+  await retryingRoleChanges(() => applyBootstrap(withDatabase(cluster.adminUrl, database), ["project"]));
+  await ensureLoginPassword(
+    withDatabase(cluster.adminUrl, database),
+    "authenticator",
+    cluster.authenticatorPassword,
+  );
+}
+
+/**
+ * Runs `work`, which changes cluster-wide roles (the role grants of the project bootstrap). Roles are shared by every database of the cluster, so several projects may be set up at
+ * once; Postgres refuses the loser ("tuple concurrently updated"), which then tries again.
+ */
+async function retryingRoleChanges<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await work();
+    } catch (e) {
+      if (attempt >= 20 || !/tuple concurrently updated/.test((e as Error).message)) throw e;
+      await new Promise((r) => setTimeout(r, 20 + Math.random() * 200));
+    }
+  }
+}
+
+/** Drops a project's database, ending its sessions first. */
+export async function dropProjectDatabase(cluster: Cluster, database: string): Promise<void> {
+  await onCluster(cluster, async (c) => {
+    await c.query(`drop database if exists ${c.escapeIdentifier(database)} with (force)`);
+  });
+}
+
+/** Pausing: the database refuses every new connection and its open sessions are ended. */
+export async function closeProjectDatabase(cluster: Cluster, database: string): Promise<void> {
+  await onCluster(cluster, async (c) => {
+    await c.query(`alter database ${c.escapeIdentifier(database)} with allow_connections false`);
+    await c.query(
+      "select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
+      [database],
+    );
+  });
+}
+
+/** Restoring: the database accepts connections again; answers once one succeeds. */
+export async function openProjectDatabase(cluster: Cluster, database: string): Promise<void> {
+  await onCluster(cluster, async (c) => {
+    await c.query(`alter database ${c.escapeIdentifier(database)} with allow_connections true`);
+  });
+  const probe = new pg.Client({ connectionString: withDatabase(cluster.adminUrl, database) });
+  await probe.connect();
+  await probe.end();
+}
