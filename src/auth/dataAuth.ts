@@ -1,7 +1,7 @@
 import { jwtVerify } from "jose";
 import type { ProjectRuntime } from "../projects/runtime";
 import { isOpaqueKey, lookupOpaqueKey, OPAQUE_KEY_ROLES, type OpaqueKey } from "./apiKeys";
-import { assumableRoles } from "./roles";
+import { canAssume } from "./roles";
 import { verifyJwt } from "./verifyJwt";
 
 /** Who a data request runs as: the Postgres role and the claims RLS policies read. */
@@ -69,7 +69,7 @@ async function authenticateApiKey(project: ProjectRuntime, apikey: string | unde
   if (!key) throw new DataAuthError("Invalid API key", INVALID_KEY_HINT);
   const claims = internalClaims(project, key);
   const role = claims.role as string;
-  if (!(await assumableRoles(project)).has(role)) {
+  if (!(await canAssume(project, role))) {
     throw new DataAuthError(`Invalid API key: its template's role "${role}" is not allowed`);
   }
   return { role, claims };
@@ -88,7 +88,7 @@ export async function authenticateBearer(
     throw new DataAuthError(`Invalid JWT: ${(e as Error).message}`);
   }
   const role = typeof claims.role === "string" && claims.role !== "" ? claims.role : defaultRole;
-  if (!(await assumableRoles(project)).has(role)) {
+  if (!(await canAssume(project, role))) {
     throw new DataAuthError(`Invalid JWT: role "${role}" is not allowed`);
   }
   return { role, claims: { ...claims, role } };

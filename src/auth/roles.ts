@@ -1,13 +1,11 @@
 import type { ProjectRuntime } from "../projects/runtime";
 
-/** Roles created or granted rarely: the list is kept briefly rather than read on every request. */
+/** Memberships change rarely: a known role is trusted for a few seconds; an unknown one is always re-read. */
 const ROLES_TTL_MS = 5_000;
 const cached = new WeakMap<ProjectRuntime, { at: number; roles: Set<string> }>();
 
 /** The roles `authenticator` may switch to (its memberships), read from pg_auth_members. */
-export async function assumableRoles(project: ProjectRuntime): Promise<Set<string>> {
-  const hit = cached.get(project);
-  if (hit && Date.now() - hit.at < ROLES_TTL_MS) return hit.roles;
+async function readAssumableRoles(project: ProjectRuntime): Promise<Set<string>> {
   const { rows } = await project.adminPool.query(
     `select r.rolname from pg_auth_members m
        join pg_roles r on r.oid = m.roleid
@@ -17,4 +15,11 @@ export async function assumableRoles(project: ProjectRuntime): Promise<Set<strin
   const roles = new Set<string>(rows.map((r) => r.rolname));
   cached.set(project, { at: Date.now(), roles });
   return roles;
+}
+
+/** Whether the authenticator may assume `role` (a role granted a moment ago counts at once). */
+export async function canAssume(project: ProjectRuntime, role: string): Promise<boolean> {
+  const hit = cached.get(project);
+  if (hit && Date.now() - hit.at < ROLES_TTL_MS && hit.roles.has(role)) return true;
+  return (await readAssumableRoles(project)).has(role);
 }
