@@ -137,6 +137,23 @@ describe("email/password users through supabase-js", () => {
     await management(server, "PATCH", "/config/auth", { disable_signup: false });
   });
 
+  it("asks for confirmation when mailer_autoconfirm is off", async () => {
+    await management(server, "PATCH", "/config/auth", { mailer_autoconfirm: false });
+    const pending = await client().auth.signUp({
+      email: "gina@example.com",
+      password: "a longer passphrase",
+    });
+    expect(pending.error).toBeNull();
+    expect(pending.data.session).toBeNull();
+    expect(pending.data.user?.email_confirmed_at).toBeNull();
+    const signIn = await client().auth.signInWithPassword({
+      email: "gina@example.com",
+      password: "a longer passphrase",
+    });
+    expect(signIn.error?.code).toBe("email_not_confirmed");
+    await management(server, "PATCH", "/config/auth", { mailer_autoconfirm: true });
+  });
+
   it("updates the user and signs out", async () => {
     const frank = client();
     await frank.auth.signUp({ email: "frank@example.com", password: "a longer passphrase" });
