@@ -47,6 +47,17 @@ export interface PgGqlCodecExtension {
 }
 
 declare global {
+  namespace GraphileBuild {
+    interface BuildInput {
+      /** Directives of each exposed schema, by schema name. */
+      pgGqlSchemas?: Record<string, SchemaDirectives>;
+    }
+  }
+  namespace GraphileConfig {
+    interface GatherHelpers {
+      pgGql: Record<string, never>;
+    }
+  }
   namespace DataplanPg {
     interface PgCodecExtensions {
       pgGql?: PgGqlCodecExtension;
@@ -108,7 +119,19 @@ export const PgGqlDirectivesPlugin: GraphileConfig.Plugin = {
   version: "0.1.0",
   after: ["PgCodecsPlugin", "PgTablesPlugin", "PgRelationsPlugin", "PgEnumTablesPlugin"],
   gather: {
+    namespace: "pgGql",
+    initialState: () => ({ schemas: {} as Record<string, SchemaDirectives> }),
+    helpers: {},
+    async main(output, info) {
+      output.pgGqlSchemas = (info.state as { schemas: Record<string, SchemaDirectives> }).schemas;
+    },
     hooks: {
+      pgIntrospection_namespace(info, { entity, serviceName }) {
+        const service = info.resolvedPreset.pgServices?.find((s) => s.name === serviceName);
+        if (!service?.schemas?.includes(entity.nspname)) return;
+        (info.state as { schemas: Record<string, SchemaDirectives> }).schemas[entity.nspname] =
+          schemaDirectives(entity);
+      },
       pgCodecs_PgCodec(_info, { pgCodec, pgType, pgClass }) {
         const comment = pgClass ? pgClass.getDescription() : pgType.getDescription();
         const entity = parseDirectives<EntityDirectives>(comment);

@@ -26,6 +26,21 @@ export const PgGqlExposurePlugin: GraphileConfig.Plugin = {
           },
         },
       },
+      pgCodecAttribute: {
+        inferred: {
+          after: ["inferred"],
+          provides: ["pgGqlExposure"],
+          callback(behavior, [codec, attributeName], build) {
+            // Two columns inflecting to one field name (`_id` and `id`): the later column wins, as in pg_graphql.
+            const name = build.inflection.attribute({ codec, attributeName });
+            const names = Object.keys(codec.attributes);
+            const shadowed = names
+              .slice(names.indexOf(attributeName) + 1)
+              .some((other) => build.inflection.attribute({ codec, attributeName: other }) === name);
+            return shadowed ? [behavior, "-*"] : behavior;
+          },
+        },
+      },
       pgResourceUnique: {
         inferred: {
           after: ["inferred"],

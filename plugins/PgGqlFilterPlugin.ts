@@ -1,6 +1,7 @@
 import type { PgCodec, PgCodecWithAttributes, PgCondition, PgResource } from "@dataplan/pg";
 import type { GraphQLInputType } from "grafast/graphql";
 import { sql, type SQL } from "pg-sql2";
+import { PgGqlError } from "./pgGqlErrors";
 import { pgGqlDecodeNodeId, primaryKeyAttributes } from "./pgGqlNodeId";
 import {
   columnFilterKind,
@@ -56,7 +57,12 @@ const BINARY: Record<string, string> = {
 /** The SQL condition of one operator on one column. */
 function operatorCondition(op: string, target: ColumnTarget, value: unknown): SQL {
   const column = sql`${target.condition.alias}.${sql.identifier(target.column)}`;
-  if (op === "is") return value === "NULL" ? sql`${column} is null` : sql`${column} is not null`;
+  if (op === "is") {
+    if (value === null) throw new PgGqlError("Error transpiling Is filter value type");
+    return value === "NULL" ? sql`${column} is null` : sql`${column} is not null`;
+  }
+  // pg_graphql binds a null operand as SQL NULL: the comparison then matches no row.
+  if (value === null) return sql.false;
   if (op === "in") {
     return sql`${column} = any(${sql.value((value as unknown[]).map((v) => (v === null ? null : String(v))) as unknown as string)}::${arrayOf(target.codec)})`;
   }
@@ -114,7 +120,7 @@ export const PgGqlFilterPlugin: GraphileConfig.Plugin = {
                       {
                         type,
                         apply(target: ColumnTarget, value: unknown) {
-                          if (value === null || value === undefined) return;
+                          if (value === undefined) return;
                           target.condition.where(operatorCondition(op, target, value));
                         },
                       },
@@ -198,7 +204,11 @@ function registerTableFilter(build: GraphileBuild.Build, resource: PgResource): 
             },
           };
         }
-        fields.nodeId = {
+        // A column named like a logical operator keeps its name; the operator is then absent (as in pg_graphql).
+        const addUnlessColumn = (name: string, spec: unknown) => {
+          if (!(name in fields)) fields[name] = spec;
+        };
+        addUnlessColumn("nodeId", {
           type: build.getInputTypeByName(inflection.pgGqlScalarFilterType("ID", false)),
           apply(condition: PgCondition<any>, value: { eq?: string } | null) {
             if (!value || value.eq == null) return;
@@ -210,17 +220,17 @@ function registerTableFilter(build: GraphileBuild.Build, resource: PgResource): 
               );
             }
           },
-        };
+        });
         const list = new graphql.GraphQLList(new graphql.GraphQLNonNull(Self));
-        fields.and = {
+        addUnlessColumn("and", {
           type: list,
           description: "Returns true only if all its inner filters are true, otherwise returns false",
           apply(condition: PgCondition<any>, value: unknown[] | null) {
             if (!value || value.length === 0) return;
             return condition.andPlan();
           },
-        };
-        fields.or = {
+        });
+        addUnlessColumn("or", {
           type: list,
           description: "Returns true if at least one of its inner filters is true, otherwise returns false",
           apply(condition: PgCondition<any>, value: unknown[] | null) {
@@ -228,15 +238,15 @@ function registerTableFilter(build: GraphileBuild.Build, resource: PgResource): 
             const or = condition.orPlan();
             return () => or.andPlan();
           },
-        };
-        fields.not = {
+        });
+        addUnlessColumn("not", {
           type: Self,
           description: "Negates a filter",
           apply(condition: PgCondition<any>, value: Record<string, unknown> | null) {
             if (!value || Object.keys(value).length === 0) return;
             return condition.notPlan().andPlan();
           },
-        };
+        });
         return fields as never;
       },
     }),

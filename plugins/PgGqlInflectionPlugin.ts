@@ -73,6 +73,12 @@ export const PgGqlInflectionPlugin: GraphileConfig.Plugin = {
       tableType(_previous, _options, codec) {
         return this.pgGqlBaseName(codec);
       },
+      enumType(_previous, _options, codec) {
+        return this.pgGqlBaseName(codec);
+      },
+      enumValue(_previous, _options, value, codec) {
+        return codecDirectives(codec)?.entity.mappings?.[value] ?? value;
+      },
       connectionType(_previous, _options, typeName) {
         return `${typeName}Connection`;
       },

@@ -7,6 +7,8 @@ import { PgGqlFilterPlugin } from "../plugins/PgGqlFilterPlugin";
 import { PgGqlOrderByPlugin } from "../plugins/PgGqlOrderByPlugin";
 import { PgGqlConnectionPlugin } from "../plugins/PgGqlConnectionPlugin";
 import { PgGqlNodePlugin } from "../plugins/PgGqlNodePlugin";
+import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
+import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -19,10 +21,12 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlDirectivesPlugin,
     PgGqlInflectionPlugin,
     PgGqlExposurePlugin,
+    PgGqlScalarsPlugin,
     PgGqlNodePlugin,
     PgGqlFilterPlugin,
     PgGqlOrderByPlugin,
     PgGqlConnectionPlugin,
+    PgGqlIntrospectionPlugin,
   ],
   disablePlugins: [
     // pg_graphql exposes relations, filters and ordering whether or not an index backs them.

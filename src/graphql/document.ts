@@ -1,0 +1,85 @@
+import {
+  GraphQLError,
+  Kind,
+  parse,
+  specifiedRules,
+  validate,
+  VariablesInAllowedPositionRule,
+  type DocumentNode,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from "grafast/graphql";
+import { introspectionEnabled } from "../../plugins/PgGqlIntrospectionPlugin";
+
+/**
+ * pg_graphql coerces variables where they are used rather than checking their declared types
+ * (`$ids: Int!` works for `in: [Int!]`), so that rule is left out.
+ */
+const RULES = specifiedRules.filter((rule) => rule !== VariablesInAllowedPositionRule);
+const CACHE_SIZE = 500;
+const MAX_CACHED_SOURCE = 100_000;
+
+export interface PreparedDocument {
+  document: DocumentNode;
+  /** Errors to add to the result (introspection refused), as pg_graphql reports them. */
+  errors: GraphQLError[];
+}
+
+type Prepared = PreparedDocument | readonly GraphQLError[];
+
+const caches = new WeakMap<GraphQLSchema, Map<string, Prepared>>();
+
+function cacheOf(schema: GraphQLSchema): Map<string, Prepared> {
+  let cache = caches.get(schema);
+  if (!cache) caches.set(schema, (cache = new Map()));
+  return cache;
+}
+
+const INTROSPECTION_FIELDS = new Set(["__schema", "__type"]);
+
+/** Removes root `__schema`/`__type` selections when the schema has introspection off. */
+function gateIntrospection(document: DocumentNode): PreparedDocument {
+  const errors: GraphQLError[] = [];
+  const definitions = document.definitions.map((definition) => {
+    if (definition.kind !== Kind.OPERATION_DEFINITION || definition.operation !== "query") {
+      return definition;
+    }
+    const selections = definition.selectionSet.selections.filter((selection) => {
+      if (selection.kind !== Kind.FIELD || !INTROSPECTION_FIELDS.has(selection.name.value)) {
+        return true;
+      }
+      errors.push(new GraphQLError(`Unknown field "${selection.name.value}" on type Query`));
+      return false;
+    });
+    const operation: OperationDefinitionNode = {
+      ...definition,
+      selectionSet: { ...definition.selectionSet, selections },
+    };
+    return operation;
+  });
+  return { document: { ...document, definitions }, errors };
+}
+
+/** Parses and validates a request's document for `schema`, cached per schema; errors are returned, not thrown. */
+export function prepareDocument(schema: GraphQLSchema, source: string): Prepared {
+  const cache = cacheOf(schema);
+  const cached = cache.get(source);
+  if (cached) return cached;
+  let prepared: Prepared;
+  try {
+    const document = parse(source);
+    const errors = validate(schema, document, RULES);
+    prepared = errors.length
+      ? errors
+      : introspectionEnabled(schema)
+        ? { document, errors: [] }
+        : gateIntrospection(document);
+  } catch (e) {
+    prepared = [e instanceof GraphQLError ? e : new GraphQLError("Invalid request")];
+  }
+  if (source.length <= MAX_CACHED_SOURCE) {
+    if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+    cache.set(source, prepared);
+  }
+  return prepared;
+}
