@@ -38,16 +38,18 @@ export function orderFromArgument(
   if (value == null) return [];
   const columns = orderableColumns(build, resource);
   const elements = Array.isArray(value) ? value : [value];
-  return elements.map((element: Record<string, string | null>) => {
+  return elements.flatMap((element: Record<string, string | null>) => {
+    // An element whose column is null (or an unset variable) orders nothing, as in pg_graphql.
     const entries = Object.entries(element ?? {}).filter(([, v]) => v != null);
-    if (entries.length !== 1) {
+    if (entries.length === 0) return [];
+    if (entries.length > 1) {
       throw new PgGqlError("Invalid value for orderBy: each element must have exactly one key");
     }
     const [field, directionName] = entries[0] as [string, string];
     const attribute = columns.get(field);
     const direction = DIRECTIONS[directionName];
     if (!attribute || !direction) throw new PgGqlError("Invalid input for OrderByDirection type");
-    return { attribute, direction: direction.direction, nullsFirst: direction.nullsFirst };
+    return [{ attribute, direction: direction.direction, nullsFirst: direction.nullsFirst }];
   });
 }
 

@@ -24,6 +24,8 @@ const pgGqlCodecs = new Map<string, PgCodec>(
     typname,
     {
       ...base,
+      // Its own name: the stock codec of the same type may be registered too.
+      name: `pgGql_${typname}`,
       castFromPg: asJsonbText,
       listCastFromPg: (fragment: SQL) =>
         sql`(select array_agg(to_jsonb(__e) #>> '{}') from unnest(${fragment}) as __e)::text`,

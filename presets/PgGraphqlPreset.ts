@@ -9,6 +9,7 @@ import { PgGqlConnectionPlugin } from "../plugins/PgGqlConnectionPlugin";
 import { PgGqlNodePlugin } from "../plugins/PgGqlNodePlugin";
 import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
 import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
+import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -19,6 +20,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
   extends: [graphileBuildPreset, graphileBuildPgPreset],
   plugins: [
     PgGqlDirectivesPlugin,
+    PgGqlViewKeysPlugin,
     PgGqlInflectionPlugin,
     PgGqlExposurePlugin,
     PgGqlScalarsPlugin,

@@ -2,20 +2,49 @@ import {
   GraphQLError,
   Kind,
   parse,
-  specifiedRules,
+  parseType,
+  TypeInfo,
   validate,
-  VariablesInAllowedPositionRule,
+  visit,
+  visitWithTypeInfo,
   type DocumentNode,
+  type GraphQLInputType,
   type GraphQLSchema,
   type OperationDefinitionNode,
 } from "grafast/graphql";
 import { introspectionEnabled } from "../../plugins/PgGqlIntrospectionPlugin";
 
 /**
- * pg_graphql coerces variables where they are used rather than checking their declared types
- * (`$ids: Int!` works for `in: [Int!]`), so that rule is left out.
+ * pg_graphql coerces a variable's value to the type of the position it is used in rather than
+ * checking its declared type (`$ids: Int!` works for `in: [Int!]`, `$o: [BlogOrderBy]` for
+ * `orderBy: [BlogOrderBy!]`). Declaring each variable as the type of its position gives the same
+ * result through GraphQL's own coercion (a single value becomes a one-element list).
  */
-const RULES = specifiedRules.filter((rule) => rule !== VariablesInAllowedPositionRule);
+function alignVariableTypes(schema: GraphQLSchema, document: DocumentNode): DocumentNode {
+  const typeInfo = new TypeInfo(schema);
+  const usedAs = new Map<string, GraphQLInputType | null>();
+  visit(
+    document,
+    visitWithTypeInfo(typeInfo, {
+      // The declaration is not a use.
+      VariableDefinition: () => false,
+      Variable(node) {
+        const type = typeInfo.getInputType();
+        if (!type) return;
+        const seen = usedAs.get(node.name.value);
+        const sameAsBefore = seen === undefined || (seen && String(seen) === String(type));
+        usedAs.set(node.name.value, sameAsBefore ? type : null);
+      },
+    }),
+  );
+  return visit(document, {
+    VariableDefinition(node) {
+      const type = usedAs.get(node.variable.name.value);
+      if (!type || node.defaultValue) return undefined;
+      return { ...node, type: parseType(String(type)) };
+    },
+  });
+}
 const CACHE_SIZE = 500;
 const MAX_CACHED_SOURCE = 100_000;
 
@@ -67,8 +96,8 @@ export function prepareDocument(schema: GraphQLSchema, source: string): Prepared
   if (cached) return cached;
   let prepared: Prepared;
   try {
-    const document = parse(source);
-    const errors = validate(schema, document, RULES);
+    const document = alignVariableTypes(schema, parse(source));
+    const errors = validate(schema, document);
     prepared = errors.length
       ? errors
       : introspectionEnabled(schema)

@@ -71,8 +71,8 @@ function isDatabaseError(error: unknown): boolean {
   );
 }
 
-/** pg_graphql's error shape: only `message`; internal errors are not described to the client. */
-function maskError(error: GraphQLError): { message: string } {
+/** pg_graphql's error shape: only `message`; internal errors are logged, not described to the client. */
+function maskError(ctx: AppContext, error: GraphQLError): { message: string } {
   const original = error.originalError;
   if (!original || isSafeError(original) || isDatabaseError(original)) {
     return { message: error.message };
@@ -80,11 +80,12 @@ function maskError(error: GraphQLError): { message: string } {
   if (/^No (mutation|subscription) type found in schema$/.test(original.message)) {
     return { message: original.message };
   }
+  ctx.log.warn({ err: original }, "graphql request failed");
   return { message: "Internal server error" };
 }
 
-function errorsOnly(errors: readonly GraphQLError[]): GraphqlResponse {
-  return { data: null, errors: errors.map(maskError) };
+function errorsOnly(ctx: AppContext, errors: readonly GraphQLError[]): GraphqlResponse {
+  return { data: null, errors: errors.map((e) => maskError(ctx, e)) };
 }
 
 /** Executes one GraphQL request for `auth` against `project`; the result is always a JSON document. */
@@ -101,12 +102,12 @@ export async function executeGraphql(
   }
   const { schema, resolvedPreset } = await schemaFor(ctx, project, auth.role);
   const prepared = prepareDocument(schema, body.query);
-  if (Array.isArray(prepared)) return errorsOnly(prepared);
+  if (Array.isArray(prepared)) return errorsOnly(ctx, prepared);
   const { document, errors: gateErrors } = prepared as Exclude<typeof prepared, readonly GraphQLError[]>;
   const emptyOperation = document.definitions.some(
     (d) => d.kind === Kind.OPERATION_DEFINITION && d.selectionSet.selections.length === 0,
   );
-  if (emptyOperation) return errorsOnly(gateErrors);
+  if (emptyOperation) return errorsOnly(ctx, gateErrors);
   const args = await hookArgs({
     schema,
     document,
@@ -120,8 +121,9 @@ export async function executeGraphql(
     return { data: null, errors: [{ message: "Subscriptions are not supported" }] };
   }
   const { data, errors } = result as { data?: unknown; errors?: readonly GraphQLError[] };
-  const allErrors = [...gateErrors, ...(errors ?? [])];
+  // pg_graphql answers a failed request as a whole: no partial data next to an error.
+  if (errors?.length) return errorsOnly(ctx, errors);
   const out: GraphqlResponse = { data: data ?? null };
-  if (allErrors.length) out.errors = allErrors.map(maskError);
+  if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
   return out;
 }
