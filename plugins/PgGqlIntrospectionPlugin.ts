@@ -52,7 +52,14 @@ export const PgGqlIntrospectionPlugin: GraphileConfig.Plugin = {
         ]) {
           if (type) byName.set(type.name, type);
         }
-        return [...byName.keys()].sort().map((name) => byName.get(name)!);
+        return [...byName.values()];
+      },
+      finalize(schema, build) {
+        // graphql-js lists types in the order of `types`; pg_graphql sorts them by name.
+        const sorted = Object.values(schema.getTypeMap()).sort((a, b) =>
+          a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+        );
+        return new build.graphql.GraphQLSchema({ ...schema.toConfig(), types: sorted });
       },
       GraphQLObjectType_fields(fields, _build, context) {
         const { isRootQuery, isRootMutation } = context.scope;
