@@ -303,9 +303,11 @@ export const PgGqlConnectionPlugin: GraphileConfig.Plugin = {
         const Filter = build.getInputTypeByName(build.inflection.pgGqlFilterType(typeName));
         const OrderBy = build.getInputTypeByName(build.inflection.pgGqlOrderByType(typeName));
         const oldPlan = field.plan;
+        // Root collections are non-null; relationship collections are nullable, as in pg_graphql.
+        const connectionType = build.graphql.getNullableType(field.type);
         return {
           ...field,
-          type: new GraphQLNonNull(build.graphql.getNullableType(field.type)),
+          type: context.scope.isRootQuery ? new GraphQLNonNull(connectionType) : connectionType,
           args: {
             first: {
               type: GraphQLInt,

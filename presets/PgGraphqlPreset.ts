@@ -10,6 +10,7 @@ import { PgGqlNodePlugin } from "../plugins/PgGqlNodePlugin";
 import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
 import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
+import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -28,6 +29,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlFilterPlugin,
     PgGqlOrderByPlugin,
     PgGqlConnectionPlugin,
+    PgGqlRelationsPlugin,
     PgGqlIntrospectionPlugin,
   ],
   disablePlugins: [

@@ -66,8 +66,23 @@ function cacheOf(schema: GraphQLSchema): Map<string, Prepared> {
 
 const INTROSPECTION_FIELDS = new Set(["__schema", "__type"]);
 
+/** A fragment on Query selecting `__schema`/`__type`: introspection pg_graphql refuses outright. */
+function fragmentIntrospection(document: DocumentNode): GraphQLError[] {
+  return document.definitions.flatMap((definition) => {
+    if (definition.kind !== Kind.FRAGMENT_DEFINITION) return [];
+    if (definition.typeCondition.name.value !== "Query") return [];
+    return definition.selectionSet.selections.flatMap((selection) =>
+      selection.kind === Kind.FIELD && INTROSPECTION_FIELDS.has(selection.name.value)
+        ? [new GraphQLError(`Unknown field "${selection.name.value}" on type Query`)]
+        : [],
+    );
+  });
+}
+
 /** Removes root `__schema`/`__type` selections when the schema has introspection off. */
-function gateIntrospection(document: DocumentNode): PreparedDocument {
+function gateIntrospection(document: DocumentNode): Prepared {
+  const refused = fragmentIntrospection(document);
+  if (refused.length) return refused;
   const errors: GraphQLError[] = [];
   const definitions = document.definitions.map((definition) => {
     if (definition.kind !== Kind.OPERATION_DEFINITION || definition.operation !== "query") {
