@@ -1,4 +1,16 @@
-import type { PgResource, PgResourceUnique } from "@dataplan/pg";
+import { TYPES, type PgCodec, type PgResource, type PgResourceUnique } from "@dataplan/pg";
+
+/** Column types pg_graphql accepts as `<t>ByPk` arguments (others, like bool or float keys, get none). */
+const BY_PK_TYPES = new Set<PgCodec>([
+  TYPES.int2,
+  TYPES.int,
+  TYPES.bigint,
+  TYPES.text,
+  TYPES.varchar,
+  TYPES.bpchar,
+  TYPES.citext,
+  TYPES.uuid,
+]);
 
 function primaryKeyOf(resource: PgResource): PgResourceUnique | undefined {
   return (resource.uniques as PgResourceUnique[] | undefined)?.find((u) => u.isPrimary);
@@ -31,6 +43,8 @@ export const PgGqlExposurePlugin: GraphileConfig.Plugin = {
           after: ["inferred"],
           provides: ["pgGqlExposure"],
           callback(behavior, [codec, attributeName], build) {
+            // Composite-typed columns are not exposed by pg_graphql.
+            if (codec.attributes[attributeName].codec.attributes) return [behavior, "-*"];
             // Two columns inflecting to one field name (`_id` and `id`): the later column wins, as in pg_graphql.
             const name = build.inflection.attribute({ codec, attributeName });
             const names = Object.keys(codec.attributes);
@@ -45,8 +59,10 @@ export const PgGqlExposurePlugin: GraphileConfig.Plugin = {
         inferred: {
           after: ["inferred"],
           provides: ["pgGqlExposure"],
-          callback(behavior, [, unique]) {
-            return (unique as PgResourceUnique).isPrimary ? behavior : [behavior, "-single"];
+          callback(behavior, [resource, unique]) {
+            const { isPrimary, attributes } = unique as PgResourceUnique;
+            const keyable = attributes.every((a) => BY_PK_TYPES.has(resource.codec.attributes?.[a]?.codec));
+            return isPrimary && keyable ? behavior : [behavior, "-single"];
           },
         },
       },

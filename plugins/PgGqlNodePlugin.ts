@@ -1,5 +1,6 @@
 import { TYPES, type PgResource, type PgSelectSingleStep } from "@dataplan/pg";
 import { access, inhibitOnNull, type Step } from "grafast";
+import { PgGqlError } from "./pgGqlErrors";
 import { decodeNodeId, nodeIdPrefix, nodeIdSql, primaryKeyAttributes } from "./pgGqlNodeId";
 
 /** The node-ID codec name: encode is the identity because the ID is already computed in SQL. */
@@ -35,7 +36,11 @@ export const PgGqlNodePlugin: GraphileConfig.Plugin = {
         registerNodeIdCodec({
           name: PG_GQL_NODE_ID_CODEC,
           encode: (value: unknown) => value as string,
-          decode: (value: string) => decodeNodeId(value) ?? null,
+          decode: (value: string) => {
+            const decoded = decodeNodeId(value);
+            if (!decoded) throw new PgGqlError("Invalid value passed to nodeId argument");
+            return decoded;
+          },
         });
         const codec = getNodeIdCodec(PG_GQL_NODE_ID_CODEC);
         for (const resource of nodeResources(build)) {
