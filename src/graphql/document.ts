@@ -104,15 +104,53 @@ function gateIntrospection(document: DocumentNode): Prepared {
   return { document: { ...document, definitions }, errors };
 }
 
+/** pg_graphql's request errors that come without a `data` key (operation selection, fragment cycles). */
+export class RequestError extends GraphQLError {}
+
+/** pg_graphql chooses the operation before validating: these errors come first, with its texts. */
+function operationSelectionError(
+  document: DocumentNode,
+  operationName: string | undefined,
+): RequestError | undefined {
+  const operations = document.definitions.filter(
+    (d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION,
+  );
+  if (operations.length > 1 && operations.some((o) => !o.name)) {
+    return new RequestError("Anonymous operations must be the only defined operation");
+  }
+  const selected = operationName
+    ? operations.find((o) => o.name?.value === operationName)
+    : operations.length === 1
+      ? operations[0]
+      : undefined;
+  if (!selected) return new RequestError("Operation not found");
+  if (selected.operation === "subscription") {
+    return new RequestError("Subscriptions are not supported");
+  }
+  return undefined;
+}
+
+const FRAGMENT_CYCLE = /^Cannot spread fragment ".*" within itself/;
+
 /** Parses and validates a request's document for `schema`, cached per schema; errors are returned, not thrown. */
-export function prepareDocument(schema: GraphQLSchema, source: string): Prepared {
+export function prepareDocument(
+  schema: GraphQLSchema,
+  source: string,
+  operationName: string | undefined,
+): Prepared {
   const cache = cacheOf(schema);
-  const cached = cache.get(source);
+  const key = `${operationName ?? ""}\u0000${source}`;
+  const cached = cache.get(key);
   if (cached) return cached;
   let prepared: Prepared;
   try {
-    const document = alignVariableTypes(schema, parse(source));
-    const errors = validate(schema, document);
+    const parsed = parse(source);
+    const selectionError = operationSelectionError(parsed, operationName);
+    if (selectionError) throw selectionError;
+    const document = alignVariableTypes(schema, parsed);
+    const errors = validate(schema, document).map((e) =>
+      FRAGMENT_CYCLE.test(e.message) ? new RequestError("Found a cycle between fragments") : e,
+    );
     prepared = errors.length
       ? errors
       : introspectionEnabled(schema)
@@ -123,7 +161,7 @@ export function prepareDocument(schema: GraphQLSchema, source: string): Prepared
   }
   if (source.length <= MAX_CACHED_SOURCE) {
     if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
-    cache.set(source, prepared);
+    cache.set(key, prepared);
   }
   return prepared;
 }

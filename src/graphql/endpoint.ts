@@ -6,7 +6,7 @@ import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
-import { prepareDocument } from "./document";
+import { prepareDocument, RequestError } from "./document";
 
 interface RoleSchema {
   schema: GraphQLSchema;
@@ -85,7 +85,8 @@ function maskError(ctx: AppContext, error: GraphQLError): { message: string } {
 }
 
 function errorsOnly(ctx: AppContext, errors: readonly GraphQLError[]): GraphqlResponse {
-  return { data: null, errors: errors.map((e) => maskError(ctx, e)) };
+  const masked = errors.map((e) => maskError(ctx, e));
+  return errors.some((e) => e instanceof RequestError) ? { errors: masked } : { data: null, errors: masked };
 }
 
 /** Executes one GraphQL request for `auth` against `project`; the result is always a JSON document. */
@@ -100,9 +101,13 @@ export async function executeGraphql(
   if (variables !== undefined && (typeof variables !== "object" || Array.isArray(variables))) {
     return { errors: [{ message: "variables must be an object" }] };
   }
+  const operationName = typeof body.operationName === "string" ? body.operationName : undefined;
   const { schema, resolvedPreset } = await schemaFor(ctx, project, auth.role);
-  const prepared = prepareDocument(schema, body.query);
-  if (Array.isArray(prepared)) return errorsOnly(ctx, prepared);
+  const prepared = prepareDocument(schema, body.query, operationName);
+  if (Array.isArray(prepared)) {
+    const parsedErrors = prepared as readonly GraphQLError[];
+    return errorsOnly(ctx, parsedErrors);
+  }
   const { document, errors: gateErrors } = prepared as Exclude<typeof prepared, readonly GraphQLError[]>;
   const emptyOperation = document.definitions.some(
     (d) => d.kind === Kind.OPERATION_DEFINITION && d.selectionSet.selections.length === 0,
@@ -112,7 +117,7 @@ export async function executeGraphql(
     schema,
     document,
     variableValues: variables as Record<string, unknown> | undefined,
-    operationName: typeof body.operationName === "string" ? body.operationName : undefined,
+    operationName,
     resolvedPreset,
     requestContext: { strata: { auth } },
   });
