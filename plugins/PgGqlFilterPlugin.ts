@@ -37,21 +37,21 @@ function arrayOf(codec: PgCodec): SQL {
   return sql`${codec.sqlType}[]`;
 }
 
-const BINARY: Record<string, string> = {
-  eq: "=",
-  neq: "<>",
-  lt: "<",
-  lte: "<=",
-  gt: ">",
-  gte: ">=",
-  startsWith: "^@",
-  like: "like",
-  ilike: "ilike",
-  regex: "~",
-  iregex: "~*",
-  contains: "@>",
-  containedBy: "<@",
-  overlaps: "&&",
+const BINARY: Record<string, SQL> = {
+  eq: sql`=`,
+  neq: sql`<>`,
+  lt: sql`<`,
+  lte: sql`<=`,
+  gt: sql`>`,
+  gte: sql`>=`,
+  startsWith: sql`^@`,
+  like: sql`like`,
+  ilike: sql`ilike`,
+  regex: sql`~`,
+  iregex: sql`~*`,
+  contains: sql`@>`,
+  containedBy: sql`<@`,
+  overlaps: sql`&&`,
 };
 
 /** The SQL condition of one operator on one column. */
@@ -71,7 +71,7 @@ function operatorCondition(op: string, target: ColumnTarget, value: unknown): SQ
     isArrayColumn && !Array.isArray(value)
       ? castValue([value], target.codec)
       : castValue(value, target.codec);
-  return sql`${column} ${sql.raw(BINARY[op])} ${operand}`;
+  return sql`${column} ${BINARY[op]} ${operand}`;
 }
 
 /**
