@@ -77,8 +77,9 @@ function maskError(ctx: AppContext, error: GraphQLError): { message: string } {
   if (!original || isSafeError(original) || isDatabaseError(original)) {
     return { message: error.message };
   }
-  if (/^No (mutation|subscription) type found in schema$/.test(original.message)) {
-    return { message: original.message };
+  // A role without any mutation (no insert/update/delete privilege) has no Mutation type.
+  if (/No mutation type found in schema/.test(original.message)) {
+    return { message: "Schema is not configured for mutations" };
   }
   ctx.log.warn({ err: original }, "graphql request failed");
   return { message: "Internal server error" };
