@@ -1,15 +1,70 @@
 import { defaultPreset as graphileBuildPreset } from "graphile-build";
 import { defaultPreset as graphileBuildPgPreset } from "graphile-build-pg";
+import { PgGqlDirectivesPlugin } from "../plugins/PgGqlDirectivesPlugin";
+import { PgGqlInflectionPlugin } from "../plugins/PgGqlInflectionPlugin";
+import { PgGqlExposurePlugin } from "../plugins/PgGqlExposurePlugin";
+import { PgGqlFilterPlugin } from "../plugins/PgGqlFilterPlugin";
+import { PgGqlOrderByPlugin } from "../plugins/PgGqlOrderByPlugin";
+import { PgGqlConnectionPlugin } from "../plugins/PgGqlConnectionPlugin";
+import { PgGqlNodePlugin } from "../plugins/PgGqlNodePlugin";
+import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
+import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
+import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
+import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
  * Keeps graphile-build-pg's gather phase (codecs, resources, relations, RBAC) and replaces the schema
- * shape with one plugin per pg_graphql concern (plugins/).
+ * shape with one plugin per pg_graphql concern (plugins/, see plugins/README.md).
  */
 export const PgGraphqlPreset: GraphileConfig.Preset = {
   extends: [graphileBuildPreset, graphileBuildPgPreset],
-  // pg_graphql exposes relations, filters and ordering whether or not an index backs them.
-  disablePlugins: ["PgIndexBehaviorsPlugin"],
+  plugins: [
+    PgGqlDirectivesPlugin,
+    PgGqlViewKeysPlugin,
+    PgGqlInflectionPlugin,
+    PgGqlExposurePlugin,
+    PgGqlScalarsPlugin,
+    PgGqlNodePlugin,
+    PgGqlFilterPlugin,
+    PgGqlOrderByPlugin,
+    PgGqlConnectionPlugin,
+    PgGqlRelationsPlugin,
+    PgGqlIntrospectionPlugin,
+  ],
+  disablePlugins: [
+    // pg_graphql exposes relations, filters and ordering whether or not an index backs them.
+    "PgIndexBehaviorsPlugin",
+    // Schema-only plugins whose pg_graphql counterparts live in plugins/.
+    "PgConditionArgumentPlugin",
+    "PgConditionCustomFieldsPlugin",
+    "PgConnectionArgOrderByPlugin",
+    "PgConnectionArgOrderByDefaultValuePlugin",
+    "PgOrderAllAttributesPlugin",
+    "PgOrderByPrimaryKeyPlugin",
+    "PgOrderCustomFieldsPlugin",
+    "PgFirstLastBeforeAfterArgsPlugin",
+    "PgConnectionTotalCountPlugin",
+    "PgMutationCreatePlugin",
+    "PgMutationUpdateDeletePlugin",
+    "PgMutationPayloadEdgePlugin",
+    "PgTableNodePlugin",
+    "RegisterQueryNodePlugin",
+    "NodeAccessorPlugin",
+    "PgNodeIdAttributesPlugin",
+    "ClientMutationIdDescriptionPlugin",
+    "MutationPayloadQueryPlugin",
+    "PgJWTPlugin",
+    "PgProceduresPlugin",
+    "PgCustomTypeFieldPlugin",
+    "PgPolymorphismOnlyArgumentPlugin",
+    "PgInterfaceModeUnionAllRowsPlugin",
+    "SubscriptionPlugin",
+  ],
+  schema: {
+    defaultBehavior: "-list -query:resource:list -manyRelation:resource:list -connection:resource:backwards",
+    pgForbidSetofFunctionsToReturnNull: false,
+  },
 };
 
 export default PgGraphqlPreset;

@@ -10,6 +10,7 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
 import { createLogger, type Logger } from "./log";
 import { ensureFirstStart } from "./platform/firstStart";
 import { ProjectRegistry } from "./projects/registry";
+import { UsageRecorder } from "./projects/usage";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 
@@ -136,7 +137,15 @@ export async function startStrata(
   const db = await prepareDatabase(config, log);
   const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
   await registry.watchControlPlane(db.adminUrl);
-  const ctx: AppContext = { config, log, platformPool: db.platformPool, adminUrl: db.adminUrl, registry };
+  const usage = new UsageRecorder(db.platformPool, log);
+  const ctx: AppContext = {
+    config,
+    log,
+    platformPool: db.platformPool,
+    adminUrl: db.adminUrl,
+    registry,
+    usage,
+  };
   const app = createApp(ctx);
   void resumeProvisioning(ctx);
   const server: Server = await new Promise((resolve, reject) => {
@@ -154,6 +163,7 @@ export async function startStrata(
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       setTimeout(() => server.closeAllConnections(), 5000).unref();
       await closed;
+      await usage.stop();
       await registry.closeAll();
       await db.platformPool.end().catch(() => {});
       await db.embedded?.stop();

@@ -2,6 +2,7 @@ import type pg from "pg";
 import type { StrataConfig } from "./config";
 import type { Logger } from "./log";
 import type { ProjectRegistry } from "./projects/registry";
+import type { UsageRecorder } from "./projects/usage";
 
 /** What every part of the HTTP layer is given: configuration, logs, the control plane and the projects. */
 export interface AppContext {
@@ -12,4 +13,6 @@ export interface AppContext {
   /** Superuser URL of the main database. */
   adminUrl: string;
   registry: ProjectRegistry;
+  /** Counts data requests per project for usage analytics (absent in CLI commands that serve nothing). */
+  usage?: UsageRecorder;
 }

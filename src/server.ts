@@ -2,6 +2,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import type { AppContext } from "./context";
 import { authRouter } from "./auth/router";
 import { graphqlRouter } from "./graphql/router";
+import { refOfHost } from "./http/dataProject";
 import { interfaceOf, Metrics } from "./http/metrics";
 import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
@@ -26,11 +27,21 @@ export function createApp(ctx: AppContext): Express {
   // Request log and metrics: method, path (never the query string, which may carry an apikey), status, time.
   app.use((req: Request, res: Response, next: NextFunction) => {
     const started = process.hrtime.bigint();
+    // Routers mounted under a prefix rewrite req.path: keep the path the request came with.
+    const path = req.path;
     res.on("finish", () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      metrics.observe(interfaceOf(req.path), res.statusCode, seconds);
+      const iface = interfaceOf(path);
+      metrics.observe(iface, res.statusCode, seconds);
+      if (iface === "rest" || iface === "graphql" || iface === "auth") {
+        // GraphQL counts as REST traffic, as the platform's usage report does.
+        ctx.usage?.record(
+          refOfHost(ctx, req.headers.host) ?? ctx.registry.defaultRef,
+          iface === "auth" ? "auth" : "rest",
+        );
+      }
       ctx.log.info(
-        { method: req.method, path: req.path, status: res.statusCode, ms: Math.round(seconds * 1000) },
+        { method: req.method, path, status: res.statusCode, ms: Math.round(seconds * 1000) },
         "request",
       );
     });

@@ -12,7 +12,7 @@ export function graphqlRouter(ctx: AppContext): Router {
     try {
       const project = await projectOfRequest(ctx, req);
       const auth = await authenticateDataRequest(project, credentialsOf(req.headers));
-      res.json(await executeGraphql(project, auth, req.body ?? {}));
+      res.json(await executeGraphql(ctx, project, auth, req.body ?? {}));
     } catch (e) {
       if (e instanceof DataAuthError) res.status(e.status).json({ message: e.message, hint: e.hint });
       else if (e instanceof ProjectUnavailable) res.status(e.status).json({ message: e.message });

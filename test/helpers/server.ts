@@ -44,6 +44,8 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
   });
   const strata = await startStrata(config, createLogger(process.env.TEST_LOG_LEVEL ?? "silent"));
   const pool = new pg.Pool({ connectionString: dbUrl, max: 2 });
+  // Tests pause projects and drop databases: an idle connection ended by the server is not a failure.
+  pool.on("error", () => {});
   return {
     url: `http://127.0.0.1:${strata.port}`,
     strata,

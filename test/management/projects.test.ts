@@ -5,27 +5,15 @@ import { adminQuery } from "../helpers/db";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { atProjectHost, mgmt, waitForStatus } from "./client";
 
-/** Reads a table through the project's GraphQL endpoint, whichever naming the GraphQL layer uses. */
+/** Reads a table through the project's GraphQL endpoint (pg_graphql's `<table>Collection`). */
 async function readTitles(
   server: TestServer,
   ref: string,
   apikey: string,
 ): Promise<{ status: number; body: any; titles?: string[] }> {
-  const fields = await atProjectHost(server, ref, "/graphql/v1", {
-    apikey,
-    body: { query: "{ __schema { queryType { fields { name } } } }" },
-  });
-  if (fields.status !== 200) return fields;
-  const names: string[] = fields.body.data.__schema.queryType.fields.map((f: { name: string }) => f.name);
-  // pg_graphql names the collection notesCollection; PostGraphile's default naming allNotes.
-  const query = names.includes("notesCollection")
-    ? "{ notesCollection { edges { node { title } } } }"
-    : "{ allNotes { nodes { title } } }";
+  const query = "{ notesCollection { edges { node { title } } } }";
   const res = await atProjectHost(server, ref, "/graphql/v1", { apikey, body: { query } });
-  const data = res.body?.data;
-  const titles = data?.notesCollection
-    ? data.notesCollection.edges.map((e: any) => e.node.title)
-    : data?.allNotes?.nodes.map((n: any) => n.title);
+  const titles = res.body?.data?.notesCollection?.edges.map((e: any) => e.node.title);
   return { status: res.status, body: res.body, titles };
 }
 

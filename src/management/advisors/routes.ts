@@ -149,7 +149,7 @@ export function advisorRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => ({
-      lints: await securityLints(await projectOf(ctx, params.ref)),
+      lints: await securityLints(await projectOf(ctx, params.ref, { database: true })),
     }),
   );
   route(
@@ -162,7 +162,7 @@ export function advisorRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => ({
-      lints: await performanceLints(await projectOf(ctx, params.ref)),
+      lints: await performanceLints(await projectOf(ctx, params.ref, { database: true })),
     }),
   );
   return router;

@@ -8,8 +8,18 @@ import { readSettings, writeSettings } from "../settings";
 
 /**
  * Analytics: log queries (time-range rules of the spec; Strata keeps no log store yet, so results are
- * empty), usage counters (none recorded yet) and log drains (stored).
+ * empty), usage counters from `platform.api_usage` (counted by the HTTP layer) and log drains (stored).
  */
+
+const INTERVALS: Record<string, { span: string; bucket: string }> = {
+  "15min": { span: "15 minutes", bucket: "minute" },
+  "30min": { span: "30 minutes", bucket: "minute" },
+  "1hr": { span: "1 hour", bucket: "minute" },
+  "3hr": { span: "3 hours", bucket: "hour" },
+  "1day": { span: "1 day", bucket: "hour" },
+  "3day": { span: "3 days", bucket: "hour" },
+  "7day": { span: "7 days", bucket: "day" },
+};
 
 const DAY = 24 * 3600 * 1000;
 
@@ -81,25 +91,57 @@ export function analyticsRoutes(ctx: AppContext): Router {
       return { result: [], error: null };
     },
   );
-  for (const name of ["usage.api-counts", "usage.api-requests-count"]) {
-    route(
-      router,
-      {
-        method: "get",
-        path: `${base}/${name}`,
-        summary: "Usage counters of the project's APIs",
-        access: { permission: "analytics_usage_read" },
-        query: z.object({
-          interval: z.enum(["15min", "30min", "1hr", "3hr", "1day", "3day", "7day"]).optional(),
-        }),
-        status: 200,
-      },
-      async ({ params }) => {
-        await projectOf(ctx, params.ref);
-        return { result: [], error: null };
-      },
-    );
-  }
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/usage.api-counts`,
+      summary: "Requests per service over an interval",
+      access: { permission: "analytics_usage_read" },
+      query: z.object({
+        interval: z.enum(["15min", "30min", "1hr", "3hr", "1day", "3day", "7day"]).default("1day"),
+      }),
+      status: 200,
+    },
+    async ({ params, query }) => {
+      const project = await projectOf(ctx, params.ref);
+      await ctx.usage?.flush();
+      const { span, bucket } = INTERVALS[query.interval];
+      const { rows } = await ctx.platformPool.query(
+        `select date_trunc($3, minute) as timestamp,
+                coalesce(sum(requests) filter (where service = 'auth'), 0)::int as total_auth_requests,
+                coalesce(sum(requests) filter (where service = 'realtime'), 0)::int as total_realtime_requests,
+                coalesce(sum(requests) filter (where service = 'rest'), 0)::int as total_rest_requests,
+                coalesce(sum(requests) filter (where service = 'storage'), 0)::int as total_storage_requests
+           from platform.api_usage where project_ref = $1 and minute > now() - $2::interval
+          group by 1 order by 1`,
+        [project.ref, span, bucket],
+      );
+      return {
+        result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp).toISOString() })),
+        error: null,
+      };
+    },
+  );
+  route(
+    router,
+    {
+      method: "get",
+      path: `${base}/usage.api-requests-count`,
+      summary: "Requests of the last 24 hours",
+      access: { permission: "analytics_usage_read" },
+      status: 200,
+    },
+    async ({ params }) => {
+      const project = await projectOf(ctx, params.ref);
+      await ctx.usage?.flush();
+      const { rows } = await ctx.platformPool.query(
+        "select coalesce(sum(requests), 0)::int as count from platform.api_usage where project_ref = $1 and minute > now() - interval '1 day'",
+        [project.ref],
+      );
+      return { result: rows, error: null };
+    },
+  );
 
   const drains = "/v2/projects/:ref/analytics/log-drains";
   const read = { permission: "analytics_config_read", scope: "analytics_config:read" };

@@ -84,7 +84,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => {
-      const settings = await databaseSettings(await projectOf(ctx, params.ref));
+      const settings = await databaseSettings(await projectOf(ctx, params.ref, { database: true }));
       return Object.fromEntries(
         Object.keys(DATABASE_SETTINGS)
           .filter((k) => k in settings)
@@ -108,7 +108,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       for (const [name, value] of Object.entries(body)) {
         if (name === "restart_database" || value === undefined) continue;
         await alterDatabase(project, name, String(value));
@@ -239,7 +239,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const settings = await databaseSettings(project);
       const state = await readSettings(ctx, project.ref, "readonly", { override_active_until: "" });
       const overrideActive =
@@ -261,7 +261,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const until = new Date(Date.now() + 15 * 60_000).toISOString();
       await alterDatabase(project, "default_transaction_read_only", null);
       await writeSettings(
@@ -300,7 +300,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const { rows } = await project.adminPool.query(
         "select pg_database_size(current_database())::bigint as used",
       );
@@ -361,7 +361,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const { rows } = await project.adminPool.query(
         `select current_database() as name,
                 (select coalesce(json_agg(json_build_object('name', nspname) order by nspname), '[]') from pg_namespace
@@ -381,7 +381,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       // Database webhooks are triggers calling an HTTP function: the schema that holds them is created for real.
       await project.adminPool.query("create schema if not exists strata_functions");
       await writeSettings(ctx, project.ref, "webhooks", { enabled: false }, { enabled: true });
@@ -399,7 +399,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const { rows } = await project.adminPool.query("select current_setting('server_version') as v");
       const version = String(rows[0].v).split(" ")[0];
       return {

@@ -59,7 +59,7 @@ export function migrationRoutes(ctx: AppContext): Router {
     router,
     { method: "get", path: base, summary: "Lists applied migrations", access: Access.read, status: 200 },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const { rows } = await project.adminPool.query(
         "select version, name from strata_migrations.schema_migrations order by version",
       );
@@ -78,7 +78,7 @@ export function migrationRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       await inTransaction(project, async (client) => {
         await client.query(body.query);
         await client.query(
@@ -103,7 +103,7 @@ export function migrationRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       await inTransaction(project, async (client) => {
         const existing = body.name
           ? await client.query("select version from strata_migrations.schema_migrations where name = $1", [
@@ -143,7 +143,7 @@ export function migrationRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       await inTransaction(project, async (client) => {
         const { rows } = await client.query(
           "select version, rollback, applied from strata_migrations.schema_migrations where version >= $1 order by version desc",
@@ -171,7 +171,7 @@ export function migrationRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const { rows } = await project.adminPool.query(
         `select version, name, statements, coalesce(rollback, '{}') as rollback, created_by, idempotency_key
            from strata_migrations.schema_migrations where version = $1`,
@@ -193,7 +193,7 @@ export function migrationRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const { rowCount } = await project.adminPool.query(
         `update strata_migrations.schema_migrations
             set name = coalesce($2, name), rollback = case when $3::text is null then rollback else array[$3::text] end

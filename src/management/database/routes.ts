@@ -54,7 +54,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ req, params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const granted = req.principal?.permissions;
       const mayWrite = !granted || granted.includes("database_write");
       return runSql(ctx, project, {
@@ -76,7 +76,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       return runSql(ctx, project, { query: body.query, parameters: body.parameters, readOnly: true });
     },
   );
@@ -97,7 +97,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const schema = query.schema ?? (await restConfigOf(ctx, project)).schemas[0];
       return buildRestOpenApi(project, schema);
     },
@@ -114,7 +114,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const role = ownerRole(project);
       const dbName = new URL(project.record.adminUrl).pathname.slice(1);
       const exists = await project.adminPool.query("select 1 from pg_roles where rolname = $1", [role]);
@@ -142,7 +142,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const role =
         loginRolePrefix(project) +
         randomSecret(6)
@@ -172,7 +172,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const { rows } = await project.adminPool.query(
         "select rolname from pg_roles where starts_with(rolname, $1)",
         [loginRolePrefix(project)],

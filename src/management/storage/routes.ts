@@ -76,7 +76,7 @@ export function storageRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const exists = await project.adminPool.query(
         "select to_regclass('storage.buckets') is not null as present",
       );

@@ -26,7 +26,7 @@ export function typeRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref);
+      const project = await projectOf(ctx, params.ref, { database: true });
       const schemas = (query.included_schemas ?? "public").split(",");
       return { types: await generateTypescript(project, schemas) };
     },

@@ -1,0 +1,167 @@
+import {
+  GraphQLError,
+  Kind,
+  parse,
+  parseType,
+  TypeInfo,
+  validate,
+  visit,
+  visitWithTypeInfo,
+  type DocumentNode,
+  type GraphQLInputType,
+  type GraphQLSchema,
+  type OperationDefinitionNode,
+} from "grafast/graphql";
+import { introspectionEnabled } from "../../plugins/PgGqlIntrospectionPlugin";
+
+/**
+ * pg_graphql coerces a variable's value to the type of the position it is used in rather than
+ * checking its declared type (`$ids: Int!` works for `in: [Int!]`, `$o: [BlogOrderBy]` for
+ * `orderBy: [BlogOrderBy!]`). Declaring each variable as the type of its position gives the same
+ * result through GraphQL's own coercion (a single value becomes a one-element list).
+ */
+function alignVariableTypes(schema: GraphQLSchema, document: DocumentNode): DocumentNode {
+  const typeInfo = new TypeInfo(schema);
+  const usedAs = new Map<string, GraphQLInputType | null>();
+  visit(
+    document,
+    visitWithTypeInfo(typeInfo, {
+      // The declaration is not a use.
+      VariableDefinition: () => false,
+      Variable(node) {
+        const type = typeInfo.getInputType();
+        if (!type) return;
+        const seen = usedAs.get(node.name.value);
+        const sameAsBefore = seen === undefined || (seen && String(seen) === String(type));
+        usedAs.set(node.name.value, sameAsBefore ? type : null);
+      },
+    }),
+  );
+  return visit(document, {
+    VariableDefinition(node) {
+      const type = usedAs.get(node.variable.name.value);
+      if (!type || node.defaultValue) return undefined;
+      return { ...node, type: parseType(String(type)) };
+    },
+  });
+}
+const CACHE_SIZE = 500;
+const MAX_CACHED_SOURCE = 100_000;
+
+export interface PreparedDocument {
+  document: DocumentNode;
+  /** Errors to add to the result (introspection refused), as pg_graphql reports them. */
+  errors: GraphQLError[];
+}
+
+type Prepared = PreparedDocument | readonly GraphQLError[];
+
+const caches = new WeakMap<GraphQLSchema, Map<string, Prepared>>();
+
+function cacheOf(schema: GraphQLSchema): Map<string, Prepared> {
+  let cache = caches.get(schema);
+  if (!cache) caches.set(schema, (cache = new Map()));
+  return cache;
+}
+
+const INTROSPECTION_FIELDS = new Set(["__schema", "__type"]);
+
+/** A fragment on Query selecting `__schema`/`__type`: introspection pg_graphql refuses outright. */
+function fragmentIntrospection(document: DocumentNode): GraphQLError[] {
+  return document.definitions.flatMap((definition) => {
+    if (definition.kind !== Kind.FRAGMENT_DEFINITION) return [];
+    if (definition.typeCondition.name.value !== "Query") return [];
+    return definition.selectionSet.selections.flatMap((selection) =>
+      selection.kind === Kind.FIELD && INTROSPECTION_FIELDS.has(selection.name.value)
+        ? [new GraphQLError(`Unknown field "${selection.name.value}" on type Query`)]
+        : [],
+    );
+  });
+}
+
+/** Removes root `__schema`/`__type` selections when the schema has introspection off. */
+function gateIntrospection(document: DocumentNode): Prepared {
+  const refused = fragmentIntrospection(document);
+  if (refused.length) return refused;
+  const errors: GraphQLError[] = [];
+  const definitions = document.definitions.map((definition) => {
+    if (definition.kind !== Kind.OPERATION_DEFINITION || definition.operation !== "query") {
+      return definition;
+    }
+    const selections = definition.selectionSet.selections.filter((selection) => {
+      if (selection.kind !== Kind.FIELD || !INTROSPECTION_FIELDS.has(selection.name.value)) {
+        return true;
+      }
+      errors.push(new GraphQLError(`Unknown field "${selection.name.value}" on type Query`));
+      return false;
+    });
+    const operation: OperationDefinitionNode = {
+      ...definition,
+      selectionSet: { ...definition.selectionSet, selections },
+    };
+    return operation;
+  });
+  return { document: { ...document, definitions }, errors };
+}
+
+/** pg_graphql's request errors that come without a `data` key (operation selection, fragment cycles). */
+export class RequestError extends GraphQLError {}
+
+/** pg_graphql chooses the operation before validating: these errors come first, with its texts. */
+function operationSelectionError(
+  document: DocumentNode,
+  operationName: string | undefined,
+): RequestError | undefined {
+  const operations = document.definitions.filter(
+    (d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION,
+  );
+  if (operations.length > 1 && operations.some((o) => !o.name)) {
+    return new RequestError("Anonymous operations must be the only defined operation");
+  }
+  const selected = operationName
+    ? operations.find((o) => o.name?.value === operationName)
+    : operations.length === 1
+      ? operations[0]
+      : undefined;
+  if (!selected) return new RequestError("Operation not found");
+  if (selected.operation === "subscription") {
+    return new RequestError("Subscriptions are not supported");
+  }
+  return undefined;
+}
+
+const FRAGMENT_CYCLE = /^Cannot spread fragment ".*" within itself/;
+
+/** Parses and validates a request's document for `schema`, cached per schema; errors are returned, not thrown. */
+export function prepareDocument(
+  schema: GraphQLSchema,
+  source: string,
+  operationName: string | undefined,
+): Prepared {
+  const cache = cacheOf(schema);
+  const key = `${operationName ?? ""}\u0000${source}`;
+  const cached = cache.get(key);
+  if (cached) return cached;
+  let prepared: Prepared;
+  try {
+    const parsed = parse(source);
+    const selectionError = operationSelectionError(parsed, operationName);
+    if (selectionError) throw selectionError;
+    const document = alignVariableTypes(schema, parsed);
+    const errors = validate(schema, document).map((e) =>
+      FRAGMENT_CYCLE.test(e.message) ? new RequestError("Found a cycle between fragments") : e,
+    );
+    prepared = errors.length
+      ? errors
+      : introspectionEnabled(schema)
+        ? { document, errors: [] }
+        : gateIntrospection(document);
+  } catch (e) {
+    prepared = [e instanceof GraphQLError ? e : new GraphQLError("Invalid request")];
+  }
+  if (source.length <= MAX_CACHED_SOURCE) {
+    if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+    cache.set(key, prepared);
+  }
+  return prepared;
+}

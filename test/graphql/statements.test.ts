@@ -1,0 +1,80 @@
+import pg from "pg";
+import { startTestServer, type TestServer } from "../helpers/server";
+import { graphql, migrate } from "./client";
+
+/** The SQL statements the server sends while `work` runs, without transaction and settings framing. */
+async function statementsDuring(work: () => Promise<unknown>): Promise<string[]> {
+  const seen: string[] = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const config = args[0] as string | { text?: string };
+    const text = typeof config === "string" ? config : (config?.text ?? "");
+    if (!/^\s*(begin|commit|rollback|select set_config)/i.test(text)) seen.push(text);
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  try {
+    await work();
+  } finally {
+    pg.Client.prototype.query = original;
+  }
+  return seen;
+}
+
+describe("GraphQL round trips", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+    await migrate(
+      server,
+      `comment on schema public is '@graphql({"inflect_names": true})';
+       create table team(id serial primary key, name text not null);
+       create table player(id serial primary key, team_id int not null references team(id), name text not null);
+       insert into team(name) values ('red'), ('blue');
+       insert into player(team_id, name) values (1, 'ann'), (1, 'bob'), (2, 'cy');
+       grant select on team, player to anon;`,
+    );
+    // Warm the schema so only the request's own statements are counted.
+    await graphql(
+      server,
+      `
+        {
+          __typename
+        }
+      `,
+    );
+  });
+  afterAll(() => server.stop());
+
+  it("answers a filtered, ordered query with nested relations in one SQL statement", async () => {
+    let result: unknown;
+    const statements = await statementsDuring(async () => {
+      result = await graphql(
+        server,
+        `
+          {
+            teamCollection(filter: { name: { neq: "green" } }, orderBy: [{ name: AscNullsLast }]) {
+              edges {
+                cursor
+                node {
+                  name
+                  playerCollection(filter: { name: { neq: "x" } }) {
+                    edges {
+                      node {
+                        name
+                        team {
+                          name
+                        }
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        `,
+      );
+    });
+    expect(result).toMatchObject({ data: { teamCollection: { edges: expect.any(Array) } } });
+    expect(statements).toHaveLength(1);
+  });
+});
