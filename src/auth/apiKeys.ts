@@ -13,6 +13,11 @@ export function newOpaqueKey(type: OpaqueKeyType): string {
   return PREFIXES[type] + randomBytes(24).toString("base64url");
 }
 
+/** The shown start of a key: its type's prefix and four characters of the random part. */
+export function visiblePrefix(type: OpaqueKeyType, value: string): string {
+  return value.slice(0, PREFIXES[type].length + 4);
+}
+
 /** Whether a value has the shape of an opaque key (as opposed to a legacy JWT key). */
 export function isOpaqueKey(value: string): boolean {
   return value.startsWith(PREFIXES.publishable) || value.startsWith(PREFIXES.secret);

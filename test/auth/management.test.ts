@@ -89,7 +89,7 @@ describe("the Management API's auth families", () => {
     ).toBe(400);
     const created = await management(server, "POST", "/api-keys", { type: "secret", name: "worker_key" });
     expect(created.status).toBe(201);
-    expect(created.body.api_key).not.toMatch(/^sb_secret_[A-Za-z0-9_-]{32}$/);
+    expect(created.body.api_key).toMatch(/^sb_secret_[A-Za-z0-9_-]{4}·+$/);
     expect(
       (await management(server, "POST", "/api-keys", { type: "secret", name: "worker_key" })).status,
     ).toBe(409);

@@ -1,6 +1,7 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
+import { visiblePrefix } from "../../auth/apiKeys";
 import { mintLegacyKey } from "../../auth/legacyKeys";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
@@ -28,21 +29,17 @@ const name = z
   .regex(/^[a-z_][a-z0-9_]+$/, "must be lowercase letters, digits and underscores");
 const template = z.record(z.string(), z.unknown());
 
-/** A secret value shown without reveal=true: its prefix and four characters, the rest hidden. */
-function masked(value: string): string {
-  const cut = value.lastIndexOf("_") + 5;
-  return `${value.slice(0, cut)}${"·".repeat(8)}`;
-}
-
 function toApiKey(row: ApiKeyRow, reveal: boolean) {
+  const prefix = visiblePrefix(row.type, row.secret);
+  // Without reveal=true a secret key shows only its prefix.
   const hidden = row.type === "secret" && !reveal;
   return {
     id: row.id,
     type: row.type,
     name: row.name,
     description: row.description,
-    api_key: hidden ? masked(row.secret) : row.secret,
-    prefix: row.secret.slice(0, row.secret.lastIndexOf("_") + 5),
+    api_key: hidden ? `${prefix}${"·".repeat(8)}` : row.secret,
+    prefix,
     hash: null,
     secret_jwt_template: row.secret_jwt_template,
     inserted_at: row.inserted_at,
