@@ -5,7 +5,9 @@ create table if not exists auth.users (
   aud text not null default 'authenticated',
   role text not null default 'authenticated',
   email text unique,
-  encrypted_password text not null,
+  -- null for anonymous users, who have neither email nor password
+  encrypted_password text,
+  is_anonymous boolean not null default false,
   email_confirmed_at timestamptz,
   last_sign_in_at timestamptz,
   raw_app_meta_data jsonb not null default '{"provider": "email", "providers": ["email"]}',

@@ -17,6 +17,7 @@ import { hashPassword, verifyPassword } from "./passwords";
 import { publishedJwks } from "./signingKeys";
 import {
   endSessions,
+  insertAnonymousUser,
   insertUser,
   refreshSession,
   sessionExists,
@@ -40,8 +41,9 @@ class AuthApiError extends Error {
 }
 
 const JWKS_MAX_AGE_SECONDS = 600;
-/** The window rate_limit_token_refresh counts in, as the auth server does: requests per 5 minutes per IP. */
+/** The windows the auth server counts in: token requests per 5 minutes, anonymous sign-ins per hour (per IP). */
 const RATE_WINDOW_SECONDS = 300;
+const ANONYMOUS_WINDOW_SECONDS = 3600;
 
 const email = z.string().trim().toLowerCase().email();
 const credentialsBody = z.object({ email, password: z.string() });
@@ -88,15 +90,15 @@ async function sessionResponse(
     aud: user.aud,
     exp,
     iat,
-    email: user.email,
+    email: user.email ?? "",
     phone: "",
     app_metadata: user.raw_app_meta_data,
     user_metadata: user.raw_user_meta_data,
     role: user.role,
     aal: "aal1",
-    amr: [{ method: "password", timestamp: iat }],
+    amr: [{ method: user.is_anonymous ? "anonymous" : "password", timestamp: iat }],
     session_id: session.sessionId,
-    is_anonymous: false,
+    is_anonymous: user.is_anonymous,
   });
   return {
     access_token: accessToken,
@@ -131,13 +133,23 @@ export function authRouter(ctx: AppContext): Router {
   const router = Router();
   const limiters = new Map<string, RateLimiterMemory>();
 
-  /** rate_limit_token_refresh, read live: a limiter per project and configured value. */
-  async function limitTokenRequests(project: ProjectRuntime, req: Request, settings: AuthSettings) {
-    const points = settings.rate_limit_token_refresh;
-    const id = `${project.ref}:${points}`;
+  /** Anonymous sign-in (auth-js signInAnonymously): when enabled, within rate_limit_anonymous_users per hour. */
+  async function signUpAnonymously(project: ProjectRuntime, req: Request, settings: AuthSettings) {
+    if (!settings.external_anonymous_users_enabled) {
+      throw new AuthApiError(422, "anonymous_provider_disabled", "Anonymous sign-ins are disabled");
+    }
+    await consume(`anon:${project.ref}`, settings.rate_limit_anonymous_users, ANONYMOUS_WINDOW_SECONDS, req);
+    const data = parse(z.object({ data: z.record(z.string(), z.unknown()).optional() }), req.body).data;
+    const user = await insertAnonymousUser(project.adminPool, data ?? {});
+    return sessionResponse(project, req, user, await startSession(project.adminPool, user.id), settings);
+  }
+
+  /** Counts a request against a configured limit (read live: one limiter per scope and value). */
+  async function consume(scope: string, points: number, duration: number, req: Request) {
+    const id = `${scope}:${points}`;
     let limiter = limiters.get(id);
     if (!limiter) {
-      limiter = new RateLimiterMemory({ points, duration: RATE_WINDOW_SECONDS });
+      limiter = new RateLimiterMemory({ points, duration });
       limiters.set(id, limiter);
     }
     await limiter.consume(req.ip ?? "unknown").catch(() => {
@@ -195,6 +207,9 @@ export function authRouter(ctx: AppContext): Router {
       const settings = await authSettings(project.platformPool, project.ref);
       if (settings.disable_signup)
         throw new AuthApiError(422, "signup_disabled", "Signups not allowed for this instance");
+      if (req.body?.email === undefined && req.body?.password === undefined) {
+        return signUpAnonymously(project, req, settings);
+      }
       const body = parse(signupBody, req.body);
       checkPassword(body.password, settings);
       const user = await insertUser(project.adminPool, {
@@ -214,12 +229,12 @@ export function authRouter(ctx: AppContext): Router {
     "/token",
     handle(async (project, req) => {
       const settings = await authSettings(project.platformPool, project.ref);
-      await limitTokenRequests(project, req, settings);
+      await consume(`token:${project.ref}`, settings.rate_limit_token_refresh, RATE_WINDOW_SECONDS, req);
       const grant = req.query.grant_type;
       if (grant === "password") {
         const body = parse(credentialsBody, req.body);
         const user = await userByEmail(project.adminPool, body.email);
-        if (!user || !(await verifyPassword(body.password, user.encrypted_password))) {
+        if (!user?.encrypted_password || !(await verifyPassword(body.password, user.encrypted_password))) {
           throw new AuthApiError(400, "invalid_credentials", "Invalid login credentials");
         }
         if (!user.email_confirmed_at)

@@ -6,8 +6,9 @@ export interface UserRow {
   id: string;
   aud: string;
   role: string;
-  email: string;
-  encrypted_password: string;
+  email: string | null;
+  encrypted_password: string | null;
+  is_anonymous: boolean;
   email_confirmed_at: Date | null;
   last_sign_in_at: Date | null;
   raw_app_meta_data: Record<string, unknown>;
@@ -16,13 +17,26 @@ export interface UserRow {
   updated_at: Date;
 }
 
+/** A new anonymous user: signed in at once, without email or password. */
+export async function insertAnonymousUser(
+  pool: pg.Pool,
+  metadata: Record<string, unknown>,
+): Promise<UserRow> {
+  const { rows } = await pool.query(
+    `insert into auth.users (is_anonymous, raw_app_meta_data, raw_user_meta_data)
+     values (true, '{"provider": "anonymous", "providers": ["anonymous"]}', $1) returning *`,
+    [JSON.stringify(metadata)],
+  );
+  return rows[0];
+}
+
 /** A user as the auth client reads it. */
 export function toUser(row: UserRow) {
   return {
     id: row.id,
     aud: row.aud,
     role: row.role,
-    email: row.email,
+    email: row.email ?? "",
     email_confirmed_at: row.email_confirmed_at,
     confirmed_at: row.email_confirmed_at,
     phone: "",
@@ -32,7 +46,7 @@ export function toUser(row: UserRow) {
     identities: [],
     created_at: row.created_at,
     updated_at: row.updated_at,
-    is_anonymous: false,
+    is_anonymous: row.is_anonymous,
   };
 }
 

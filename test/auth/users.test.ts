@@ -127,6 +127,23 @@ describe("email/password users through supabase-js", () => {
     await management(server, "PATCH", "/config/auth", { mailer_autoconfirm: true });
   });
 
+  it("signs in anonymously only when enabled, within the configured rate", async () => {
+    const refused = await client().auth.signInAnonymously();
+    expect(refused.error?.code).toBe("anonymous_provider_disabled");
+    await management(server, "PATCH", "/config/auth", {
+      external_anonymous_users_enabled: true,
+      rate_limit_anonymous_users: 1,
+    });
+    const guest = client();
+    const signedIn = await guest.auth.signInAnonymously({ options: { data: { theme: "dark" } } });
+    expect(signedIn.error).toBeNull();
+    expect(signedIn.data.user).toMatchObject({ is_anonymous: true, user_metadata: { theme: "dark" } });
+    expect((await guest.auth.getUser()).data.user?.id).toBe(signedIn.data.user!.id);
+    expect((await guest.from("notes").select("body")).data).toEqual([]);
+    const limited = await client().auth.signInAnonymously();
+    expect(limited.error?.code).toBe("over_request_rate_limit");
+  });
+
   it("updates the user and signs out", async () => {
     const frank = client();
     await frank.auth.signUp({ email: "frank@example.com", password: "a longer passphrase" });
