@@ -1,4 +1,5 @@
 import {
+  pgSelect,
   TYPES,
   type PgCodecWithAttributes,
   type PgResource,
@@ -181,6 +182,23 @@ export function planPage(
   return $select;
 }
 
+/**
+ * The root-row trick: every root collection hangs off one shared single-row select, so
+ * @dataplan/pg inlines all of them (and their counts) into one SQL statement, as it does for
+ * nested relations.
+ */
+function rootSelect(build: GraphileBuild.Build, resource: PgResource): PgSelectStep {
+  const anchor = (Object.values(build.input.pgRegistry.pgResources) as PgResource[])
+    .filter((r) => !r.parameters && r.codec.attributes)
+    .sort((a, b) => (a.name < b.name ? -1 : 1))[0];
+  const $root = pgSelect({ resource: anchor, identifiers: [], from: sql`(select 1 as one)` });
+  const $one = ($root.single() as PgSelectSingleStep).select(sql`1`, TYPES.int);
+  return pgSelect({
+    resource,
+    identifiers: [{ step: $one, codec: TYPES.int, matches: () => sql`1` }],
+  });
+}
+
 function countOf($select: PgSelectStep): Step<string> {
   return $select.singleAsRecord().select(sql`count(*)`, TYPES.bigint) as Step<string>;
 }
@@ -337,8 +355,11 @@ export const PgGqlConnectionPlugin: GraphileConfig.Plugin = {
             },
           },
           plan(...args: Parameters<typeof oldPlan>) {
-            const $connection = oldPlan(...args) as unknown as ConnectionStep<any>;
-            const $select = $connection.getSubplan() as unknown as PgSelectStep;
+            const $select = context.scope.isRootQuery
+              ? rootSelect(build, resource)
+              : ((
+                  oldPlan(...args) as unknown as ConnectionStep<any>
+                ).getSubplan() as unknown as PgSelectStep);
             return planPage($select, args[1], resource, build) as never;
           },
         } as typeof field;

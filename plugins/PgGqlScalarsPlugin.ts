@@ -129,6 +129,16 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
           for (const [typname, codec] of pgGqlCodecs) {
             build.setGraphQLTypeForPgCodec(codec, ["input", "output"], JSONB_TEXT_TYPES[typname].typeName);
           }
+          // An enum from a schema the API does not expose has no GraphQL enum: pg_graphql shows it as Opaque.
+          const exposed = new Set(Object.keys(build.input.pgGqlSchemas ?? {}));
+          for (const codec of Object.values(build.input.pgRegistry.pgCodecs) as PgCodec[]) {
+            const schemaName = (codec.extensions as { pg?: { schemaName?: string } } | undefined)?.pg
+              ?.schemaName;
+            const isEnum = Boolean((codec as { values?: unknown }).values);
+            if (isEnum && schemaName && !exposed.has(schemaName)) {
+              build.setGraphQLTypeForPgCodec(codec, ["input", "output"], "Opaque");
+            }
+          }
           for (const key of OPAQUE_TYPES) {
             const codec = (TYPES as Record<string, PgCodec>)[key];
             if (codec) build.setGraphQLTypeForPgCodec(codec, ["input", "output"], "Opaque");

@@ -8,6 +8,23 @@ export interface DataTransactionOptions {
   settings?: Record<string, string>;
 }
 
+/** `begin; select set_config(...)` for the request's role, claims and settings, values escaped by pg. */
+function transactionPrefix(
+  client: pg.PoolClient,
+  auth: RequestAuth,
+  options: DataTransactionOptions,
+): string {
+  const settings: Record<string, string> = {
+    ...options.settings,
+    role: auth.role,
+    "request.jwt.claims": JSON.stringify(auth.claims),
+  };
+  const configs = Object.entries(settings).map(
+    ([name, value]) => `set_config(${client.escapeLiteral(name)}, ${client.escapeLiteral(value)}, true)`,
+  );
+  return `${options.readOnly ? "begin read only" : "begin"}; select ${configs.join(", ")}`;
+}
+
 /**
  * Runs `work` in one transaction on the project's authenticator pool with the request's role and claims set
  * locally (`set_config(..., true)`), so grants and row level security decide. Commits when `work` resolves,
@@ -22,20 +39,67 @@ export async function withDataTransaction<T>(
   const client = await project.dataPool.connect();
   let healthy = true;
   try {
-    const settings: Record<string, string> = {
-      ...options.settings,
-      role: auth.role,
-      "request.jwt.claims": JSON.stringify(auth.claims),
-    };
-    // One round trip: BEGIN and the settings as a single simple-protocol message, values escaped by pg.
-    const configs = Object.entries(settings).map(
-      ([name, value]) => `set_config(${client.escapeLiteral(name)}, ${client.escapeLiteral(value)}, true)`,
-    );
-    await client.query(`${options.readOnly ? "begin read only" : "begin"}; select ${configs.join(", ")}`);
+    // One round trip for BEGIN and the settings.
+    await client.query(transactionPrefix(client, auth, options));
     const result = await work(client);
     await client.query("commit");
     return result;
   } catch (e) {
+    await client.query("rollback").catch(() => {
+      healthy = false;
+    });
+    throw e;
+  } finally {
+    client.release(healthy ? undefined : true);
+  }
+}
+
+/**
+ * Replaces the `$n` placeholders of a compiled statement by escaped literals, skipping quoted identifiers
+ * and string literals, so the statement can travel in a simple-protocol message.
+ */
+export function inlineValues(client: pg.PoolClient, text: string, values: readonly unknown[]): string {
+  let out = "";
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === "'" || c === '"') {
+      let j = i + 1;
+      while (j < text.length && !(text[j] === c && text[j + 1] !== c)) j += text[j] === c ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === "$" && /\d/.test(text[i + 1] ?? "")) {
+      let j = i + 1;
+      while (/\d/.test(text[j] ?? "")) j++;
+      const value = values[Number(text.slice(i + 1, j)) - 1];
+      out += value === null || value === undefined ? "null" : client.escapeLiteral(String(value));
+      i = j;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+/**
+ * A read in a single network round trip: BEGIN, the request settings, the statement and COMMIT travel as
+ * one simple-protocol message. Answers the statement's result.
+ */
+export async function queryInOneRoundTrip(
+  project: ProjectRuntime,
+  auth: RequestAuth,
+  statement: { text: string; values: readonly unknown[] },
+  options: DataTransactionOptions = {},
+): Promise<pg.QueryResult> {
+  const client = await project.dataPool.connect();
+  let healthy = true;
+  try {
+    const message = `${transactionPrefix(client, auth, options)}; ${inlineValues(client, statement.text, statement.values)}; commit`;
+    const results = (await client.query(message)) as unknown as pg.QueryResult[];
+    return results[results.length - 2];
+  } catch (e) {
+    // The failed statement left the transaction aborted: end it before the connection goes back to the pool.
     await client.query("rollback").catch(() => {
       healthy = false;
     });

@@ -11,6 +11,7 @@ import {
   type GraphQLInputType,
   type GraphQLSchema,
   type OperationDefinitionNode,
+  type VariableDefinitionNode,
 } from "grafast/graphql";
 import { introspectionEnabled } from "../../plugins/PgGqlIntrospectionPlugin";
 
@@ -37,7 +38,21 @@ function alignVariableTypes(schema: GraphQLSchema, document: DocumentNode): Docu
       },
     }),
   );
+  const operations = document.definitions.filter((d) => d.kind === Kind.OPERATION_DEFINITION);
   return visit(document, {
+    OperationDefinition(node) {
+      // pg_graphql also reads variables the operation never declared.
+      if (operations.length !== 1) return undefined;
+      const declared = new Set(node.variableDefinitions?.map((d) => d.variable.name.value));
+      const undeclared = [...usedAs].filter(([name, type]) => type && !declared.has(name));
+      if (!undeclared.length) return undefined;
+      const definitions: VariableDefinitionNode[] = undeclared.map(([name, type]) => ({
+        kind: Kind.VARIABLE_DEFINITION,
+        variable: { kind: Kind.VARIABLE, name: { kind: Kind.NAME, value: name } },
+        type: parseType(String(type)),
+      }));
+      return { ...node, variableDefinitions: [...(node.variableDefinitions ?? []), ...definitions] };
+    },
     VariableDefinition(node) {
       const type = usedAs.get(node.variable.name.value);
       if (!type || node.defaultValue) return undefined;

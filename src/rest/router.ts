@@ -3,7 +3,7 @@ import { sql, type SQL } from "pg-sql2";
 import type pg from "pg";
 import { authenticateDataRequest, credentialsOf, DataAuthError, type RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
-import { withDataTransaction } from "../db/dataTransaction";
+import { queryInOneRoundTrip, withDataTransaction } from "../db/dataTransaction";
 import { projectOfRequest, ProjectUnavailable } from "../http/dataProject";
 import type { ProjectRuntime } from "../projects/runtime";
 import { restConfigOf, type RestConfig } from "./config";
@@ -70,30 +70,46 @@ class PlanAnswer {
   ) {}
 }
 
-const explainFor: WeakMap<pg.PoolClient, ApiRequest["explain"]> = new WeakMap();
+/** Runs one statement and reads its envelope row (total, page, body, inserted). */
+type Runner = (statement: SQL) => Promise<StatementResult>;
 
-async function run(client: pg.PoolClient, statement: SQL): Promise<StatementResult> {
-  const { text, values } = sql.compile(statement);
-  const explain = explainFor.get(client);
-  if (explain) {
-    const options = [`format ${explain.format}`, ...explain.options].join(", ");
-    const { rows } = await client.query(`explain (${options}) ${text}`, values as unknown[]);
-    const plan =
-      explain.format === "json"
-        ? JSON.stringify(rows[0]["QUERY PLAN"])
-        : rows.map((r) => r["QUERY PLAN"]).join("\n");
-    throw new PlanAnswer(
-      `application/vnd.pgrst.plan+${explain.format}; for="${explain.for}"; charset=utf-8`,
-      plan,
-    );
-  }
-  const { rows } = await client.query(text, values as unknown[]);
-  const row = rows[0];
+function resultOf(row: any): StatementResult {
   return {
     total: row.total === null ? null : Number(row.total),
     page: Number(row.page),
     body: row.body ?? "null",
     inserted: row.inserted === null ? null : Number(row.inserted),
+  };
+}
+
+/** Inside a transaction the caller holds; with `explain`, the statement's plan answers instead. */
+function clientRunner(client: pg.PoolClient, explain?: ApiRequest["explain"]): Runner {
+  return async (statement) => {
+    const { text, values } = sql.compile(statement);
+    if (explain) {
+      const options = [`format ${explain.format}`, ...explain.options].join(", ");
+      const { rows } = await client.query(`explain (${options}) ${text}`, values as unknown[]);
+      const plan =
+        explain.format === "json"
+          ? JSON.stringify(rows[0]["QUERY PLAN"])
+          : rows.map((r) => r["QUERY PLAN"]).join("\n");
+      throw new PlanAnswer(
+        `application/vnd.pgrst.plan+${explain.format}; for="${explain.for}"; charset=utf-8`,
+        plan,
+      );
+    }
+    return resultOf((await client.query(text, values as unknown[])).rows[0]);
+  };
+}
+
+/** Reads: the whole transaction in one network round trip. */
+function oneTripRunner(project: ProjectRuntime, auth: RequestAuth, settings: Record<string, string>): Runner {
+  return async (statement) => {
+    const result = await queryInOneRoundTrip(project, auth, sql.compile(statement), {
+      readOnly: true,
+      settings,
+    });
+    return resultOf(result.rows[0]);
   };
 }
 
@@ -165,19 +181,19 @@ function insertColumns(req: ApiRequest, rows: Record<string, unknown>[]): string
 
 /** Plans and runs one request inside the caller's transaction. */
 async function execute(
-  client: pg.PoolClient,
+  runner: Runner,
   cache: SchemaCache,
   req: ApiRequest,
   config: RestConfig,
 ): Promise<Outcome> {
-  if (req.isRpc) return executeRpc(client, cache, req, config);
+  if (req.isRpc) return executeRpc(runner, cache, req, config);
   const relation = targetRelation(cache, req);
   const plan = planRead(cache, req, relation);
   const page = rootPage(req, config);
   switch (req.action) {
     case "read":
     case "head": {
-      const result = await run(client, readStatement(plan.root, page, !!req.prefer.count));
+      const result = await runner(readStatement(plan.root, page, !!req.prefer.count));
       return readOutcome(req, result, page.offset);
     }
     case "insert": {
@@ -200,7 +216,7 @@ async function execute(
         missingDefault: req.prefer.missing === "default",
         onConflict,
       });
-      return mutationOutcome(req, await run(client, statement), plan.root);
+      return mutationOutcome(req, await runner(statement), plan.root);
     }
     case "update": {
       const payload = (req.payload ?? {}) as Record<string, unknown>;
@@ -211,12 +227,12 @@ async function execute(
       if (columns.length === 0)
         return mutationOutcome(req, { total: null, page: 0, body: "[]", inserted: null }, plan.root);
       const limit = req.limits.find((l) => l.path.length === 0)?.value;
-      const result = await run(client, updateStatement(plan.root, columns, payload, { limit }));
+      const result = await runner(updateStatement(plan.root, columns, payload, { limit }));
       return mutationOutcome(req, result, plan.root);
     }
     case "delete": {
       const limit = req.limits.find((l) => l.path.length === 0)?.value;
-      return mutationOutcome(req, await run(client, deleteStatement(plan.root, { limit })), plan.root);
+      return mutationOutcome(req, await runner(deleteStatement(plan.root, { limit })), plan.root);
     }
     default:
       throw new RestError(405, "PGRST117", "Unsupported HTTP method");
@@ -224,7 +240,7 @@ async function execute(
 }
 
 async function executeRpc(
-  client: pg.PoolClient,
+  runner: Runner,
   cache: SchemaCache,
   req: ApiRequest,
   config: RestConfig,
@@ -239,17 +255,16 @@ async function executeRpc(
   if (fn.returnsSet && fn.returnsComposite) {
     const relation = resultRelation(cache, fn);
     const plan = planRead(cache, req, relation);
-    const result = await run(
-      client,
+    const result = await runner(
       readStatement(plan.root, page, !!req.prefer.count, setCallSource(fn, args, viaQuery)),
     );
     return readOutcome(req, result, page.offset);
   }
   if (fn.returnsSet) {
-    const result = await run(client, scalarSetStatement(setCallSource(fn, args, viaQuery), page));
+    const result = await runner(scalarSetStatement(setCallSource(fn, args, viaQuery), page));
     return readOutcome(req, result, page.offset);
   }
-  const result = await run(client, scalarCallStatement(functionCall(fn, args, viaQuery)));
+  const result = await runner(scalarCallStatement(functionCall(fn, args, viaQuery)));
   if (fn.returnsVoid) return { status: 204, headers: {} };
   if (req.media === "object") return { status: 200, headers: {}, type: JSON_TYPE, body: result.body };
   return { status: 200, headers: {}, type: JSON_TYPE, body: result.body };
@@ -297,18 +312,16 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
     );
     const cache = await schemaCacheOf(project, config.schemas);
     const readOnly = req.method === "GET" || req.method === "HEAD";
-    const outcome = await withDataTransaction(
-      project,
-      auth,
-      (client) => {
-        if (apiReq.explain) explainFor.set(client, apiReq.explain);
-        return execute(client, cache, apiReq, config).finally(() => explainFor.delete(client));
-      },
-      {
-        readOnly,
-        settings: requestSettings(req, apiReq, config),
-      },
-    );
+    const settings = requestSettings(req, apiReq, config);
+    const outcome =
+      readOnly && !apiReq.explain
+        ? await execute(oneTripRunner(project, auth, settings), cache, apiReq, config)
+        : await withDataTransaction(
+            project,
+            auth,
+            (client) => execute(clientRunner(client, apiReq.explain), cache, apiReq, config),
+            { readOnly, settings },
+          );
     commonHeaders(res, apiReq);
     res.status(outcome.status).set(outcome.headers);
     if (outcome.type) res.type(outcome.type);

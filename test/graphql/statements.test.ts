@@ -29,6 +29,7 @@ describe("GraphQL round trips", () => {
       `comment on schema public is '@graphql({"inflect_names": true})';
        create table team(id serial primary key, name text not null);
        create table player(id serial primary key, team_id int not null references team(id), name text not null);
+       comment on table team is '@graphql({"totalCount": {"enabled": true}})';
        insert into team(name) values ('red'), ('blue');
        insert into player(team_id, name) values (1, 'ann'), (1, 'bob'), (2, 'cy');
        grant select on team, player to anon;`,
@@ -75,6 +76,57 @@ describe("GraphQL round trips", () => {
       );
     });
     expect(result).toMatchObject({ data: { teamCollection: { edges: expect.any(Array) } } });
+    expect(statements).toHaveLength(1);
+  });
+
+  it("answers several root collections with totalCount and pageInfo in one SQL statement", async () => {
+    let result: any;
+    const statements = await statementsDuring(async () => {
+      result = await graphql(
+        server,
+        `
+          {
+            teamCollection(first: 1, filter: { name: { neq: "green" } }) {
+              totalCount
+              pageInfo {
+                hasNextPage
+                hasPreviousPage
+                endCursor
+              }
+              edges {
+                node {
+                  name
+                  playerCollection {
+                    totalCount: edges {
+                      cursor
+                    }
+                  }
+                }
+              }
+            }
+            playerCollection(last: 1) {
+              pageInfo {
+                hasPreviousPage
+              }
+              edges {
+                node {
+                  name
+                }
+              }
+            }
+          }
+        `,
+      );
+    });
+    expect(result.errors).toBeUndefined();
+    expect(result.data.teamCollection).toMatchObject({
+      totalCount: 2,
+      pageInfo: { hasNextPage: true, hasPreviousPage: false },
+    });
+    expect(result.data.playerCollection).toEqual({
+      pageInfo: { hasPreviousPage: true },
+      edges: [{ node: { name: "cy" } }],
+    });
     expect(statements).toHaveLength(1);
   });
 });

@@ -48,6 +48,16 @@ describe("REST errors and hostile input", () => {
     expect((await server.sql("select body from notes")).rows).toEqual([{ body: "kept" }]);
   });
 
+  it("matches values holding quotes, backslashes and placeholder-like text exactly", async () => {
+    const tricky = [`it's`, `say "hi"`, "back\\slash", "$1", "'; select 1; --", "E'\\x'"];
+    for (const [i, body] of tricky.entries()) {
+      await server.sql("insert into notes values ($1, $2)", [100 + i, body]);
+      const res = await rest(server, `/notes?select=id&body=eq.${encodeURIComponent(body)}`);
+      expect(await res.json()).toEqual([{ id: 100 + i }]);
+    }
+    await server.sql("delete from notes where id >= 100");
+  });
+
   it("reports unknown tables, columns and embeds", async () => {
     await expectError("/nope", 404, "PGRST205");
     await expectError("/notes?select=nope", 400, "42703");
