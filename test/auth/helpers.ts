@@ -28,3 +28,20 @@ export async function graphql(
   });
   return { status: res.status, body: (await res.json()) as any };
 }
+
+/** Waits until the data APIs serve a table created a moment ago (the DDL watch reloads them shortly after). */
+export async function waitForTable(server: TestServer, table: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const rest = await fetch(`${server.url}/rest/v1/${table}?limit=0`, {
+      headers: { apikey: server.serviceKey },
+    });
+    const gql = await graphql(
+      server,
+      server.serviceKey,
+      `{ ${table}Collection(first: 0) { edges { cursor } } }`,
+    );
+    if (rest.status === 200 && !gql.body.errors) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${table} did not appear in the data APIs`);
+}

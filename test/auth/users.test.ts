@@ -1,6 +1,6 @@
 import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import { startTestServer, type TestServer } from "../helpers/server";
-import { graphql, management } from "./helpers";
+import { graphql, management, waitForTable } from "./helpers";
 
 const NO_STORAGE = { auth: { persistSession: false, autoRefreshToken: false } };
 
@@ -38,6 +38,7 @@ describe("email/password users through supabase-js", () => {
       grant select, insert on public.notes to authenticated;
       grant select on public.notes to anon;
       grant usage on sequence public.notes_id_seq to authenticated;`);
+    await waitForTable(server, "notes");
   });
   afterAll(() => server.stop());
 
