@@ -61,7 +61,14 @@ describe("Management API: SQL, migrations and login roles", () => {
       rollback: "drop table widgets",
     });
     expect(applied.status).toBe(200);
+    // The very next data requests see the migration, through REST and through GraphQL.
     expect(await (await rest("/widgets")).json()).toEqual([{ id: 7 }]);
+    const gql = await fetch(`${server.url}/graphql/v1`, {
+      method: "POST",
+      headers: { apiKey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ query: "{ widgetsCollection { edges { node { id } } } }" }),
+    });
+    expect(await gql.json()).toEqual({ data: { widgetsCollection: { edges: [{ node: { id: 7 } }] } } });
     const list = await mgmt(server, "GET", `${base}/database/migrations`);
     expect(list.body).toEqual([{ version: expect.stringMatching(/^\d{14}$/), name: "add_widgets" }]);
     const failing = await mgmt(server, "POST", `${base}/database/migrations`, {
