@@ -4,6 +4,7 @@ import { sql, type SQL } from "pg-sql2";
 import { PgGqlError } from "./pgGqlErrors";
 import { pgGqlDecodeNodeId, primaryKeyAttributes } from "./pgGqlNodeId";
 import {
+  checkMaxLength,
   columnFilterKind,
   ENUM_FILTER_OPERATORS,
   LIST_FILTER_OPERATORS,
@@ -25,6 +26,7 @@ interface ColumnTarget {
   condition: PgCondition<any>;
   column: string;
   codec: PgCodec;
+  maxLength?: number;
 }
 
 /** A text value cast to the column's type, as pg_graphql binds filter values. */
@@ -63,6 +65,7 @@ function operatorCondition(op: string, target: ColumnTarget, value: unknown): SQ
   }
   // pg_graphql binds a null operand as SQL NULL: the comparison then matches no row.
   if (value === null) return sql.false;
+  checkMaxLength(value, target.maxLength);
   if (op === "in") {
     return sql`${column} = any(${sql.value((value as unknown[]).map((v) => (v === null ? null : String(v))) as unknown as string)}::${arrayOf(target.codec)})`;
   }
@@ -200,7 +203,12 @@ function registerTableFilter(build: GraphileBuild.Build, resource: PgResource): 
           fields[inflection.attribute({ codec, attributeName })] = {
             type: build.getInputTypeByName(typeName),
             apply(condition: PgCondition<any>): ColumnTarget {
-              return { condition, column: attributeName, codec: attribute.codec };
+              return {
+                condition,
+                column: attributeName,
+                codec: attribute.codec,
+                maxLength: attribute.extensions?.pgGqlMaxLength,
+              };
             },
           };
         }

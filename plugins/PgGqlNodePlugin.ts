@@ -1,7 +1,6 @@
 import { TYPES, type PgResource, type PgSelectSingleStep } from "@dataplan/pg";
-import { access, inhibitOnNull, type Step } from "grafast";
-import { PgGqlError } from "./pgGqlErrors";
-import { decodeNodeId, nodeIdPrefix, nodeIdSql, primaryKeyAttributes } from "./pgGqlNodeId";
+import { access, inhibitOnNull, lambda, type Step } from "grafast";
+import { nodeIdPrefix, nodeIdSql, parseNodeId, primaryKeyAttributes } from "./pgGqlNodeId";
 
 /** The node-ID codec name: encode is the identity because the ID is already computed in SQL. */
 export const PG_GQL_NODE_ID_CODEC = "pgGql";
@@ -36,11 +35,7 @@ export const PgGqlNodePlugin: GraphileConfig.Plugin = {
         registerNodeIdCodec({
           name: PG_GQL_NODE_ID_CODEC,
           encode: (value: unknown) => value as string,
-          decode: (value: string) => {
-            const decoded = decodeNodeId(value);
-            if (!decoded) throw new PgGqlError("Invalid value passed to nodeId argument");
-            return decoded;
-          },
+          decode: parseNodeId,
         });
         const codec = getNodeIdCodec(PG_GQL_NODE_ID_CODEC);
         for (const resource of nodeResources(build)) {
@@ -73,6 +68,24 @@ export const PgGqlNodePlugin: GraphileConfig.Plugin = {
         }
         return _;
       },
+      // grafast reads an undecodable nodeId as "no such node"; pg_graphql refuses it, so `node` checks
+      // its argument before the Node interface decodes it.
+      GraphQLObjectType_fields_field(field, _build, context) {
+        if (!context.scope.isRootNodeField || !field.plan) return field;
+        const plan = field.plan;
+        return {
+          ...field,
+          plan($parent, fieldArgs, info) {
+            const $nodeId = plan($parent, fieldArgs, info) as Step;
+            return lambda($nodeId, checkedNodeId, true);
+          },
+        };
+      },
     },
   },
 };
+
+function checkedNodeId(value: unknown): unknown {
+  if (value != null) parseNodeId(value);
+  return value;
+}

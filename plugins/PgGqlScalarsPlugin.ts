@@ -35,6 +35,35 @@ const pgGqlCodecs = new Map<string, PgCodec>(
   ]),
 );
 
+/** pg_graphql's description of each scalar (introspection shows these texts). */
+const SCALAR_DESCRIPTIONS: Record<string, string> = {
+  ID: "A globally unique identifier for a given record",
+  Int: "A scalar integer up to 32 bits",
+  Float: "A scalar floating point value up to 32 bits",
+  String: "A string",
+  Boolean: "A value that is true or false",
+  BigInt: "An arbitrary size integer represented as a string",
+  Date: "A date wihout time information",
+  Time: "A time without date information",
+  Datetime: "A date and time",
+  UUID: "A universally unique identifier",
+  JSON: "A Javascript Object Notation value serialized as a string",
+  Cursor: "An opaque string using for tracking a position in results during pagination",
+  BigFloat: "A high precision floating point value represented as a string",
+  Opaque: "Any type not handled by the type system",
+};
+
+/**
+ * graphql-js's built-in scalars are shared objects that every schema (and introspection) reads
+ * directly, so pg_graphql's texts are set on them once, process-wide.
+ */
+function describeBuiltinScalars(graphql: GraphileBuild.Build["graphql"]): void {
+  const { GraphQLID, GraphQLInt, GraphQLFloat, GraphQLString, GraphQLBoolean } = graphql;
+  for (const scalar of [GraphQLID, GraphQLInt, GraphQLFloat, GraphQLString, GraphQLBoolean]) {
+    scalar.description = SCALAR_DESCRIPTIONS[scalar.name];
+  }
+}
+
 /** PostGraphile types pg_graphql has no scalar for: pg_graphql exposes them as `Opaque`. */
 const OPAQUE_TYPES = [
   "money",
@@ -101,6 +130,14 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
   before: ["PgCodecsPlugin"],
   gather: {
     hooks: {
+      // The type modifier is only known here: pg_graphql refuses longer strings for varchar(n)/char(n).
+      pgCodecs_attribute(_info, { pgAttribute, attribute }) {
+        const typname = pgAttribute.getType()?.typname;
+        const typmod = pgAttribute.atttypmod ?? -1;
+        if ((typname === "varchar" || typname === "bpchar") && typmod > 4) {
+          attribute.extensions = { ...attribute.extensions, pgGqlMaxLength: typmod - 4 };
+        }
+      },
       async pgCodecs_findPgCodec(info, event) {
         if (event.pgCodec) return;
         const namespace = event.pgType.getNamespace();
@@ -115,11 +152,12 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
       init: {
         before: ["PgCodecsPlugin"],
         callback(_, build) {
+          describeBuiltinScalars(build.graphql);
           build.registerScalarType(
             "Opaque",
             {},
             () => ({
-              description: "Any type not handled by the type system",
+              description: SCALAR_DESCRIPTIONS.Opaque,
               serialize: (value: unknown) => value,
               parseValue: (value: unknown) => value,
               parseLiteral: (node: ValueNode) => literalValue(node),
@@ -147,10 +185,11 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
         },
       },
       GraphQLScalarType(config) {
-        if (config.name !== "JSON") return config;
+        const description = SCALAR_DESCRIPTIONS[config.name] ?? config.description;
+        if (config.name !== "JSON") return { ...config, description };
         return {
           ...config,
-          description: "A Javascript Object Notation value serialized as a string",
+          description,
           serialize: (value: unknown) => (typeof value === "string" ? value : JSON.stringify(value)),
           parseValue: (value: unknown) => value,
           parseLiteral: (node: ValueNode) => literalValue(node),

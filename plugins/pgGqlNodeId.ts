@@ -30,20 +30,41 @@ export function nodeIdSql(resource: PgResource, alias: SQL): SQL {
   ]);
 }
 
-/** Decodes a nodeId to `[schema, table, ...pk]`, or undefined when it is not one. */
-export function decodeNodeId(nodeId: string): unknown[] | undefined {
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+function nodeIdError(detail: string): PgGqlError {
+  return new PgGqlError(`Invalid value passed to nodeId argument${detail}`);
+}
+
+/**
+ * Parses a nodeId to `[schema, table, ...pk]` as pg_graphql does, failing with its numbered messages
+ * (clients match on them): not a string, not base64, not UTF-8, not JSON, not a `[schema, table, pk...]` array.
+ */
+export function parseNodeId(value: unknown): unknown[] {
+  if (typeof value !== "string") throw nodeIdError(", Error 1");
+  if (!BASE64.test(value) || value.replace(/=+$/, "").length % 4 === 1) throw nodeIdError(". Error 2");
+  let text: string;
   try {
-    const parsed: unknown = JSON.parse(Buffer.from(nodeId, "base64").toString("utf8"));
-    return Array.isArray(parsed) && parsed.length >= 3 ? parsed : undefined;
+    text = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.from(value, "base64"));
   } catch {
-    return undefined;
+    throw nodeIdError(". Error 3");
   }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw nodeIdError(". Error 4");
+  }
+  if (!Array.isArray(parsed)) throw nodeIdError(". Error 10");
+  if (parsed.length < 3) throw nodeIdError(". Error 5");
+  if (typeof parsed[0] !== "string") throw nodeIdError(". Error 6");
+  if (typeof parsed[1] !== "string") throw nodeIdError(". Error 7");
+  return parsed;
 }
 
 /** The primary key values of a nodeId that must belong to `resource` (pg_graphql's errors otherwise). */
 export function pgGqlDecodeNodeId(resource: PgResource, nodeId: string): [string, unknown][] {
-  const decoded = decodeNodeId(nodeId);
-  if (!decoded) throw new PgGqlError("Invalid input for nodeId");
+  const decoded = parseNodeId(nodeId);
   const [schema, table] = nodeIdPrefix(resource);
   if (decoded[0] !== schema || decoded[1] !== table) {
     throw new PgGqlError("nodeId belongs to a different collection");

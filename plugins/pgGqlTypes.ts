@@ -1,5 +1,6 @@
 import type { PgCodec } from "@dataplan/pg";
 import type { GraphQLNamedType } from "grafast/graphql";
+import { PgGqlError } from "./pgGqlErrors";
 
 /** pg_graphql's filterable scalars and the operators each filter type offers (alphabetical, as pg_graphql lists them). */
 const ORDERED = ["eq", "gt", "gte", "in", "is", "lt", "lte", "neq"];
@@ -60,4 +61,26 @@ export function columnFilterKind(build: GraphileBuild.Build, codec: PgCodec): Co
   if (type.name === "JSON") return undefined;
   if (SCALAR_FILTER_OPERATORS[type.name]) return { kind: "scalar", scalar: type.name };
   return undefined;
+}
+
+declare global {
+  namespace DataplanPg {
+    interface PgCodecAttributeExtensions {
+      /** The n of a varchar(n)/char(n) column (PgGqlScalarsPlugin). */
+      pgGqlMaxLength?: number;
+    }
+  }
+}
+
+/**
+ * pg_graphql's check of a string bound to a varchar(n)/char(n) column, in filters and in mutation
+ * input alike (list values are checked element by element).
+ */
+export function checkMaxLength(value: unknown, maxLength: number | undefined): void {
+  if (maxLength === undefined) return;
+  for (const item of Array.isArray(value) ? value : [value]) {
+    if (typeof item === "string" && [...item].length > maxLength) {
+      throw new PgGqlError(`Invalid input for String type. Maximum character length ${maxLength}`);
+    }
+  }
 }
