@@ -43,7 +43,7 @@ const SCALAR_DESCRIPTIONS: Record<string, string> = {
   String: "A string",
   Boolean: "A value that is true or false",
   BigInt: "An arbitrary size integer represented as a string",
-  Date: "A date wihout time information",
+  Date: "A date without time information",
   Time: "A time without date information",
   Datetime: "A date and time",
   UUID: "A universally unique identifier",

@@ -11,6 +11,7 @@ import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
 import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
 import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
+import { PgGqlDescriptionsPlugin } from "../plugins/PgGqlDescriptionsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -31,6 +32,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlConnectionPlugin,
     PgGqlRelationsPlugin,
     PgGqlIntrospectionPlugin,
+    PgGqlDescriptionsPlugin,
   ],
   disablePlugins: [
     // pg_graphql exposes relations, filters and ordering whether or not an index backs them.
