@@ -11,6 +11,7 @@ import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
 import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
 import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
+import { PgGqlAggregatesPlugin } from "../plugins/PgGqlAggregatesPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -29,6 +30,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlFilterPlugin,
     PgGqlOrderByPlugin,
     PgGqlConnectionPlugin,
+    PgGqlAggregatesPlugin,
     PgGqlRelationsPlugin,
     PgGqlIntrospectionPlugin,
   ],
