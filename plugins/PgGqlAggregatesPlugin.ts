@@ -1,12 +1,17 @@
-import { TYPES, type PgCodecWithAttributes, type PgResource, type PgSelectSingleStep } from "@dataplan/pg";
+import {
+  TYPES,
+  type PgCodec,
+  type PgCodecWithAttributes,
+  type PgResource,
+  type PgSelectSingleStep,
+} from "@dataplan/pg";
 import { lambda, type Step } from "grafast";
 import type { GraphQLFieldConfigMap, GraphQLOutputType } from "grafast/graphql";
 import { sql, type SQL } from "pg-sql2";
 import { pageOf } from "./PgGqlConnectionPlugin";
-import { attributeDirectives, codecDirectives } from "./PgGqlDirectivesPlugin";
+import { codecDirectives } from "./PgGqlDirectivesPlugin";
 import { PgGqlError } from "./pgGqlErrors";
 import { primaryKeyAttributes } from "./pgGqlNodeId";
-import { columnFilterKind } from "./pgGqlTypes";
 
 /** pg_graphql's per-column aggregate operations, in the order its `<T>Aggregate` type lists them. */
 export type AggregateOperation = "sum" | "avg" | "min" | "max";
@@ -27,31 +32,72 @@ declare global {
   }
 }
 
-/**
- * What each operation accepts and returns, by the GraphQL scalar a column is exposed as: sum and
- * avg take numbers; min and max anything ordered (numbers, strings, dates and times, booleans) and
- * keep the column's type. Sums of integers widen to BigInt and averages of exact numbers are
- * BigFloat, as Postgres widens them; floats stay Float.
- */
-const NUMERIC_RESULTS: Record<string, { sum: string; avg: string }> = {
-  Int: { sum: "BigInt", avg: "BigFloat" },
-  BigInt: { sum: "BigInt", avg: "BigFloat" },
-  BigFloat: { sum: "BigFloat", avg: "BigFloat" },
-  Float: { sum: "Float", avg: "Float" },
+/** Postgres's built-in types by oid, by the names pg_graphql decides aggregates on. */
+const BUILTIN_TYPE_NAMES: Record<string, string> = {
+  "21": "int2",
+  "23": "int4",
+  "20": "int8",
+  "700": "float4",
+  "701": "float8",
+  "1700": "numeric",
+  "790": "money",
+  "25": "text",
+  "1043": "varchar",
+  "1042": "bpchar",
+  "18": "char",
+  "19": "name",
+  "16": "bool",
+  "1082": "date",
+  "1083": "time",
+  "1266": "timetz",
+  "1114": "timestamp",
+  "1184": "timestamptz",
 };
-const ORDERED_SCALARS = new Set([
-  ...Object.keys(NUMERIC_RESULTS),
-  "String",
-  "Date",
-  "Datetime",
-  "Time",
-  "Boolean",
-]);
+
+function pgTypeName(codec: PgCodec): string | undefined {
+  const extensions = codec.extensions as { oid?: string; pg?: { name?: string } } | undefined;
+  if (extensions?.oid && BUILTIN_TYPE_NAMES[extensions.oid]) return BUILTIN_TYPE_NAMES[extensions.oid];
+  // citext comes from an extension, so it has no fixed oid.
+  return codec.name === "citext" || extensions?.pg?.name === "citext" ? "citext" : undefined;
+}
+
+const NUMERIC_TYPES = new Set(["int2", "int4", "int8", "float4", "float8", "numeric", "money"]);
+const STRING_TYPES = new Set(["text", "varchar", "char", "bpchar", "name", "citext"]);
+/** min/max result scalar of the ordered, non-string types. */
+const ORDERED_RESULTS: Record<string, string> = {
+  int2: "Int",
+  int4: "Int",
+  int8: "BigInt",
+  float4: "BigFloat",
+  float8: "BigFloat",
+  numeric: "BigFloat",
+  money: "Opaque",
+  date: "Date",
+  time: "Time",
+  timetz: "Time",
+  timestamp: "Datetime",
+  timestamptz: "Datetime",
+  bool: "Boolean",
+};
+
+/**
+ * The GraphQL scalar of an operation's result on a column of this type, as pg_graphql types it;
+ * undefined when the operation does not apply. sum and avg take numbers (integer sums are BigInt,
+ * every other sum and every average BigFloat); min and max take numbers, strings, dates and times
+ * and booleans.
+ */
+function aggregateResultType(pgType: string, operation: AggregateOperation): string | undefined {
+  if (operation === "sum" || operation === "avg") {
+    if (!NUMERIC_TYPES.has(pgType)) return undefined;
+    return operation === "sum" && ["int2", "int4", "int8"].includes(pgType) ? "BigInt" : "BigFloat";
+  }
+  return STRING_TYPES.has(pgType) ? "String" : ORDERED_RESULTS[pgType];
+}
 
 interface AggregateColumn {
   attributeName: string;
   fieldName: string;
-  description?: string;
+  pgType: string;
   /** Name of the GraphQL scalar of the result. */
   resultType: string;
 }
@@ -65,17 +111,13 @@ function aggregateColumns(
   const out: AggregateColumn[] = [];
   for (const [attributeName, attribute] of Object.entries(codec.attributes)) {
     if (!build.behavior.pgCodecAttributeMatches([codec, attributeName], "attribute:select")) continue;
-    const kind = columnFilterKind(build, attribute.codec);
-    if (kind?.kind !== "scalar") continue;
-    const numeric = NUMERIC_RESULTS[kind.scalar];
-    let resultType: string | undefined;
-    if (operation === "sum" || operation === "avg") resultType = numeric?.[operation];
-    else if (ORDERED_SCALARS.has(kind.scalar)) resultType = kind.scalar;
-    if (!resultType) continue;
+    const pgType = pgTypeName(attribute.codec);
+    const resultType = pgType && aggregateResultType(pgType, operation);
+    if (!pgType || !resultType) continue;
     out.push({
       attributeName,
       fieldName: build.inflection.attribute({ codec, attributeName }),
-      description: attributeDirectives(attribute).description,
+      pgType,
       resultType,
     });
   }
@@ -85,21 +127,26 @@ function aggregateColumns(
 /**
  * The SQL of one aggregate, as jsonb: pg_graphql returns aggregate results in their `to_jsonb`
  * form (numbers as JSON numbers, dates and times as ISO strings). Postgres has no min/max for
- * booleans; `bool_and`/`bool_or` are the same thing for them.
+ * booleans (`bool_and`/`bool_or` are the same thing for them) nor avg for money, whose sum and
+ * average are typed BigFloat, so money is summed and averaged as numeric.
  */
-function aggregateSql(operation: AggregateOperation, column: SQL, resultType: string): SQL {
-  const fn =
-    resultType === "Boolean" && (operation === "min" || operation === "max")
-      ? operation === "min"
-        ? sql`bool_and`
-        : sql`bool_or`
-      : sql.raw(operation);
-  return sql`to_jsonb(${fn}(${column}))`;
+function aggregateSql(operation: AggregateOperation, column: SQL, pgType: string): SQL {
+  if (pgType === "bool" && (operation === "min" || operation === "max")) {
+    return sql`to_jsonb(${operation === "min" ? sql`bool_and` : sql`bool_or`}(${column}))`;
+  }
+  const value =
+    pgType === "money" && (operation === "sum" || operation === "avg") ? sql`${column}::numeric` : column;
+  return sql`to_jsonb(${sql.raw(operation)}(${value}))`;
+}
+
+/** The table directive `{"aggregate": {"enabled": true}}`. */
+function aggregateDirectiveOn(codec: PgCodec): boolean {
+  return codecDirectives(codec)?.entity.aggregate?.enabled === true;
 }
 
 function aggregateEnabled(resource: PgResource): boolean {
   return (
-    codecDirectives(resource.codec)?.entity.aggregate?.enabled === true &&
+    aggregateDirectiveOn(resource.codec) &&
     !resource.parameters &&
     !resource.isVirtual &&
     Boolean(resource.codec.attributes) &&
@@ -107,25 +154,35 @@ function aggregateEnabled(resource: PgResource): boolean {
   );
 }
 
-const OPERATION_LABEL: Record<AggregateOperation, string> = {
-  sum: "Sum",
-  avg: "Avg",
-  min: "Min",
-  max: "Max",
-};
-
-const OPERATION_DESCRIPTION: Record<AggregateOperation, string> = {
-  sum: "Summation aggregates for numeric fields",
-  avg: "Average aggregates for numeric fields",
-  min: "Minimum aggregates for comparable fields",
-  max: "Maximum aggregates for comparable fields",
-};
-
-const RESULT_DESCRIPTION: Record<AggregateOperation, string> = {
-  sum: "Result of summation aggregation for",
-  avg: "Result of average aggregation for",
-  min: "Result of minimum aggregation for",
-  max: "Result of maximum aggregation for",
+/** How pg_graphql names and describes each operation. */
+const OPERATION_TEXTS: Record<
+  AggregateOperation,
+  { typePart: string; term: string; fieldTerm: string; description: string }
+> = {
+  sum: {
+    typePart: "Sum",
+    term: "summation",
+    fieldTerm: "Sum",
+    description: "Summation aggregates for numeric fields",
+  },
+  avg: {
+    typePart: "Avg",
+    term: "average",
+    fieldTerm: "Average",
+    description: "Average aggregates for numeric fields",
+  },
+  min: {
+    typePart: "Min",
+    term: "minimum",
+    fieldTerm: "Minimum",
+    description: "Minimum aggregates for comparable fields",
+  },
+  max: {
+    typePart: "Max",
+    term: "maximum",
+    fieldTerm: "Maximum",
+    description: "Maximum aggregates for comparable fields",
+  },
 };
 
 function registerAggregateTypes(build: GraphileBuild.Build, resource: PgResource): void {
@@ -140,18 +197,18 @@ function registerAggregateTypes(build: GraphileBuild.Build, resource: PgResource
       inflection.pgGqlAggregateResultType(tableTypeName, operation),
       { isPgGqlAggregate: true, pgGqlAggregateOperation: operation, pgCodec: codec },
       () => ({
-        description: `${RESULT_DESCRIPTION[operation]} \`${tableTypeName}\``,
+        description: `Result of ${OPERATION_TEXTS[operation].term} aggregation for \`${tableTypeName}\``,
         fields: () => {
           const fields: GraphQLFieldConfigMap<unknown, unknown> = {};
           for (const column of aggregateColumns(build, codec, operation)) {
             fields[column.fieldName] = {
-              description: column.description,
+              description: `${OPERATION_TEXTS[operation].fieldTerm} of ${column.fieldName} across all matching records`,
               type: build.getOutputTypeByName(column.resultType),
               plan($row: Step) {
                 const $single = $row as PgSelectSingleStep;
                 const alias = $single.getClassStep().alias;
                 const target = sql`${alias}.${sql.identifier(column.attributeName)}`;
-                return $single.select(aggregateSql(operation, target, column.resultType), TYPES.jsonb);
+                return $single.select(aggregateSql(operation, target, column.pgType), TYPES.jsonb);
               },
             } as never;
           }
@@ -180,7 +237,7 @@ function registerAggregateTypes(build: GraphileBuild.Build, resource: PgResource
         for (const operation of OPERATIONS) {
           if (aggregateColumns(build, codec, operation).length === 0) continue;
           fields[operation] = {
-            description: OPERATION_DESCRIPTION[operation],
+            description: OPERATION_TEXTS[operation].description,
             type: build.getOutputTypeByName(
               inflection.pgGqlAggregateResultType(tableTypeName, operation),
             ) as GraphQLOutputType,
@@ -210,7 +267,7 @@ export const PgGqlAggregatesPlugin: GraphileConfig.Plugin = {
         return `${typeName}Aggregate`;
       },
       pgGqlAggregateResultType(_options, typeName, operation) {
-        return `${typeName}${OPERATION_LABEL[operation]}AggregateResult`;
+        return `${typeName}${OPERATION_TEXTS[operation].typePart}AggregateResult`;
       },
     },
   },
@@ -238,7 +295,7 @@ export const PgGqlAggregatesPlugin: GraphileConfig.Plugin = {
         const { scope } = context;
         if (!scope.isConnectionType || !scope.pgCodec) return fields;
         const codec = scope.pgCodec;
-        if (codecDirectives(codec)?.entity.aggregate?.enabled !== true) return fields;
+        if (!aggregateDirectiveOn(codec)) return fields;
         const tableTypeName = build.inflection.tableType(codec);
         const Aggregate = build.getTypeByName(build.inflection.pgGqlAggregateType(tableTypeName));
         if (!Aggregate) return fields;

@@ -24,7 +24,8 @@ const SCHEMA = `
     opened_at time,
     gift boolean,
     labels text[],
-    payload jsonb
+    payload jsonb,
+    fee money
   );
   create table memo(id serial primary key, body text);
   comment on table shop is '@graphql({"aggregate": {"enabled": true}})';
@@ -38,7 +39,13 @@ const SCHEMA = `
   alter table sale enable row level security;
   create policy own_sales on sale for select to authenticated using (seller = auth.uid());
   create policy anon_sales on sale for select to anon using (true);
-  grant select on all tables in schema public to anon, authenticated;
+  update sale set fee = quantity * 0.5;
+  grant select on all tables in schema public to anon;
+  grant select on shop, memo to authenticated;
+  -- Signed-in users may not read what a sale was sold for.
+  revoke select on sale from authenticated;
+  grant select (id, shop_id, seller, item, quantity, units, weight, sold_on, sold_at, opened_at, gift, labels, payload, fee)
+    on sale to authenticated;
 `;
 
 describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
@@ -318,7 +325,8 @@ describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
       quantity: "BigInt",
       units: "BigInt",
       amount: "BigFloat",
-      weight: "Float",
+      weight: "BigFloat",
+      fee: "BigFloat",
     });
     expect(fields(res.data.avg)).toEqual({
       id: "BigFloat",
@@ -326,7 +334,8 @@ describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
       quantity: "BigFloat",
       units: "BigFloat",
       amount: "BigFloat",
-      weight: "Float",
+      weight: "BigFloat",
+      fee: "BigFloat",
     });
     // uuid, arrays and JSON have no ordering pg_graphql aggregates over.
     expect(fields(res.data.min)).toEqual({
@@ -336,11 +345,12 @@ describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
       quantity: "Int",
       units: "BigInt",
       amount: "BigFloat",
-      weight: "Float",
+      weight: "BigFloat",
       soldOn: "Date",
       soldAt: "Datetime",
       openedAt: "Time",
       gift: "Boolean",
+      fee: "Opaque",
     });
   });
 
@@ -375,5 +385,120 @@ describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
       `,
     );
     expect(query.errors?.[0].message).toMatch(/aggregate/);
+  });
+
+  it("sums money as a number and gives its minimum in the database's own form", async () => {
+    const res = await graphql(
+      server,
+      `
+        {
+          saleCollection {
+            aggregate {
+              sum {
+                fee
+              }
+              min {
+                fee
+              }
+            }
+          }
+        }
+      `,
+    );
+    expect(res).toEqual({
+      data: { saleCollection: { aggregate: { sum: { fee: 8.5 }, min: { fee: "$1.00" } } } },
+    });
+  });
+
+  it("leaves columns the role may not read out of the aggregate types", async () => {
+    const token = await userToken(server, ALICE);
+    const res = await graphql(
+      server,
+      `
+        {
+          __type(name: "SaleSumAggregateResult") {
+            fields {
+              name
+            }
+          }
+        }
+      `,
+      { token },
+    );
+    expect(res.data.__type.fields.map((f: { name: string }) => f.name)).toEqual([
+      "id",
+      "shopId",
+      "quantity",
+      "units",
+      "weight",
+      "fee",
+    ]);
+    const denied = await graphql(
+      server,
+      `
+        {
+          saleCollection {
+            aggregate {
+              max {
+                amount
+              }
+            }
+          }
+        }
+      `,
+      { token },
+    );
+    expect(denied.errors?.[0].message).toMatch(/amount/);
+  });
+
+  it("describes the aggregate types in pg_graphql's words", async () => {
+    const res = await graphql(
+      server,
+      `
+        {
+          shopConnection: __type(name: "ShopConnection") {
+            fields {
+              name
+              description
+            }
+          }
+          shopAggregate: __type(name: "ShopAggregate") {
+            description
+            fields {
+              name
+              description
+            }
+          }
+          shopMax: __type(name: "ShopMaxAggregateResult") {
+            description
+            fields {
+              name
+              description
+            }
+          }
+        }
+      `,
+    );
+    expect(res.data.shopConnection.fields.at(-1)).toEqual({
+      name: "aggregate",
+      description: "Aggregate functions calculated on the collection of `Shop`",
+    });
+    expect(res.data.shopAggregate).toEqual({
+      description: "Aggregate results for `Shop`",
+      fields: [
+        { name: "count", description: "The number of records matching the query" },
+        { name: "sum", description: "Summation aggregates for numeric fields" },
+        { name: "avg", description: "Average aggregates for numeric fields" },
+        { name: "min", description: "Minimum aggregates for comparable fields" },
+        { name: "max", description: "Maximum aggregates for comparable fields" },
+      ],
+    });
+    expect(res.data.shopMax).toEqual({
+      description: "Result of maximum aggregation for `Shop`",
+      fields: [
+        { name: "id", description: "Maximum of id across all matching records" },
+        { name: "title", description: "Maximum of title across all matching records" },
+      ],
+    });
   });
 });
