@@ -124,19 +124,24 @@ function aggregateColumns(
   return out;
 }
 
+const FUNCTIONS: Record<AggregateOperation, SQL> = {
+  sum: sql`sum`,
+  avg: sql`avg`,
+  min: sql`min`,
+  max: sql`max`,
+};
+const BOOLEAN_FUNCTIONS: Partial<Record<AggregateOperation, SQL>> = { min: sql`bool_and`, max: sql`bool_or` };
+
 /**
- * The SQL of one aggregate, as jsonb: pg_graphql returns aggregate results in their `to_jsonb`
- * form (numbers as JSON numbers, dates and times as ISO strings). Postgres has no min/max for
- * booleans (`bool_and`/`bool_or` are the same thing for them) nor avg for money, whose sum and
- * average are typed BigFloat, so money is summed and averaged as numeric.
+ * The SQL of one aggregate, as jsonb: pg_graphql returns aggregate results as `jsonb_build_object`
+ * makes them (numbers as JSON numbers, dates and times as ISO strings, money as its text) and
+ * averages every column as numeric. Postgres has no min/max for booleans, where pg_graphql's query
+ * fails; `bool_and`/`bool_or` are what they would mean.
  */
 function aggregateSql(operation: AggregateOperation, column: SQL, pgType: string): SQL {
-  if (pgType === "bool" && (operation === "min" || operation === "max")) {
-    return sql`to_jsonb(${operation === "min" ? sql`bool_and` : sql`bool_or`}(${column}))`;
-  }
-  const value =
-    pgType === "money" && (operation === "sum" || operation === "avg") ? sql`${column}::numeric` : column;
-  return sql`to_jsonb(${sql.raw(operation)}(${value}))`;
+  const fn = (pgType === "bool" && BOOLEAN_FUNCTIONS[operation]) || FUNCTIONS[operation];
+  const value = operation === "avg" ? sql`${column}::numeric` : column;
+  return sql`to_jsonb(${fn}(${value}))`;
 }
 
 /** The table directive `{"aggregate": {"enabled": true}}`. */

@@ -387,14 +387,14 @@ describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
     expect(query.errors?.[0].message).toMatch(/aggregate/);
   });
 
-  it("sums money as a number and gives its minimum in the database's own form", async () => {
+  it("averages money as a number and gives its minimum in the database's own form", async () => {
     const res = await graphql(
       server,
       `
         {
           saleCollection {
             aggregate {
-              sum {
+              avg {
                 fee
               }
               min {
@@ -406,7 +406,7 @@ describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
       `,
     );
     expect(res).toEqual({
-      data: { saleCollection: { aggregate: { sum: { fee: 8.5 }, min: { fee: "$1.00" } } } },
+      data: { saleCollection: { aggregate: { avg: { fee: 2.125 }, min: { fee: "$1.00" } } } },
     });
   });
 
