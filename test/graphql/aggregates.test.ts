@@ -28,6 +28,10 @@ const SCHEMA = `
     fee money
   );
   create table memo(id serial primary key, body text);
+  create table stock_level(id serial primary key, on_hand int not null);
+  comment on table stock_level is '@graphql({"name": "Inventory", "aggregate": {"enabled": true}})';
+  comment on column stock_level.on_hand is '@graphql({"name": "available"})';
+  insert into stock_level(on_hand) values (4), (6);
   comment on table shop is '@graphql({"aggregate": {"enabled": true}})';
   comment on table sale is '@graphql({"aggregate": {"enabled": true}, "totalCount": {"enabled": true}})';
   insert into shop(title) values ('Corner'), ('Market'), ('Empty');
@@ -499,6 +503,35 @@ describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
         { name: "id", description: "Maximum of id across all matching records" },
         { name: "title", description: "Maximum of title across all matching records" },
       ],
+    });
+  });
+
+  it("names the aggregate types and fields after the table's and columns' name directives", async () => {
+    const res = await graphql(
+      server,
+      `
+        {
+          inventoryCollection {
+            aggregate {
+              __typename
+              sum {
+                __typename
+                available
+              }
+            }
+          }
+        }
+      `,
+    );
+    expect(res).toEqual({
+      data: {
+        inventoryCollection: {
+          aggregate: {
+            __typename: "InventoryAggregate",
+            sum: { __typename: "InventorySumAggregateResult", available: 10 },
+          },
+        },
+      },
     });
   });
 });
