@@ -12,6 +12,7 @@ import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
 import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
 import { PgGqlDescriptionsPlugin } from "../plugins/PgGqlDescriptionsPlugin";
+import { PgGqlAggregatesPlugin } from "../plugins/PgGqlAggregatesPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -30,6 +31,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlFilterPlugin,
     PgGqlOrderByPlugin,
     PgGqlConnectionPlugin,
+    PgGqlAggregatesPlugin,
     PgGqlRelationsPlugin,
     PgGqlIntrospectionPlugin,
     PgGqlDescriptionsPlugin,

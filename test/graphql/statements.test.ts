@@ -29,7 +29,8 @@ describe("GraphQL round trips", () => {
       `comment on schema public is '@graphql({"inflect_names": true})';
        create table team(id serial primary key, name text not null);
        create table player(id serial primary key, team_id int not null references team(id), name text not null);
-       comment on table team is '@graphql({"totalCount": {"enabled": true}})';
+       comment on table team is '@graphql({"totalCount": {"enabled": true}, "aggregate": {"enabled": true}})';
+       comment on table player is '@graphql({"aggregate": {"enabled": true}})';
        insert into team(name) values ('red'), ('blue');
        insert into player(team_id, name) values (1, 'ann'), (1, 'bob'), (2, 'cy');
        grant select on team, player to anon;`,
@@ -126,6 +127,52 @@ describe("GraphQL round trips", () => {
     expect(result.data.playerCollection).toEqual({
       pageInfo: { hasPreviousPage: true },
       edges: [{ node: { name: "cy" } }],
+    });
+    expect(statements).toHaveLength(1);
+  });
+
+  it("computes aggregates of root and relationship collections in the same SQL statement", async () => {
+    let result: any;
+    const statements = await statementsDuring(async () => {
+      result = await graphql(
+        server,
+        `
+          {
+            teamCollection(filter: { name: { neq: "green" } }) {
+              aggregate {
+                count
+                max {
+                  name
+                }
+              }
+              edges {
+                node {
+                  name
+                  playerCollection {
+                    aggregate {
+                      count
+                      min {
+                        name
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          }
+        `,
+      );
+    });
+    expect(result).toEqual({
+      data: {
+        teamCollection: {
+          aggregate: { count: 2, max: { name: "red" } },
+          edges: [
+            { node: { name: "red", playerCollection: { aggregate: { count: 2, min: { name: "ann" } } } } },
+            { node: { name: "blue", playerCollection: { aggregate: { count: 1, min: { name: "cy" } } } } },
+          ],
+        },
+      },
     });
     expect(statements).toHaveLength(1);
   });
