@@ -144,6 +144,17 @@ function aggregateSql(operation: AggregateOperation, column: SQL, pgType: string
   return sql`to_jsonb(${fn}(${value}))`;
 }
 
+/**
+ * An aggregate's jsonb text as a value. JSON numbers are answered as numbers, as pg_graphql does, except
+ * integers beyond 2^53 (sums of big integers), which a double would round: those keep their exact digits
+ * as a string.
+ */
+function aggregateValue(json: string | null): unknown {
+  if (json === null) return null;
+  const value: unknown = JSON.parse(json);
+  return typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value) ? json : value;
+}
+
 /** The table directive `{"aggregate": {"enabled": true}}`. */
 function aggregateDirectiveOn(codec: PgCodec): boolean {
   return codecDirectives(codec)?.entity.aggregate?.enabled === true;
@@ -213,7 +224,11 @@ function registerAggregateTypes(build: GraphileBuild.Build, resource: PgResource
                 const $single = $row as PgSelectSingleStep;
                 const alias = $single.getClassStep().alias;
                 const target = sql`${alias}.${sql.identifier(column.attributeName)}`;
-                return $single.select(aggregateSql(operation, target, column.pgType), TYPES.jsonb);
+                const $json = $single.select(
+                  sql`${aggregateSql(operation, target, column.pgType)}::text`,
+                  TYPES.text,
+                );
+                return lambda($json, aggregateValue, true);
               },
             } as never;
           }

@@ -534,4 +534,41 @@ describe("GraphQL aggregates (pg_graphql aggregate directive)", () => {
       },
     });
   });
+
+  it("keeps every digit of an integer sum too large for a JSON number", async () => {
+    await migrate(
+      server,
+      `create table ledger(id int primary key, cents bigint);
+       comment on table ledger is '@graphql({"aggregate": {"enabled": true}})';
+       insert into ledger values (1, 9007199254740993), (2, 10), (3, 5);
+       grant select on ledger to anon;`,
+    );
+    const res = await graphql(
+      server,
+      `
+        {
+          big: ledgerCollection {
+            aggregate {
+              sum {
+                cents
+              }
+            }
+          }
+          small: ledgerCollection(filter: { id: { gt: 1 } }) {
+            aggregate {
+              sum {
+                cents
+              }
+            }
+          }
+        }
+      `,
+    );
+    expect(res).toEqual({
+      data: {
+        big: { aggregate: { sum: { cents: "9007199254741008" } } },
+        small: { aggregate: { sum: { cents: 15 } } },
+      },
+    });
+  });
 });
