@@ -11,6 +11,7 @@ import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
 import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
 import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
+import { PgGqlFunctionsPlugin } from "../plugins/PgGqlFunctionsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -30,6 +31,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlOrderByPlugin,
     PgGqlConnectionPlugin,
     PgGqlRelationsPlugin,
+    PgGqlFunctionsPlugin,
     PgGqlIntrospectionPlugin,
   ],
   disablePlugins: [
@@ -55,7 +57,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     "ClientMutationIdDescriptionPlugin",
     "MutationPayloadQueryPlugin",
     "PgJWTPlugin",
-    "PgProceduresPlugin",
+    // PgProceduresPlugin stays: its gather half makes the function resources PgGqlFunctionsPlugin exposes.
     "PgCustomTypeFieldPlugin",
     "PgPolymorphismOnlyArgumentPlugin",
     "PgInterfaceModeUnionAllRowsPlugin",
