@@ -27,6 +27,8 @@ export interface PgGqlFunctionInfo {
   isSetOf: boolean;
   /** Another function of the same schema has the same name. */
   overloaded: boolean;
+  /** The return type is an array (`returns account[]` becomes a set of rows in PostGraphile). */
+  returnsArray: boolean;
   /** Per input argument: null when required, else the default as a GraphQL literal (null when not shown). */
   argDefaults: ({ value: string | null } | null)[];
 }
@@ -195,7 +197,8 @@ function functionReturn(
 ): FunctionReturn | undefined {
   const { codec } = resource;
   const info = functionInfo(resource);
-  if (!info || codec.isAnonymous) return undefined;
+  // Records and arrays of rows are not supported by pg_graphql.
+  if (!info || codec.isAnonymous || (info.returnsArray && codec.attributes)) return undefined;
   const table = codec.attributes ? selectableTable(build, codec) : undefined;
   if (info.isSetOf || (!resource.isUnique && !codec.attributes)) {
     if (!table || !exposedTable(build, codec) || primaryKeyAttributes(table).length === 0) return undefined;
@@ -447,6 +450,7 @@ export const PgGqlFunctionsPlugin: GraphileConfig.Plugin = {
         const pgGqlFunction: PgGqlFunctionInfo = {
           isSetOf: pgProc.proretset && pgProc.prorows !== 1,
           overloaded: overloads.length > 1,
+          returnsArray: pgProc.getReturnType()?.typcategory === "A",
           argDefaults: argDefaults(pgProc, defaults),
         };
         resourceOptions.extensions = { ...resourceOptions.extensions, pgGqlFunction };
@@ -486,7 +490,8 @@ export const PgGqlFunctionsPlugin: GraphileConfig.Plugin = {
         const add = (entries: ([string, FieldConfig] | undefined)[]) => {
           const out = { ...fields };
           for (const entry of entries) {
-            if (!entry || out[entry[0]]) continue;
+            // A function named like a column (or another field) takes its place, as in pg_graphql.
+            if (!entry) continue;
             const [fieldName, config] = entry;
             out[fieldName] = context.fieldWithHooks({ fieldName }, config as never);
           }
