@@ -1,6 +1,7 @@
-import { listOfCodec, TYPES, type PgCodec } from "@dataplan/pg";
+import { listOfCodec, TYPES, type PgCodec, type PgEnumCodec } from "@dataplan/pg";
 import { GraphQLEnumType, Kind, type ValueNode } from "grafast/graphql";
 import { sql, type SQL } from "pg-sql2";
+import { isValidGraphqlName } from "./PgGqlExposurePlugin";
 
 /** pg_catalog types whose text pg_graphql returns in `to_jsonb` form (ISO date/time; jsonb text for JSON). */
 const JSONB_TEXT_TYPES: Record<string, { base: PgCodec; typeName: string }> = {
@@ -47,7 +48,7 @@ const SCALAR_DESCRIPTIONS: Record<string, string> = {
   String: "A string",
   Boolean: "A value that is true or false",
   BigInt: "An arbitrary size integer represented as a string",
-  Date: "A date wihout time information",
+  Date: "A date without time information",
   Time: "A time without date information",
   Datetime: "A date and time",
   UUID: "A universally unique identifier",
@@ -182,12 +183,19 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
             build.setGraphQLTypeForPgCodec(codec, ["input", "output"], JSONB_TEXT_TYPES[typname].typeName);
           }
           // An enum from a schema the API does not expose has no GraphQL enum: pg_graphql shows it as Opaque.
+          // So does one whose name or a value (after `mappings`) is not a valid GraphQL name.
           const exposed = new Set(Object.keys(build.input.pgGqlSchemas ?? {}));
           for (const codec of Object.values(build.input.pgRegistry.pgCodecs) as PgCodec[]) {
+            const values = (codec as PgEnumCodec).values;
+            if (!values) continue;
             const schemaName = (codec.extensions as { pg?: { schemaName?: string } } | undefined)?.pg
               ?.schemaName;
-            const isEnum = Boolean((codec as { values?: unknown }).values);
-            if (isEnum && schemaName && !exposed.has(schemaName)) {
+            const named =
+              isValidGraphqlName(build.inflection.enumType(codec as PgEnumCodec)) &&
+              values.every(({ value }) =>
+                isValidGraphqlName(build.inflection.enumValue(value, codec as PgEnumCodec)),
+              );
+            if ((schemaName && !exposed.has(schemaName)) || !named) {
               build.setGraphQLTypeForPgCodec(codec, ["input", "output"], "Opaque");
             }
           }

@@ -12,6 +12,7 @@ import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
 import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
 import { PgGqlFunctionsPlugin } from "../plugins/PgGqlFunctionsPlugin";
+import { PgGqlDescriptionsPlugin } from "../plugins/PgGqlDescriptionsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -33,6 +34,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlRelationsPlugin,
     PgGqlFunctionsPlugin,
     PgGqlIntrospectionPlugin,
+    PgGqlDescriptionsPlugin,
   ],
   disablePlugins: [
     // pg_graphql exposes relations, filters and ordering whether or not an index backs them.

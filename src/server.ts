@@ -22,6 +22,8 @@ export function createApp(ctx: AppContext): Express {
   const app = express();
   const metrics = new Metrics();
   app.disable("x-powered-by");
+  // PostgREST sends no ETag, and hashing every response body costs each request.
+  app.set("etag", false);
   app.set("query parser", "simple");
 
   // Request log and metrics: method, path (never the query string, which may carry an apikey), status, time.

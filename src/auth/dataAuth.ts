@@ -42,13 +42,39 @@ function internalClaims(project: ProjectRuntime, key: OpaqueKey): Record<string,
   return { ...template, iss: "strata", ref: project.ref, role, iat, exp: iat + INTERNAL_TOKEN_SECONDS };
 }
 
-/** A legacy key: an HS256 JWT of the project secret with role anon or service_role, while enabled. */
-async function authenticateLegacyKey(project: ProjectRuntime, apikey: string): Promise<RequestAuth> {
-  const secret = new TextEncoder().encode(project.record.jwtSecret);
-  const claims = await jwtVerify(apikey, secret, { algorithms: ["HS256"] }).then(
+/**
+ * Legacy keys that verified, by project secret and key: every request carries the same key, and its
+ * signature only depends on the secret, so it is checked once. Expiry is still checked on every use;
+ * a changed secret misses the cache; the enabled flag is read on every request.
+ */
+const verifiedLegacyKeys = new Map<string, Record<string, unknown>>();
+const VERIFIED_LEGACY_KEYS_MAX = 1000;
+
+async function verifiedLegacyClaims(
+  secret: string,
+  apikey: string,
+): Promise<Record<string, unknown> | undefined> {
+  const cacheKey = `${secret}\u0000${apikey}`;
+  const cached = verifiedLegacyKeys.get(cacheKey);
+  if (cached) {
+    if (typeof cached.exp !== "number" || cached.exp > Date.now() / 1000) return cached;
+    verifiedLegacyKeys.delete(cacheKey);
+    return undefined;
+  }
+  const claims = await jwtVerify(apikey, new TextEncoder().encode(secret), { algorithms: ["HS256"] }).then(
     (r) => r.payload as Record<string, unknown>,
     () => undefined,
   );
+  if (claims && LEGACY_KEY_ROLES.has(claims.role as string)) {
+    if (verifiedLegacyKeys.size >= VERIFIED_LEGACY_KEYS_MAX) verifiedLegacyKeys.clear();
+    verifiedLegacyKeys.set(cacheKey, claims);
+  }
+  return claims;
+}
+
+/** A legacy key: an HS256 JWT of the project secret with role anon or service_role, while enabled. */
+async function authenticateLegacyKey(project: ProjectRuntime, apikey: string): Promise<RequestAuth> {
+  const claims = await verifiedLegacyClaims(project.record.jwtSecret, apikey);
   const role = claims?.role;
   if (typeof role !== "string" || !LEGACY_KEY_ROLES.has(role) || !project.record.legacyKeysEnabled) {
     throw new DataAuthError("Invalid API key", INVALID_KEY_HINT);

@@ -8,6 +8,9 @@ const PROJECT_SELECT = `
          p.legacy_keys_enabled, p.database_name, c.admin_url, c.authenticator_password
     from platform.projects p join platform.clusters c on c.id = p.cluster_id`;
 
+/** How long a replaced runtime keeps its pools for the requests still running on it. */
+const RETIRE_GRACE_MS = 30_000;
+
 function toRecord(row: any): ProjectRecord {
   const adminUrl = withDatabase(row.admin_url, row.database_name);
   return {
@@ -31,6 +34,8 @@ function toRecord(row: any): ProjectRecord {
  */
 export class ProjectRegistry {
   private readonly runtimes = new Map<string, Promise<ProjectRuntime | undefined>>();
+  /** Replaced runtimes whose pools close after RETIRE_GRACE_MS (or at shutdown). */
+  private readonly retiring = new Set<ProjectRuntime>();
   private listener: pg.Client | undefined;
   private closed = false;
 
@@ -82,9 +87,21 @@ export class ProjectRegistry {
     await runtime?.close();
   }
 
+  /** Forgets a project's runtime; requests already running on it finish before its pools close. */
+  async retire(ref: string): Promise<void> {
+    const runtime = await this.runtimes.get(ref)?.catch(() => undefined);
+    this.runtimes.delete(ref);
+    if (!runtime) return;
+    runtime.stopWatching();
+    this.retiring.add(runtime);
+    setTimeout(() => {
+      if (this.retiring.delete(runtime)) runtime.close().catch(() => {});
+    }, RETIRE_GRACE_MS).unref();
+  }
+
   /**
    * LISTENs for changes of project rows (sql/platform/100_management_control.sql), so that a pause, restore,
-   * rename or delete made by any Strata process reaches this one: the project's runtime is dropped and the
+   * rename or delete made by any Strata process reaches this one: the project's runtime is retired and the
    * next request reloads it from its row. Reconnects when the connection is lost.
    */
   async watchControlPlane(adminUrl: string): Promise<void> {
@@ -98,7 +115,7 @@ export class ProjectRegistry {
     };
     client.on("error", retry);
     client.on("notification", (msg) => {
-      if (msg.payload) this.evict(msg.payload).catch(() => {});
+      if (msg.payload) this.retire(msg.payload).catch(() => {});
     });
     try {
       await client.connect();
@@ -113,7 +130,12 @@ export class ProjectRegistry {
     const listener = this.listener;
     this.listener = undefined;
     await listener?.end().catch(() => {});
-    await Promise.all([...this.runtimes.keys()].map((ref) => this.evict(ref)));
+    const retiring = [...this.retiring];
+    this.retiring.clear();
+    await Promise.all([
+      ...[...this.runtimes.keys()].map((ref) => this.evict(ref)),
+      ...retiring.map((runtime) => runtime.close()),
+    ]);
   }
 
   private async load(ref: string): Promise<ProjectRuntime | undefined> {

@@ -99,13 +99,18 @@ export class ProjectRuntime {
     }
   }
 
-  async close(): Promise<void> {
+  /** Stops the DDL watch; the pools stay open for the requests still running on this runtime. */
+  stopWatching(): void {
     this.closed = true;
-    this.events.emit("closed");
     const listener = this.listener;
     this.listener = undefined;
+    listener?.end().catch(() => {});
+  }
+
+  async close(): Promise<void> {
+    this.stopWatching();
+    this.events.emit("closed");
     await Promise.all([
-      listener?.end().catch(() => {}),
       this.dataPoolInstance?.end().catch(() => {}),
       this.adminPoolInstance?.end().catch(() => {}),
     ]);
