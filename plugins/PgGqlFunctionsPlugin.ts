@@ -1,13 +1,24 @@
 import {
   PgSelectSingleStep,
+  TYPES,
+  pgSelect,
   pgSelectSingleFromRecord,
   withPgClientFromPgService,
   type PgCodec,
+  type PgCodecWithAttributes,
   type PgResource,
   type PgResourceParameter,
   type PgSelectStep,
 } from "@dataplan/pg";
-import { bakedInput, operationPlan, type FieldArgs, type GrafastFieldConfig, type Step } from "grafast";
+import {
+  bakedInput,
+  each,
+  list,
+  operationPlan,
+  type FieldArgs,
+  type GrafastFieldConfig,
+  type Step,
+} from "grafast";
 import type { GraphQLFieldConfigArgumentMap, GraphQLInputType, GraphQLOutputType } from "grafast/graphql";
 import type { PgProc } from "pg-introspection";
 import { sql } from "pg-sql2";
@@ -272,6 +283,24 @@ function functionSql(resource: PgResource) {
   return sql.identifier(pg.schemaName, pg.name);
 }
 
+/**
+ * The rows a volatile set-returning function returned, selected again from their table by primary
+ * key: the function runs once, and paging, counting and nested fields read the selected rows.
+ */
+function rowsByKey(table: PgResource, $rows: PgSelectStep): PgSelectStep {
+  const pk = primaryKeyAttributes(table);
+  const attributes = (table.codec as PgCodecWithAttributes).attributes;
+  const $keys = each($rows, ($row) => list(pk.map((a) => ($row as PgSelectSingleStep).get(a))));
+  const $select = pgSelect({ resource: table, identifiers: [] });
+  const keys = $select.placeholder($keys, TYPES.jsonb);
+  const columns = pk.map((a) => sql`${$select.alias}.${sql.identifier(a)}`);
+  const values = pk.map((a, i) => sql`(__key__->>${sql.literal(i)})::${attributes[a].codec.sqlType}`);
+  $select.where(
+    sql`(${sql.join(columns, ", ")}) in (select ${sql.join(values, ", ")} from jsonb_array_elements(${keys}) as __key__)`,
+  );
+  return $select;
+}
+
 /** Field config of a function on `Query`/`Mutation`, or undefined when pg_graphql leaves it out. */
 function rootFunctionField(
   build: GraphileBuild.Build,
@@ -298,13 +327,12 @@ function rootFunctionField(
     if (names.some(([argName]) => CONNECTION_ARGUMENTS.has(argName))) return undefined;
     const connectionArgs = connectionArguments(build, returns.table);
     args = { ...args, ...connectionArgs };
-    plan = (_$root, fieldArgs) =>
-      planPage(
-        resource.execute(functionArgs(fieldArgs, names), mode) as PgSelectStep,
-        fieldArgs,
-        returns.table,
-        build,
-      );
+    plan = (_$root, fieldArgs) => {
+      const $rows = resource.execute(functionArgs(fieldArgs, names), mode) as PgSelectStep;
+      // A volatile function runs once; its rows are then paged (and counted) like any set of rows.
+      const $select = resource.isMutation ? rowsByKey(returns.table, $rows) : $rows;
+      return planPage($select, fieldArgs, returns.table, build);
+    };
   } else {
     plan = (_$root, fieldArgs) => {
       const $result = resource.execute(functionArgs(fieldArgs, names), mode);

@@ -24,6 +24,19 @@ const SCHEMA = `
   create function _display_name(rec member) returns text
     language sql stable as $$ select rec.given_name || ' ' || rec.family_name $$;
 
+  create function _teammates(rec member) returns setof member
+    language sql stable as $$ select * from member where team = rec.team and id <> rec.id $$;
+
+  create function member_named(given text) returns member
+    language sql stable as $$ select * from member where given_name = given $$;
+
+  create function enrol(team_name text, names text[]) returns setof member
+    language sql volatile as $$
+      insert into member(given_name, family_name, team)
+      select n, 'New', team_name from unnest(names) as n
+      returning *
+    $$;
+
   create function members_of(team_name text) returns setof member
     language sql stable as $$ select * from member where team = team_name $$;
 
@@ -38,6 +51,7 @@ const SCHEMA = `
   create function untyped_arg(int) returns int language sql stable as $$ select $1 $$;
 
   grant select on all tables in schema public to anon;
+  grant insert on member to anon;
   grant usage on all sequences in schema public to anon;
 `;
 
@@ -192,6 +206,82 @@ describe("GraphQL user-defined functions (pg_graphql)", () => {
       data: {
         membersOf: { totalCount: 1, edges: [{ node: { givenName: "Grace", displayName: "Grace Hopper" } }] },
         byName: { pageInfo: { hasNextPage: true }, edges: [{ node: { givenName: "Grace" } }] },
+      },
+    });
+  });
+
+  it("runs a volatile set-returning function once and pages the rows it returned", async () => {
+    const res = await graphql(
+      server,
+      `
+        mutation {
+          enrol(teamName: "green", names: ["Barbara", "Ken"], first: 1) {
+            totalCount
+            pageInfo {
+              hasNextPage
+            }
+            edges {
+              node {
+                givenName
+                team
+              }
+            }
+          }
+        }
+      `,
+    );
+    expect(res).toEqual({
+      data: {
+        enrol: {
+          totalCount: 2,
+          pageInfo: { hasNextPage: true },
+          edges: [{ node: { givenName: "Barbara", team: "green" } }],
+        },
+      },
+    });
+    const green = await graphql(
+      server,
+      `
+        {
+          membersOf(teamName: "green") {
+            totalCount
+          }
+        }
+      `,
+    );
+    expect(green).toEqual({ data: { membersOf: { totalCount: 2 } } });
+  });
+
+  it("returns a table's row type as that type (null when no row), with its relations and computed fields", async () => {
+    const res = await graphql(
+      server,
+      `
+        {
+          memberNamed(given: "Grace") {
+            nodeId
+            displayName
+            teammates {
+              edges {
+                node {
+                  givenName
+                }
+              }
+            }
+          }
+          nobody: memberNamed(given: "Nobody") {
+            id
+          }
+        }
+      `,
+    );
+    expect(res).toEqual({
+      data: {
+        memberNamed: {
+          nodeId: Buffer.from('["public", "member", 3]').toString("base64"),
+          displayName: "Grace Hopper",
+          teammates: { edges: [{ node: { givenName: "Ada" } }] },
+        },
+        nobody: null,
       },
     });
   });
