@@ -34,6 +34,8 @@ type FieldConfig = GrafastFieldConfig<any> & {
 
 /** What the gather phase learns about a function that its resource does not say. */
 export interface PgGqlFunctionInfo {
+  /** pg_proc oid: computed fields follow the functions' creation order, as pg_graphql lists them. */
+  oid: number;
   /** `returns setof` without `rows 1`: a collection rather than a single row. */
   isSetOf: boolean;
   /** Another function of the same schema has the same name. */
@@ -403,9 +405,9 @@ function computedField(build: GraphileBuild.Build, resource: PgResource): [strin
 
 /** Function resources that are computed fields of `codec` (one argument: a row of that table). */
 function computedResources(build: GraphileBuild.Build, codec: PgCodec): PgResource[] {
-  return (Object.values(build.input.pgRegistry.pgResources) as PgResource[]).filter(
-    (r) => r.parameters?.length === 1 && r.parameters[0].codec === codec && functionInfo(r),
-  );
+  return (Object.values(build.input.pgRegistry.pgResources) as PgResource[])
+    .filter((r) => r.parameters?.length === 1 && r.parameters[0].codec === codec && functionInfo(r))
+    .sort((a, b) => functionInfo(a)!.oid - functionInfo(b)!.oid);
 }
 
 function rootResources(build: GraphileBuild.Build, mutation: boolean): PgResource[] {
@@ -476,6 +478,7 @@ export const PgGqlFunctionsPlugin: GraphileConfig.Plugin = {
           ? (await defaultExpressions(info, serviceName)).get(pgProc._id)
           : undefined;
         const pgGqlFunction: PgGqlFunctionInfo = {
+          oid: Number(pgProc._id),
           isSetOf: pgProc.proretset && pgProc.prorows !== 1,
           overloaded: overloads.length > 1,
           returnsArray: pgProc.getReturnType()?.typcategory === "A",
