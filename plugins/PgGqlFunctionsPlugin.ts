@@ -419,8 +419,11 @@ function rootResources(build: GraphileBuild.Build, mutation: boolean): PgResourc
 /**
  * pg_graphql's user-defined functions: stable and immutable functions on `Query`, volatile ones on
  * `Mutation`, and functions of a single table row as computed fields of that table's type.
- * Functions pg_graphql cannot expose (overloaded, unnamed or unsupported arguments, unsupported
- * return types, no EXECUTE privilege) are left out.
+ * Functions pg_graphql cannot expose are left out, as it leaves them out: overloaded names, unnamed
+ * or variadic arguments, arguments that are rows, enums or arrays of those, returns of `void`,
+ * `record`, triggers, enums (root fields), arrays of rows or enums, `setof` anything but a table
+ * with a primary key, functions in system schemas, and functions the role may not EXECUTE
+ * (PgRBACPlugin's `-queryField -mutationField -typeField` behaviors).
  */
 export const PgGqlFunctionsPlugin: GraphileConfig.Plugin = {
   name: "PgGqlFunctionsPlugin",
