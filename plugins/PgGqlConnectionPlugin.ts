@@ -8,6 +8,7 @@ import {
   type PgSelectStep,
 } from "@dataplan/pg";
 import { constant, first, lambda, last, type ConnectionStep, type FieldArgs, type Step } from "grafast";
+import type { GraphQLFieldConfigArgumentMap } from "grafast/graphql";
 import { sql, type SQL } from "pg-sql2";
 import { codecDirectives } from "./PgGqlDirectivesPlugin";
 import { PgGqlError } from "./pgGqlErrors";
@@ -225,6 +226,46 @@ function edgeCursor($item: Step): Step {
   return $row.select(cursorSql(page.order, $row.getClassStep().alias), TYPES.text);
 }
 
+/** pg_graphql's arguments of a collection of `resource`'s rows, in its order. */
+export function connectionArguments(
+  build: GraphileBuild.Build,
+  resource: PgResource,
+): GraphQLFieldConfigArgumentMap {
+  const { GraphQLNonNull, GraphQLInt, GraphQLList } = build.graphql;
+  const typeName = build.inflection.tableType(resource.codec);
+  const Cursor = build.getInputTypeByName("Cursor");
+  const Filter = build.getInputTypeByName(build.inflection.pgGqlFilterType(typeName));
+  const OrderBy = build.getInputTypeByName(build.inflection.pgGqlOrderByType(typeName));
+  return {
+    first: {
+      type: GraphQLInt,
+      description: "Query the first `n` records in the collection",
+    },
+    last: { type: GraphQLInt, description: "Query the last `n` records in the collection" },
+    before: {
+      type: Cursor,
+      description: "Query values in the collection before the provided cursor",
+    },
+    after: {
+      type: Cursor,
+      description: "Query values in the collection after the provided cursor",
+    },
+    offset: {
+      type: GraphQLInt,
+      description:
+        "Skip n values from the after cursor. Alternative to cursor pagination. Backward pagination not supported.",
+    },
+    filter: {
+      type: Filter,
+      description: "Filters to apply to the results set when querying from the collection",
+    },
+    orderBy: {
+      type: new GraphQLList(new GraphQLNonNull(OrderBy)),
+      description: "Sort order to apply to the collection",
+    },
+  };
+}
+
 /**
  * pg_graphql's connection shape: `<T>Connection { edges: [<T>Edge!]!, pageInfo: PageInfo!,
  * totalCount: Int! (opt-in) }`, `<T>Edge { cursor: String!, node: <T>! }`, and the
@@ -315,45 +356,14 @@ export const PgGqlConnectionPlugin: GraphileConfig.Plugin = {
         if (!isPgFieldConnection || !pgFieldResource || !field.plan) return field;
         const resource = pgFieldResource as PgResource;
         if (primaryKeyAttributes(resource).length === 0) return field;
-        const { GraphQLNonNull, GraphQLInt, GraphQLList } = build.graphql;
-        const typeName = build.inflection.tableType(resource.codec);
-        const Cursor = build.getInputTypeByName("Cursor");
-        const Filter = build.getInputTypeByName(build.inflection.pgGqlFilterType(typeName));
-        const OrderBy = build.getInputTypeByName(build.inflection.pgGqlOrderByType(typeName));
+        const { GraphQLNonNull } = build.graphql;
         const oldPlan = field.plan;
         // Root collections are non-null; relationship collections are nullable, as in pg_graphql.
         const connectionType = build.graphql.getNullableType(field.type);
         return {
           ...field,
           type: context.scope.isRootQuery ? new GraphQLNonNull(connectionType) : connectionType,
-          args: {
-            first: {
-              type: GraphQLInt,
-              description: "Query the first `n` records in the collection",
-            },
-            last: { type: GraphQLInt, description: "Query the last `n` records in the collection" },
-            before: {
-              type: Cursor,
-              description: "Query values in the collection before the provided cursor",
-            },
-            after: {
-              type: Cursor,
-              description: "Query values in the collection after the provided cursor",
-            },
-            offset: {
-              type: GraphQLInt,
-              description:
-                "Skip n values from the after cursor. Alternative to cursor pagination. Backward pagination not supported.",
-            },
-            filter: {
-              type: Filter,
-              description: "Filters to apply to the results set when querying from the collection",
-            },
-            orderBy: {
-              type: new GraphQLList(new GraphQLNonNull(OrderBy)),
-              description: "Sort order to apply to the collection",
-            },
-          },
+          args: connectionArguments(build, resource),
           plan(...args: Parameters<typeof oldPlan>) {
             const $select = context.scope.isRootQuery
               ? rootSelect(build, resource)

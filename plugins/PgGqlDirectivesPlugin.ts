@@ -68,6 +68,10 @@ declare global {
     interface PgCodecRelationExtensions {
       pgGql?: RelationDirectives;
     }
+    interface PgResourceExtensions {
+      /** Function resources only: the function's directives, its schema's, and its SQL names. */
+      pgGql?: PgGqlCodecExtension;
+    }
   }
 }
 
@@ -94,6 +98,13 @@ export function codecDirectives(codec: PgCodec): PgGqlCodecExtension | undefined
   return codec.extensions?.pgGql;
 }
 
+/** The directives of a function resource (`name`, `description`); undefined for other resources. */
+export function functionDirectives(resource: {
+  extensions?: DataplanPg.PgResourceExtensions;
+}): PgGqlCodecExtension | undefined {
+  return resource.extensions?.pgGql;
+}
+
 export function attributeDirectives(attribute: PgCodecAttribute): EntityDirectives {
   return attribute.extensions?.pgGql ?? {};
 }
@@ -117,7 +128,13 @@ export const PgGqlDirectivesPlugin: GraphileConfig.Plugin = {
   name: "PgGqlDirectivesPlugin",
   description: "Parses pg_graphql @graphql({...}) comment directives into extensions.pgGql",
   version: "0.1.0",
-  after: ["PgCodecsPlugin", "PgTablesPlugin", "PgRelationsPlugin", "PgEnumTablesPlugin"],
+  after: [
+    "PgCodecsPlugin",
+    "PgTablesPlugin",
+    "PgRelationsPlugin",
+    "PgEnumTablesPlugin",
+    "PgProceduresPlugin",
+  ],
   gather: {
     namespace: "pgGql",
     initialState: () => ({ schemas: {} as Record<string, SchemaDirectives> }),
@@ -152,6 +169,18 @@ export const PgGqlDirectivesPlugin: GraphileConfig.Plugin = {
       },
       pgTables_PgResourceOptions(_info, { resourceOptions, pgClass }) {
         resourceOptions.description = parseDirectives<EntityDirectives>(pgClass.getDescription()).description;
+      },
+      pgProcedures_PgResourceOptions(_info, { pgProc, resourceOptions }) {
+        const entity = parseDirectives<EntityDirectives>(pgProc.getDescription());
+        const namespace = pgProc.getNamespace();
+        const pgGql: PgGqlCodecExtension = {
+          entity,
+          schema: schemaDirectives(namespace),
+          schemaName: namespace?.nspname ?? "",
+          sqlName: pgProc.proname,
+        };
+        resourceOptions.extensions = { ...resourceOptions.extensions, pgGql };
+        resourceOptions.description = entity.description;
       },
       pgRelations_relation(_info, { relation, pgConstraint }) {
         relation.extensions = { ...relation.extensions, pgGql: constraintDirectives(pgConstraint) };

@@ -1,5 +1,5 @@
-import { TYPES, type PgCodec, type PgEnumCodec } from "@dataplan/pg";
-import { GraphQLEnumType, type ValueNode } from "grafast/graphql";
+import { listOfCodec, TYPES, type PgCodec, type PgEnumCodec } from "@dataplan/pg";
+import { GraphQLEnumType, Kind, type ValueNode } from "grafast/graphql";
 import { sql, type SQL } from "pg-sql2";
 import { isValidGraphqlName } from "./PgGqlExposurePlugin";
 
@@ -11,7 +11,8 @@ const JSONB_TEXT_TYPES: Record<string, { base: PgCodec; typeName: string }> = {
   timestamptz: { base: TYPES.timestamptz, typeName: "Datetime" },
   date: { base: TYPES.date, typeName: "Date" },
   time: { base: TYPES.time, typeName: "Time" },
-  timetz: { base: TYPES.timetz, typeName: "Time" },
+  // pg_graphql has no scalar for a time with a time zone.
+  timetz: { base: TYPES.timetz, typeName: "Opaque" },
 };
 
 const asJsonbText = (fragment: SQL): SQL => sql`(to_jsonb(${fragment}) #>> '{}')`;
@@ -28,8 +29,11 @@ const pgGqlCodecs = new Map<string, PgCodec>(
       // Its own name: the stock codec of the same type may be registered too.
       name: `pgGql_${typname}`,
       castFromPg: asJsonbText,
+      // A json element keeps its own text (pg_graphql returns `{"a" : 1}` as written); the others read as to_jsonb prints them.
       listCastFromPg: (fragment: SQL) =>
-        sql`(select array_agg(to_jsonb(__e) #>> '{}') from unnest(${fragment}) as __e)::text`,
+        typname === "json"
+          ? sql`(select array_agg(__e::text) from unnest(${fragment}) as __e)::text`
+          : sql`(select array_agg(to_jsonb(__e) #>> '{}') from unnest(${fragment}) as __e)::text`,
       fromPg: (value: string) => value,
       toPg: (value: unknown) => (typeof value === "string" ? value : JSON.stringify(value)),
     } as PgCodec,
@@ -64,6 +68,16 @@ function describeBuiltinScalars(graphql: GraphileBuild.Build["graphql"]): void {
     scalar.description = SCALAR_DESCRIPTIONS[scalar.name];
   }
 }
+
+/** Arrays of those types (`_json`, `_timestamp`, ...), whose elements read the same way. */
+const pgGqlListCodecs = new Map<string, PgCodec>(
+  [...pgGqlCodecs].map(([typname, codec]) => [
+    `_${typname}`,
+    listOfCodec(codec as PgCodec<string, undefined, any, any, undefined>, {
+      name: `pgGql__${typname}`,
+    }) as PgCodec,
+  ]),
+);
 
 /** PostGraphile types pg_graphql has no scalar for: pg_graphql exposes them as `Opaque`. */
 const OPAQUE_TYPES = [
@@ -143,7 +157,7 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
         if (event.pgCodec) return;
         const namespace = event.pgType.getNamespace();
         if (namespace?.nspname !== "pg_catalog") return;
-        const codec = pgGqlCodecs.get(event.pgType.typname);
+        const codec = pgGqlCodecs.get(event.pgType.typname) ?? pgGqlListCodecs.get(event.pgType.typname);
         if (codec) event.pgCodec = codec;
       },
     },
@@ -194,6 +208,18 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
       },
       GraphQLScalarType(config) {
         const description = SCALAR_DESCRIPTIONS[config.name] ?? config.description;
+        if (config.name === "BigInt" || config.name === "BigFloat") {
+          // pg_graphql also accepts these as number literals (`addBigints(a: 3, b: 4)`).
+          const parseLiteral = config.parseLiteral;
+          return {
+            ...config,
+            description,
+            parseLiteral: (node, variables) =>
+              node.kind === Kind.INT || node.kind === Kind.FLOAT
+                ? node.value
+                : parseLiteral!(node, variables),
+          };
+        }
         if (config.name !== "JSON") return { ...config, description };
         return {
           ...config,

@@ -11,6 +11,7 @@ import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
 import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
 import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
+import { PgGqlFunctionsPlugin } from "../plugins/PgGqlFunctionsPlugin";
 import { PgGqlDescriptionsPlugin } from "../plugins/PgGqlDescriptionsPlugin";
 import { PgGqlAggregatesPlugin } from "../plugins/PgGqlAggregatesPlugin";
 
@@ -33,6 +34,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlConnectionPlugin,
     PgGqlAggregatesPlugin,
     PgGqlRelationsPlugin,
+    PgGqlFunctionsPlugin,
     PgGqlIntrospectionPlugin,
     PgGqlDescriptionsPlugin,
   ],
@@ -59,7 +61,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     "ClientMutationIdDescriptionPlugin",
     "MutationPayloadQueryPlugin",
     "PgJWTPlugin",
-    "PgProceduresPlugin",
+    // PgProceduresPlugin stays: its gather half makes the function resources PgGqlFunctionsPlugin exposes.
     "PgCustomTypeFieldPlugin",
     "PgPolymorphismOnlyArgumentPlugin",
     "PgInterfaceModeUnionAllRowsPlugin",
