@@ -11,6 +11,7 @@ import { PgGqlIntrospectionPlugin } from "../plugins/PgGqlIntrospectionPlugin";
 import { PgGqlScalarsPlugin } from "../plugins/PgGqlScalarsPlugin";
 import { PgGqlViewKeysPlugin } from "../plugins/PgGqlViewKeysPlugin";
 import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
+import { PgGqlMutationsPlugin } from "../plugins/PgGqlMutationsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -30,6 +31,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlOrderByPlugin,
     PgGqlConnectionPlugin,
     PgGqlRelationsPlugin,
+    PgGqlMutationsPlugin,
     PgGqlIntrospectionPlugin,
   ],
   disablePlugins: [

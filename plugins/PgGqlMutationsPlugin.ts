@@ -1,0 +1,549 @@
+import {
+  pgSelect,
+  pgWhereConditionSpecListToSQL,
+  PgCondition,
+  sideEffectWithPgClientTransaction,
+  TYPES,
+  type PgClient,
+  type PgCodecAttribute,
+  type PgCodecWithAttributes,
+  type PgResource,
+  type PgSelectQueryBuilder,
+  type PgSelectStep,
+} from "@dataplan/pg";
+import { access, applyInput, type FieldArgs, type Step } from "grafast";
+import type { GraphQLInputType, GraphQLOutputType } from "grafast/graphql";
+import type { PgAttribute, PgClass } from "pg-introspection";
+import { sql, type SQL } from "pg-sql2";
+import { PgGqlError } from "./pgGqlErrors";
+import { primaryKeyAttributes } from "./pgGqlNodeId";
+import { nodeResources } from "./PgGqlNodePlugin";
+
+declare global {
+  namespace GraphileBuild {
+    interface Inflection {
+      /** `insertInto<T>Collection` */
+      pgGqlInsertField(this: Inflection, typeName: string): string;
+      /** `update<T>Collection` */
+      pgGqlUpdateField(this: Inflection, typeName: string): string;
+      /** `deleteFrom<T>Collection` */
+      pgGqlDeleteField(this: Inflection, typeName: string): string;
+      /** `<T>InsertResponse` / `<T>UpdateResponse` / `<T>DeleteResponse` */
+      pgGqlMutationResponseType(this: Inflection, typeName: string, kind: MutationKind): string;
+    }
+    interface ScopeObject {
+      isPgGqlMutationResponse?: boolean;
+    }
+  }
+}
+
+type MutationKind = "insert" | "update" | "delete";
+
+/** What the gather phase learns about a column for writes (`attribute.extensions.pgGqlWrite`). */
+interface ColumnWriteInfo {
+  /** Owns a sequence (serial) or is an identity column: pg_graphql leaves it out of inputs. */
+  serial?: boolean;
+  /** A generated column: never written. */
+  generated?: boolean;
+  /** `varchar(n)` / `char(n)` (or arrays of them): the `n` pg_graphql checks inputs against. */
+  maxLength?: number;
+}
+
+function writeInfo(attribute: PgCodecAttribute): ColumnWriteInfo {
+  return ((attribute.extensions as { pgGqlWrite?: ColumnWriteInfo } | undefined)?.pgGqlWrite ??
+    {}) as ColumnWriteInfo;
+}
+
+const PG_CLASS_OID = "1259";
+const CHARACTER_TYPES = new Set(["varchar", "bpchar", "_varchar", "_bpchar"]);
+
+/** Columns owning a sequence (`serial`), per introspection: pg_depend rows of kind 'a' from a sequence. */
+const serialColumnsCache = new WeakMap<object, Set<string>>();
+function serialColumns(introspection: {
+  depends: {
+    classid: string;
+    objid: string;
+    refobjid: string;
+    refobjsubid: number | null;
+    deptype: string;
+  }[];
+  classes: PgClass[];
+}): Set<string> {
+  let cached = serialColumnsCache.get(introspection);
+  if (!cached) {
+    const sequences = new Set(introspection.classes.filter((c) => c.relkind === "S").map((c) => c._id));
+    cached = new Set(
+      introspection.depends
+        .filter(
+          (d) =>
+            d.deptype === "a" &&
+            String(d.classid) === PG_CLASS_OID &&
+            sequences.has(d.objid) &&
+            d.refobjsubid != null &&
+            d.refobjsubid > 0,
+        )
+        .map((d) => `${d.refobjid}:${d.refobjsubid}`),
+    );
+    serialColumnsCache.set(introspection, cached);
+  }
+  return cached;
+}
+
+/** The mutable columns of a table for one kind of write, by GraphQL field name. */
+function writableColumns(
+  build: GraphileBuild.Build,
+  codec: PgCodecWithAttributes,
+  kind: "insert" | "update",
+): Map<string, string> {
+  const columns = new Map<string, string>();
+  for (const attributeName of Object.keys(codec.attributes)) {
+    if (!build.behavior.pgCodecAttributeMatches([codec, attributeName], `attribute:${kind}`)) continue;
+    if (!build.getGraphQLTypeByPgCodec(codec.attributes[attributeName].codec, "input")) continue;
+    columns.set(build.inflection.attribute({ codec, attributeName }), attributeName);
+  }
+  return columns;
+}
+
+/** pg_graphql passes every input value as text (or text[] for arrays) cast to the column type. */
+function textOf(value: unknown, maxLength: number | undefined, nested = false): unknown {
+  if (value === null || value === undefined) return null;
+  if (Array.isArray(value)) {
+    if (nested) throw new PgGqlError("Unexpected array in input value array");
+    return value.map((v) => textOf(v, maxLength, true));
+  }
+  if (typeof value === "object") {
+    throw new PgGqlError(
+      nested ? "Unexpected object in input value array" : "Unexpected object in input value",
+    );
+  }
+  const text = String(value);
+  if (maxLength !== undefined && typeof value === "string" && [...text].length > maxLength) {
+    throw new PgGqlError(`Invalid input for String type. Maximum character length ${maxLength}`);
+  }
+  return text;
+}
+
+function valueSql(attribute: PgCodecAttribute, value: unknown): SQL {
+  const text = textOf(value, writeInfo(attribute).maxLength);
+  return sql`(${sql.value(text as string)}::${attribute.codec.sqlType})`;
+}
+
+/** The row as JSON text, only with the columns the role may read (RETURNING needs SELECT on each). */
+function rowJsonSql(codec: PgCodecWithAttributes, alias: SQL): SQL {
+  const readable = Object.entries(codec.attributes).filter(
+    ([, attribute]) => (attribute.extensions as { canSelect?: boolean } | undefined)?.canSelect !== false,
+  );
+  // jsonb_build_object takes at most 100 arguments.
+  const chunks: SQL[] = [];
+  for (let i = 0; i < readable.length; i += 40) {
+    const pairs = readable
+      .slice(i, i + 40)
+      .map(([name]) => sql`${sql.literal(name)}::text, ${alias}.${sql.identifier(name)}`);
+    chunks.push(sql`jsonb_build_object(${sql.join(pairs, ", ")})`);
+  }
+  return chunks.length ? sql`(${sql.join(chunks, " || ")})::text` : sql`'{}'`;
+}
+
+function pkJsonSql(resource: PgResource, column: (name: string) => SQL): SQL {
+  return sql`jsonb_build_array(${sql.join(primaryKeyAttributes(resource).map(column), ", ")})`;
+}
+
+interface MutationResult {
+  affectedCount: number;
+  /** The affected rows as a JSON array text, in the order the statement returned them. */
+  rows: string;
+}
+
+async function run(client: PgClient, query: SQL): Promise<string[]> {
+  const { text, values } = sql.compile(query);
+  const { rows } = await client.query<{ __row: string }>({ text, values: values as unknown[] });
+  return rows.map((r) => r.__row);
+}
+
+function result(rows: string[]): MutationResult {
+  return { affectedCount: rows.length, rows: `[${rows.join(",")}]` };
+}
+
+/** Runs a filtered update/delete and refuses it (rolled back) past `atMost` affected rows. */
+async function runBounded(
+  client: PgClient,
+  dml: SQL,
+  atMost: number,
+  kind: MutationKind,
+): Promise<MutationResult> {
+  const rows = await run(
+    client,
+    sql`with __affected as (${dml}) select __row from __affected limit ${sql.literal(Math.max(atMost, 0) + 1)}`,
+  );
+  if (rows.length > atMost) throw new PgGqlError(`${kind} impacts too many records`);
+  return result(rows);
+}
+
+type ApplyFilter = ((collector: unknown) => void) | null | undefined;
+
+/** The WHERE condition of a mutation's `filter`, built at run time from the `<T>Filter` fields' `apply`. */
+function filterSql(applyFilter: ApplyFilter, alias: SQL): SQL {
+  const conditions: SQL[] = [];
+  applyFilter?.({ alias, where: (condition: SQL) => conditions.push(condition) });
+  return pgWhereConditionSpecListToSQL(alias, conditions) ?? sql.true;
+}
+
+function planFilter(
+  build: GraphileBuild.Build,
+  resource: PgResource,
+  fieldArgs: FieldArgs,
+): Step<ApplyFilter> {
+  const typeName = build.inflection.tableType(resource.codec);
+  const Filter = build.getInputTypeByName(build.inflection.pgGqlFilterType(typeName));
+  return applyInput(
+    Filter,
+    fieldArgs.getRaw("filter") as never,
+    // Created here, inside grafast's modifier scope (see the research brief, §3c).
+    (parent) => new PgCondition(parent as never),
+  ) as unknown as Step<ApplyFilter>;
+}
+
+/**
+ * The records of a mutation: the rows the statement returned, selected like query nodes (relations,
+ * nodeId, computed fields), in the order the statement returned them.
+ */
+function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
+  const codec = resource.codec as PgCodecWithAttributes;
+  const $select = pgSelect({
+    resource,
+    identifiers: [],
+    from: (rows) => sql`jsonb_populate_recordset(null::${codec.sqlType}, ${rows.placeholder}::jsonb)`,
+    args: [{ step: $rows, pgCodec: TYPES.text }],
+    name: "records",
+  }) as PgSelectStep;
+  const rowsPlaceholder = $select.placeholder($rows, TYPES.text);
+  const returnedKeys = sql`array(select ${pkJsonSql(resource, (a) => sql`__e -> ${sql.literal(a)}`)} from jsonb_array_elements(${rowsPlaceholder}::jsonb) as __e)`;
+  $select.orderBy({
+    fragment: sql`array_position(${returnedKeys}, ${pkJsonSql(resource, (a) => sql`${$select.alias}.${sql.identifier(a)}`)})`,
+    codec: TYPES.int,
+    direction: "ASC",
+  });
+  return $select;
+}
+
+/** Deleted rows are gone afterwards: their records are read just before the delete, in its transaction. */
+const recordsBeforeDelete = new WeakMap<Step, PgSelectStep>();
+
+function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
+  const codec = resource.codec as PgCodecWithAttributes;
+  const columns = writableColumns(build, codec, "insert");
+  return (_$root: Step, fieldArgs: FieldArgs) =>
+    sideEffectWithPgClientTransaction(
+      resource.executor,
+      { objects: fieldArgs.getRaw("objects") },
+      async (client, { objects }) => {
+        const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
+          (o) => o != null,
+        );
+        if (list.length === 0) throw new PgGqlError("At least one record must be provided to objects");
+        const used = [...columns].filter(([field]) => list.some((o) => o[field] !== undefined));
+        const alias = sql.identifier("__t");
+        const target = sql`${resource.from as SQL} as ${alias}`;
+        const returning = sql`returning ${rowJsonSql(codec, alias)} as __row`;
+        const insert = used.length
+          ? sql`insert into ${target} (${sql.join(
+              used.map(([, attributeName]) => sql.identifier(attributeName)),
+              ", ",
+            )}) values ${sql.join(
+              list.map(
+                (o) =>
+                  sql`(${sql.join(
+                    used.map(([field, attributeName]) =>
+                      o[field] === undefined
+                        ? sql`default`
+                        : valueSql(codec.attributes[attributeName], o[field]),
+                    ),
+                    ", ",
+                  )})`,
+              ),
+              ", ",
+            )} ${returning}`
+          : // No column given: every row takes its defaults.
+            sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
+        return result(await run(client, insert));
+      },
+    );
+}
+
+function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
+  const codec = resource.codec as PgCodecWithAttributes;
+  const columns = writableColumns(build, codec, "update");
+  return (_$root: Step, fieldArgs: FieldArgs) =>
+    sideEffectWithPgClientTransaction(
+      resource.executor,
+      {
+        set: fieldArgs.getRaw("set"),
+        atMost: fieldArgs.getRaw("atMost"),
+        applyFilter: planFilter(build, resource, fieldArgs),
+      },
+      async (client, { set, atMost, applyFilter }) => {
+        const values = (set ?? {}) as Record<string, unknown>;
+        const assignments = [...columns]
+          .filter(([field]) => values[field] !== undefined)
+          .map(
+            ([field, attributeName]) =>
+              sql`${sql.identifier(attributeName)} = ${valueSql(codec.attributes[attributeName], values[field])}`,
+          );
+        if (assignments.length === 0) {
+          throw new PgGqlError("At least one mapping must be provided to set argument");
+        }
+        const alias = sql.identifier("__t");
+        const dml = sql`update ${resource.from as SQL} as ${alias} set ${sql.join(assignments, ", ")} where ${filterSql(applyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
+        return runBounded(client, dml, atMost as number, "update");
+      },
+    );
+}
+
+function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
+  const codec = resource.codec as PgCodecWithAttributes;
+  return (_$root: Step, fieldArgs: FieldArgs) => {
+    const $before = pgSelect({ resource, identifiers: [], name: "deleted" }) as PgSelectStep;
+    fieldArgs.apply($before, "filter", (qb: PgSelectQueryBuilder) => qb.whereBuilder());
+    for (const attribute of primaryKeyAttributes(resource)) {
+      $before.orderBy({
+        attribute,
+        direction: "ASC",
+      });
+    }
+    const $result = sideEffectWithPgClientTransaction(
+      resource.executor,
+      {
+        atMost: fieldArgs.getRaw("atMost"),
+        applyFilter: planFilter(build, resource, fieldArgs),
+        // Read the records first (same transaction): relations still see the rows being deleted.
+        before: $before,
+      },
+      async (client, { atMost, applyFilter }) => {
+        const alias = sql.identifier("__t");
+        const dml = sql`delete from ${resource.from as SQL} as ${alias} where ${filterSql(applyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
+        return runBounded(client, dml, atMost as number, "delete");
+      },
+    );
+    recordsBeforeDelete.set($result, $before);
+    return $result;
+  };
+}
+
+function registerResponseType(build: GraphileBuild.Build, resource: PgResource, kind: MutationKind): void {
+  const { inflection, graphql } = build;
+  const { GraphQLNonNull, GraphQLList, GraphQLInt } = graphql;
+  const tableTypeName = inflection.tableType(resource.codec);
+  const typeName = inflection.pgGqlMutationResponseType(tableTypeName, kind);
+  if (build.getTypeMetaByName(typeName)) return;
+  build.registerObjectType(
+    typeName,
+    { isPgGqlMutationResponse: true, pgCodec: resource.codec },
+    () => ({
+      fields: () => ({
+        affectedCount: {
+          description: "Count of the records impacted by the mutation",
+          type: new GraphQLNonNull(GraphQLInt),
+          plan: ($result: Step) => access($result, "affectedCount"),
+        },
+        records: {
+          description: "Array of records impacted by the mutation",
+          type: new GraphQLNonNull(
+            new GraphQLList(new GraphQLNonNull(build.getOutputTypeByName(tableTypeName))),
+          ) as GraphQLOutputType,
+          plan: ($result: Step) =>
+            recordsBeforeDelete.get($result) ?? recordsOf(resource, access($result, "rows") as Step<string>),
+        },
+      }),
+    }),
+    `pg_graphql ${kind} response for ${tableTypeName}`,
+  );
+}
+
+const AT_MOST_DESCRIPTION = "The maximum number of records in the collection permitted to be affected";
+const FILTER_DESCRIPTION = "Restricts the mutation's impact to records matching the criteria";
+
+/**
+ * pg_graphql's mutations: `insertInto<T>Collection(objects)`, `update<T>Collection(set, filter,
+ * atMost)` and `deleteFrom<T>Collection(filter, atMost)` per the role's privileges, each answering
+ * `affectedCount` and `records`. One statement per mutation, in the request's transaction; past
+ * `atMost` it fails and nothing changes. Insert and update inputs leave out serial, identity and
+ * generated columns, as pg_graphql does; every input field is nullable.
+ */
+export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
+  name: "PgGqlMutationsPlugin",
+  description: "pg_graphql insert, update and delete mutations",
+  version: "0.1.0",
+  after: ["PgAttributesPlugin", "PgTablesPlugin", "PgGqlFilterPlugin", "PgGqlNodePlugin"],
+  inflection: {
+    add: {
+      pgGqlInsertField(_options, typeName) {
+        return `insertInto${typeName}Collection`;
+      },
+      pgGqlUpdateField(_options, typeName) {
+        return `update${typeName}Collection`;
+      },
+      pgGqlDeleteField(_options, typeName) {
+        return `deleteFrom${typeName}Collection`;
+      },
+      pgGqlMutationResponseType(_options, typeName, kind) {
+        const suffix = { insert: "InsertResponse", update: "UpdateResponse", delete: "DeleteResponse" }[kind];
+        return `${typeName}${suffix}`;
+      },
+    },
+  },
+  gather: {
+    hooks: {
+      async pgCodecs_attribute(info, { serviceName, pgAttribute, attribute }) {
+        const { introspection } = await info.helpers.pgIntrospection.getService(serviceName);
+        const write: ColumnWriteInfo = {};
+        const attr = pgAttribute as PgAttribute;
+        if (
+          attr.attidentity ||
+          serialColumns(introspection as never).has(`${attr.attrelid}:${attr.attnum}`)
+        ) {
+          write.serial = true;
+        }
+        if (attr.attgenerated) write.generated = true;
+        const typname = attr.getType()?.typname;
+        if (typname && CHARACTER_TYPES.has(typname) && attr.atttypmod != null && attr.atttypmod > 4) {
+          write.maxLength = attr.atttypmod - 4;
+        }
+        attribute.extensions = { ...attribute.extensions, pgGqlWrite: write } as typeof attribute.extensions;
+      },
+    },
+  },
+  schema: {
+    behaviorRegistry: {
+      add: {
+        "resource:insert": {
+          description: "insertInto<T>Collection for this table",
+          entities: ["pgResource"],
+        },
+        "resource:update": { description: "update<T>Collection for this table", entities: ["pgResource"] },
+        "resource:delete": {
+          description: "deleteFrom<T>Collection for this table",
+          entities: ["pgResource"],
+        },
+      },
+    },
+    entityBehavior: {
+      pgResource: {
+        inferred: {
+          provides: ["default"],
+          before: ["inferred", "override"],
+          // Defaults first: grants (PgRBACPlugin) and view updatability (PgTablesPlugin) take them away.
+          callback(behavior, resource) {
+            const isTable =
+              !resource.parameters && Boolean(resource.codec.attributes) && !resource.codec.isAnonymous;
+            return isTable ? ["resource:insert", "resource:update", "resource:delete", behavior] : behavior;
+          },
+        },
+      },
+      pgCodecAttribute: {
+        inferred: {
+          after: ["inferred"],
+          provides: ["pgGqlMutations"],
+          callback(behavior, [codec, attributeName]) {
+            const { serial, generated } = writeInfo(codec.attributes[attributeName]);
+            return serial || generated ? [behavior, "-attribute:insert", "-attribute:update"] : behavior;
+          },
+        },
+      },
+    },
+    hooks: {
+      init(_, build) {
+        for (const resource of nodeResources(build)) {
+          for (const kind of ["insert", "update", "delete"] as const)
+            registerResponseType(build, resource, kind);
+        }
+        return _;
+      },
+      GraphQLInputObjectType(config, _build, context) {
+        const { isInputType, isPgPatch, isPgRowType } = context.scope;
+        if (!isPgRowType || (!isInputType && !isPgPatch)) return config;
+        return { ...config, description: undefined };
+      },
+      GraphQLInputObjectType_fields(fields, build, context) {
+        const { isInputType, isPgPatch, isPgRowType } = context.scope;
+        if (!isPgRowType || (!isInputType && !isPgPatch)) return fields;
+        // pg_graphql cannot see through triggers and defaults: every input field is nullable.
+        return Object.fromEntries(
+          Object.entries(fields).map(([name, field]) => [
+            name,
+            {
+              ...field,
+              description: undefined,
+              type: build.graphql.getNullableType(field.type) as GraphQLInputType,
+            },
+          ]),
+        );
+      },
+      GraphQLObjectType(config, _build, context) {
+        if (!context.scope.isRootMutation) return config;
+        return { ...config, description: "The root type for creating and mutating data" };
+      },
+      GraphQLObjectType_fields(fields, build, context) {
+        if (!context.scope.isRootMutation) return fields;
+        const { inflection, graphql } = build;
+        const { GraphQLNonNull, GraphQLList, GraphQLInt } = graphql;
+        const out = { ...fields };
+        for (const resource of nodeResources(build)) {
+          const codec = resource.codec as PgCodecWithAttributes;
+          const typeName = inflection.tableType(codec);
+          if (!build.getTypeMetaByName(typeName)) continue;
+          const Filter = build.getInputTypeByName(inflection.pgGqlFilterType(typeName));
+          const filterArg = { type: Filter, description: FILTER_DESCRIPTION };
+          const atMostArg = {
+            type: new GraphQLNonNull(GraphQLInt),
+            defaultValue: 1,
+            description: AT_MOST_DESCRIPTION,
+          };
+          const matches = (behavior: keyof GraphileBuild.BehaviorStrings) =>
+            build.behavior.pgResourceMatches(resource, behavior);
+          if (matches("resource:insert") && writableColumns(build, codec, "insert").size > 0) {
+            const InsertInput = build.getGraphQLTypeByPgCodec(codec, "input") as GraphQLInputType;
+            out[inflection.pgGqlInsertField(typeName)] = {
+              description: `Adds one or more \`${typeName}\` records to the collection`,
+              type: build.getOutputTypeByName(inflection.pgGqlMutationResponseType(typeName, "insert")),
+              args: {
+                objects: {
+                  type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(InsertInput))),
+                },
+              },
+              plan: insertPlan(build, resource) as never,
+            };
+          }
+          if (matches("resource:update") && writableColumns(build, codec, "update").size > 0) {
+            const UpdateInput = build.getGraphQLTypeByPgCodec(codec, "patch") as GraphQLInputType;
+            out[inflection.pgGqlUpdateField(typeName)] = {
+              description: `Updates zero or more records in the \`${typeName}\` collection`,
+              type: new GraphQLNonNull(
+                build.getOutputTypeByName(inflection.pgGqlMutationResponseType(typeName, "update")),
+              ),
+              args: {
+                set: {
+                  type: new GraphQLNonNull(UpdateInput),
+                  description: "Fields that are set will be updated for all records matching the `filter`",
+                },
+                filter: filterArg,
+                atMost: atMostArg,
+              },
+              plan: updatePlan(build, resource) as never,
+            };
+          }
+          if (matches("resource:delete")) {
+            out[inflection.pgGqlDeleteField(typeName)] = {
+              description: `Deletes zero or more records from the \`${typeName}\` collection`,
+              type: new GraphQLNonNull(
+                build.getOutputTypeByName(inflection.pgGqlMutationResponseType(typeName, "delete")),
+              ),
+              args: { filter: filterArg, atMost: atMostArg },
+              plan: deletePlan(build, resource) as never,
+            };
+          }
+        }
+        return out;
+      },
+    },
+  },
+};
