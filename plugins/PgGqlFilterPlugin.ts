@@ -4,7 +4,9 @@ import { sql, type SQL } from "pg-sql2";
 import { PgGqlError } from "./pgGqlErrors";
 import { pgGqlDecodeNodeId, primaryKeyAttributes } from "./pgGqlNodeId";
 import {
+  assertMaxLength,
   columnFilterKind,
+  columnInputInfo,
   ENUM_FILTER_OPERATORS,
   LIST_FILTER_OPERATORS,
   LIST_FILTER_SCALARS,
@@ -25,6 +27,7 @@ interface ColumnTarget {
   condition: PgCondition<any>;
   column: string;
   codec: PgCodec;
+  maxLength?: number;
 }
 
 /** A text value cast to the column's type, as pg_graphql binds filter values. */
@@ -56,6 +59,7 @@ const BINARY: Record<string, SQL> = {
 
 /** The SQL condition of one operator on one column. */
 function operatorCondition(op: string, target: ColumnTarget, value: unknown): SQL {
+  assertMaxLength(value, target.maxLength);
   const column = sql`${target.condition.alias}.${sql.identifier(target.column)}`;
   if (op === "is") {
     if (value === null) throw new PgGqlError("Error transpiling Is filter value type");
@@ -200,7 +204,12 @@ function registerTableFilter(build: GraphileBuild.Build, resource: PgResource): 
           fields[inflection.attribute({ codec, attributeName })] = {
             type: build.getInputTypeByName(typeName),
             apply(condition: PgCondition<any>): ColumnTarget {
-              return { condition, column: attributeName, codec: attribute.codec };
+              return {
+                condition,
+                column: attributeName,
+                codec: attribute.codec,
+                maxLength: columnInputInfo(attribute).maxLength,
+              };
             },
           };
         }

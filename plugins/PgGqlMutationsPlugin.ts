@@ -8,7 +8,6 @@ import {
   type PgCodecAttribute,
   type PgCodecWithAttributes,
   type PgResource,
-  type PgSelectQueryBuilder,
   type PgSelectStep,
 } from "@dataplan/pg";
 import { access, applyInput, type FieldArgs, type Step } from "grafast";
@@ -18,6 +17,7 @@ import { sql, type SQL } from "pg-sql2";
 import { PgGqlError } from "./pgGqlErrors";
 import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
+import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
 
 declare global {
   namespace GraphileBuild {
@@ -38,21 +38,6 @@ declare global {
 }
 
 type MutationKind = "insert" | "update" | "delete";
-
-/** What the gather phase learns about a column for writes (`attribute.extensions.pgGqlWrite`). */
-interface ColumnWriteInfo {
-  /** Owns a sequence (serial) or is an identity column: pg_graphql leaves it out of inputs. */
-  serial?: boolean;
-  /** A generated column: never written. */
-  generated?: boolean;
-  /** `varchar(n)` / `char(n)` (or arrays of them): the `n` pg_graphql checks inputs against. */
-  maxLength?: number;
-}
-
-function writeInfo(attribute: PgCodecAttribute): ColumnWriteInfo {
-  return ((attribute.extensions as { pgGqlWrite?: ColumnWriteInfo } | undefined)?.pgGqlWrite ??
-    {}) as ColumnWriteInfo;
-}
 
 const PG_CLASS_OID = "1259";
 const CHARACTER_TYPES = new Set(["varchar", "bpchar", "_varchar", "_bpchar"]);
@@ -105,27 +90,23 @@ function writableColumns(
 }
 
 /** pg_graphql passes every input value as text (or text[] for arrays) cast to the column type. */
-function textOf(value: unknown, maxLength: number | undefined, nested = false): unknown {
+function textOf(value: unknown, nested = false): unknown {
   if (value === null || value === undefined) return null;
   if (Array.isArray(value)) {
     if (nested) throw new PgGqlError("Unexpected array in input value array");
-    return value.map((v) => textOf(v, maxLength, true));
+    return value.map((v) => textOf(v, true));
   }
   if (typeof value === "object") {
     throw new PgGqlError(
       nested ? "Unexpected object in input value array" : "Unexpected object in input value",
     );
   }
-  const text = String(value);
-  if (maxLength !== undefined && typeof value === "string" && [...text].length > maxLength) {
-    throw new PgGqlError(`Invalid input for String type. Maximum character length ${maxLength}`);
-  }
-  return text;
+  return String(value);
 }
 
 function valueSql(attribute: PgCodecAttribute, value: unknown): SQL {
-  const text = textOf(value, writeInfo(attribute).maxLength);
-  return sql`(${sql.value(text as string)}::${attribute.codec.sqlType})`;
+  assertMaxLength(value, columnInputInfo(attribute).maxLength);
+  return sql`(${sql.value(textOf(value) as string)}::${attribute.codec.sqlType})`;
 }
 
 /** The row as JSON text, only with the columns the role may read (RETURNING needs SELECT on each). */
@@ -226,9 +207,6 @@ function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
   return $select;
 }
 
-/** Deleted rows are gone afterwards: their records are read just before the delete, in its transaction. */
-const recordsBeforeDelete = new WeakMap<Step, PgSelectStep>();
-
 function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "insert");
@@ -301,32 +279,16 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
 
 function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
-  return (_$root: Step, fieldArgs: FieldArgs) => {
-    const $before = pgSelect({ resource, identifiers: [], name: "deleted" }) as PgSelectStep;
-    fieldArgs.apply($before, "filter", (qb: PgSelectQueryBuilder) => qb.whereBuilder());
-    for (const attribute of primaryKeyAttributes(resource)) {
-      $before.orderBy({
-        attribute,
-        direction: "ASC",
-      });
-    }
-    const $result = sideEffectWithPgClientTransaction(
+  return (_$root: Step, fieldArgs: FieldArgs) =>
+    sideEffectWithPgClientTransaction(
       resource.executor,
-      {
-        atMost: fieldArgs.getRaw("atMost"),
-        applyFilter: planFilter(build, resource, fieldArgs),
-        // Read the records first (same transaction): relations still see the rows being deleted.
-        before: $before,
-      },
+      { atMost: fieldArgs.getRaw("atMost"), applyFilter: planFilter(build, resource, fieldArgs) },
       async (client, { atMost, applyFilter }) => {
         const alias = sql.identifier("__t");
         const dml = sql`delete from ${resource.from as SQL} as ${alias} where ${filterSql(applyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
         return runBounded(client, dml, atMost as number, "delete");
       },
     );
-    recordsBeforeDelete.set($result, $before);
-    return $result;
-  };
 }
 
 function registerResponseType(build: GraphileBuild.Build, resource: PgResource, kind: MutationKind): void {
@@ -350,8 +312,7 @@ function registerResponseType(build: GraphileBuild.Build, resource: PgResource, 
           type: new GraphQLNonNull(
             new GraphQLList(new GraphQLNonNull(build.getOutputTypeByName(tableTypeName))),
           ) as GraphQLOutputType,
-          plan: ($result: Step) =>
-            recordsBeforeDelete.get($result) ?? recordsOf(resource, access($result, "rows") as Step<string>),
+          plan: ($result: Step) => recordsOf(resource, access($result, "rows") as Step<string>),
         },
       }),
     }),
@@ -395,7 +356,7 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
     hooks: {
       async pgCodecs_attribute(info, { serviceName, pgAttribute, attribute }) {
         const { introspection } = await info.helpers.pgIntrospection.getService(serviceName);
-        const write: ColumnWriteInfo = {};
+        const write: ColumnInputInfo = {};
         const attr = pgAttribute as PgAttribute;
         if (
           attr.attidentity ||
@@ -408,7 +369,7 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
         if (typname && CHARACTER_TYPES.has(typname) && attr.atttypmod != null && attr.atttypmod > 4) {
           write.maxLength = attr.atttypmod - 4;
         }
-        attribute.extensions = { ...attribute.extensions, pgGqlWrite: write } as typeof attribute.extensions;
+        attribute.extensions = { ...attribute.extensions, pgGqlColumn: write } as typeof attribute.extensions;
       },
     },
   },
@@ -444,7 +405,7 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
           after: ["inferred"],
           provides: ["pgGqlMutations"],
           callback(behavior, [codec, attributeName]) {
-            const { serial, generated } = writeInfo(codec.attributes[attributeName]);
+            const { serial, generated } = columnInputInfo(codec.attributes[attributeName]);
             return serial || generated ? [behavior, "-attribute:insert", "-attribute:update"] : behavior;
           },
         },

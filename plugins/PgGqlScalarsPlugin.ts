@@ -147,6 +147,21 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
         },
       },
       GraphQLScalarType(config) {
+        if (config.name === "BigInt" || config.name === "BigFloat") {
+          // pg_graphql takes these as strings or as number literals.
+          const parseValue = config.parseValue;
+          return {
+            ...config,
+            parseValue: (value: unknown) =>
+              typeof value === "number" ? String(value) : parseValue ? parseValue(value) : value,
+            parseLiteral: (node: ValueNode, variables?: Record<string, unknown> | null) =>
+              node.kind === "IntValue" || node.kind === "FloatValue"
+                ? node.value
+                : config.parseLiteral
+                  ? config.parseLiteral(node, variables)
+                  : literalValue(node),
+          };
+        }
         if (config.name !== "JSON") return config;
         return {
           ...config,

@@ -1,4 +1,5 @@
-import type { PgCodec } from "@dataplan/pg";
+import type { PgCodec, PgCodecAttribute } from "@dataplan/pg";
+import { PgGqlError } from "./pgGqlErrors";
 import type { GraphQLNamedType } from "grafast/graphql";
 
 /** pg_graphql's filterable scalars and the operators each filter type offers (alphabetical, as pg_graphql lists them). */
@@ -60,4 +61,28 @@ export function columnFilterKind(build: GraphileBuild.Build, codec: PgCodec): Co
   if (type.name === "JSON") return undefined;
   if (SCALAR_FILTER_OPERATORS[type.name]) return { kind: "scalar", scalar: type.name };
   return undefined;
+}
+
+/** What the gather phase learns about a column for inputs (`attribute.extensions.pgGqlColumn`, set by PgGqlMutationsPlugin). */
+export interface ColumnInputInfo {
+  /** Owns a sequence (serial) or is an identity column: pg_graphql leaves it out of inputs. */
+  serial?: boolean;
+  /** A generated column: never written. */
+  generated?: boolean;
+  /** `varchar(n)` / `char(n)` (or arrays of them): the `n` pg_graphql checks string inputs against. */
+  maxLength?: number;
+}
+
+export function columnInputInfo(attribute: PgCodecAttribute | undefined): ColumnInputInfo {
+  return (attribute?.extensions as { pgGqlColumn?: ColumnInputInfo } | undefined)?.pgGqlColumn ?? {};
+}
+
+/** pg_graphql refuses a string input longer than the column's `varchar(n)`/`char(n)` allows. */
+export function assertMaxLength(value: unknown, maxLength: number | undefined): void {
+  if (maxLength === undefined) return;
+  for (const v of Array.isArray(value) ? value : [value]) {
+    if (typeof v === "string" && [...v].length > maxLength) {
+      throw new PgGqlError(`Invalid input for String type. Maximum character length ${maxLength}`);
+    }
+  }
 }
