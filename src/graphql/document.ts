@@ -1,7 +1,9 @@
 import {
   GraphQLError,
   Kind,
+  NoUnusedVariablesRule,
   parse,
+  specifiedRules,
   parseType,
   TypeInfo,
   validate,
@@ -60,6 +62,9 @@ function alignVariableTypes(schema: GraphQLSchema, document: DocumentNode): Docu
     },
   });
 }
+/** pg_graphql does not complain about a declared variable the operation never uses. */
+const VALIDATION_RULES = specifiedRules.filter((rule) => rule !== NoUnusedVariablesRule);
+
 const CACHE_SIZE = 500;
 const MAX_CACHED_SOURCE = 100_000;
 
@@ -163,7 +168,7 @@ export function prepareDocument(
     const selectionError = operationSelectionError(parsed, operationName);
     if (selectionError) throw selectionError;
     const document = alignVariableTypes(schema, parsed);
-    const errors = validate(schema, document).map((e) =>
+    const errors = validate(schema, document, VALIDATION_RULES).map((e) =>
       FRAGMENT_CYCLE.test(e.message) ? new RequestError("Found a cycle between fragments") : e,
     );
     prepared = errors.length
