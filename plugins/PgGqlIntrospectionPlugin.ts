@@ -20,13 +20,25 @@ export const PgGqlIntrospectionPlugin: GraphileConfig.Plugin = {
   schema: {
     hooks: {
       GraphQLSchema(config, build) {
-        const { GraphQLIncludeDirective, GraphQLSkipDirective } = build.graphql;
+        const { GraphQLIncludeDirective, GraphQLSkipDirective, GraphQLDirective } = build.graphql;
+        // pg_graphql's own wording of the two directives.
+        const described = (directive: typeof GraphQLSkipDirective, description: string) =>
+          new GraphQLDirective({ ...directive.toConfig(), description });
         const introspection = Object.values(build.input.pgGqlSchemas ?? {}).some(
           (d) => d.introspection === true,
         );
         return {
           ...config,
-          directives: [GraphQLIncludeDirective, GraphQLSkipDirective],
+          directives: [
+            described(
+              GraphQLIncludeDirective,
+              "This field or fragment will be included only when the `if` argument is true.",
+            ),
+            described(
+              GraphQLSkipDirective,
+              "This field or fragment will be skipped when the `if` argument is true.",
+            ),
+          ],
           extensions: { ...config.extensions, pgGql: { introspection } },
         };
       },
