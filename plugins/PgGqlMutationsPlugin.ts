@@ -2,15 +2,18 @@ import {
   pgSelect,
   pgWhereConditionSpecListToSQL,
   PgCondition,
-  sideEffectWithPgClientTransaction,
+  sideEffectWithPgClient,
   TYPES,
   type PgClient,
+  type PgClientQuery,
+  type WithPgClient,
   type PgCodecAttribute,
   type PgCodecWithAttributes,
   type PgResource,
   type PgSelectStep,
 } from "@dataplan/pg";
-import { access, applyInput, type FieldArgs, type Step } from "grafast";
+import { randomUUID } from "node:crypto";
+import { access, applyInput, lambda, type FieldArgs, type Step } from "grafast";
 import type { GraphQLInputType, GraphQLOutputType } from "grafast/graphql";
 import type { PgAttribute, PgClass } from "pg-introspection";
 import { sql, type SQL } from "pg-sql2";
@@ -129,35 +132,106 @@ function pkJsonSql(resource: PgResource, column: (name: string) => SQL): SQL {
   return sql`jsonb_build_array(${sql.join(primaryKeyAttributes(resource).map(column), ", ")})`;
 }
 
-interface MutationResult {
-  affectedCount: number;
-  /** The affected rows as a JSON array text, in the order the statement returned them. */
-  rows: string;
+/**
+ * A mutation's statement waits under a random token until its records statement runs: the DML
+ * becomes that statement's leading CTE, so one statement writes, checks `atMost` and returns the
+ * records, whose relations read the snapshot from before the write, as in pg_graphql.
+ */
+interface PendingMutation {
+  /** `with __pgGqlAffected as (<dml>), __pgGqlRows(__json) as (...)`, compiled. */
+  text: string;
+  values: readonly unknown[];
 }
+const pendingMutations = new Map<string, PendingMutation>();
+const TOO_MANY = "impacts too many records";
 
-async function run(client: PgClient, query: SQL): Promise<string[]> {
-  const { text, values } = sql.compile(query);
-  const { rows } = await client.query<{ __row: string }>({ text, values: values as unknown[] });
-  return rows.map((r) => r.__row);
-}
-
-function result(rows: string[]): MutationResult {
-  return { affectedCount: rows.length, rows: `[${rows.join(",")}]` };
-}
-
-/** Runs a filtered update/delete and refuses it (rolled back) past `atMost` affected rows. */
-async function runBounded(
-  client: PgClient,
-  dml: SQL,
-  atMost: number,
-  kind: MutationKind,
-): Promise<MutationResult> {
-  const rows = await run(
-    client,
-    sql`with __affected as (${dml}) select __row from __affected limit ${sql.literal(Math.max(atMost, 0) + 1)}`,
+function pend(dml: SQL, atMost: number | null, kind: MutationKind): string {
+  const rows = sql`coalesce(jsonb_agg(__row::jsonb), '[]'::jsonb)::text`;
+  // The refusal must not be constant-folded: it depends on the count.
+  const json =
+    atMost === null
+      ? rows
+      : sql`case when count(*) > ${sql.literal(atMost)} then (${sql.literal(`${kind} ${TOO_MANY}: `)} || count(*))::int::text else ${rows} end`;
+  const { text, values } = sql.compile(
+    sql`with __pgGqlAffected as (${dml}), __pgGqlRows(__json) as (select ${json} from __pgGqlAffected)`,
   );
-  if (rows.length > atMost) throw new PgGqlError(`${kind} impacts too many records`);
-  return result(rows);
+  const token = `pgGqlMutation:${randomUUID()}`;
+  pendingMutations.set(token, { text, values });
+  // Forgotten if the request fails before its records statement runs.
+  setTimeout(() => pendingMutations.delete(token), 60_000).unref();
+  return token;
+}
+
+/** Rewrites `$n` placeholders outside quoted text and identifiers. */
+function replacePlaceholders(text: string, replace: (n: number) => string): string {
+  let out = "";
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === "'" || c === '"') {
+      let j = i + 1;
+      while (j < text.length && !(text[j] === c && text[j + 1] !== c)) j += text[j] === c ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === "$" && /\d/.test(text[i + 1] ?? "")) {
+      let j = i + 1;
+      while (/\d/.test(text[j] ?? "")) j++;
+      out += replace(Number(text.slice(i + 1, j)));
+      i = j;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+/** The records statement of a pending mutation, with the mutation prepended; undefined for any other query. */
+function withPendingMutation(query: PgClientQuery): PgClientQuery | undefined {
+  const values = query.values ?? [];
+  const token = values.find((v): v is string => typeof v === "string" && pendingMutations.has(v));
+  if (token === undefined) return undefined;
+  const pending = pendingMutations.get(token)!;
+  pendingMutations.delete(token);
+  const kept: unknown[] = [];
+  const renumbered = new Map<number, number>();
+  values.forEach((value, index) => {
+    if (value === token) return;
+    kept.push(value);
+    renumbered.set(index + 1, pending.values.length + kept.length);
+  });
+  const body = replacePlaceholders(query.text, (n) =>
+    values[n - 1] === token ? "(select __json from __pgGqlRows)" : `$${renumbered.get(n)}`,
+  );
+  const text = /^\s*with\s/i.test(body)
+    ? `${pending.text}, ${body.replace(/^\s*with\s/i, "")}`
+    : `${pending.text} ${body}`;
+  // No prepared statement name: the text is new every time.
+  return { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
+}
+
+function tooManyError(error: unknown): unknown {
+  const message = (error as { code?: string; message?: string } | undefined)?.message ?? "";
+  const match =
+    (error as { code?: string }).code === "22P02" &&
+    /"(update|delete) impacts too many records: /.exec(message);
+  return match ? new PgGqlError(`${match[1]} ${TOO_MANY}`) : error;
+}
+
+/** A client that runs pending mutations with their records statement. */
+function mutationAwareClient<TClient extends PgClient>(client: TClient): TClient {
+  return Object.assign(Object.create(client) as TClient, {
+    query(query: PgClientQuery) {
+      const rewritten = withPendingMutation(query);
+      if (!rewritten) return client.query(query);
+      return client.query(rewritten).catch((e: unknown) => {
+        throw tooManyError(e);
+      });
+    },
+    withTransaction<T>(callback: (client: TClient) => Promise<T>) {
+      return client.withTransaction((tx) => callback(mutationAwareClient(tx)));
+    },
+  });
 }
 
 type ApplyFilter = ((collector: unknown) => void) | null | undefined;
@@ -189,6 +263,7 @@ function planFilter(
  * nodeId, computed fields), in the order the statement returned them.
  */
 function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
+  // $rows is a pending mutation's token: the statement's rows JSON replaces it (withPendingMutation).
   const codec = resource.codec as PgCodecWithAttributes;
   const $select = pgSelect({
     resource,
@@ -207,59 +282,105 @@ function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
   return $select;
 }
 
+/** Plan-time facts of one mutation field: does a selection (`records`, `affectedCount`) run its statement? */
+interface MutationPlan {
+  resource: PgResource;
+  viaRecords: boolean;
+  $records?: PgSelectStep;
+}
+const mutationPlans = new WeakMap<Step, MutationPlan>();
+
+/**
+ * The records select of a mutation field (one per field): it runs the pending mutation as its
+ * leading CTE, so writing and reading the records cost one statement.
+ */
+function recordsFor($mutation: Step): PgSelectStep {
+  const plan = mutationPlans.get($mutation);
+  if (!plan) throw new Error("Not a pg_graphql mutation step");
+  plan.viaRecords = true;
+  // Through `access`, not the side effect step itself: the records select then shares its
+  // relations' implicit side effect, so @dataplan/pg inlines them into the one statement.
+  return (plan.$records ??= recordsOf(plan.resource, access($mutation, "token") as Step<string>));
+}
+
+async function runPending(client: PgClient, token: string): Promise<void> {
+  const pending = pendingMutations.get(token)!;
+  pendingMutations.delete(token);
+  await client
+    .query({ text: `${pending.text} select __json from __pgGqlRows`, values: pending.values as unknown[] })
+    .catch((e: unknown) => {
+      throw tooManyError(e);
+    });
+}
+
+/**
+ * A mutation field's step: validates the input and prepares the statement (`build` returns its
+ * pending token); when no selection reads the records, it runs the statement itself.
+ */
+function mutationStep<const TSpec extends Record<string, Step>>(
+  resource: PgResource,
+  spec: TSpec,
+  build: (values: { [K in keyof TSpec]: unknown }) => string,
+): Step<{ token: string }> {
+  const plan: MutationPlan = { resource, viaRecords: false };
+  const $mutation = sideEffectWithPgClient(resource.executor, spec as never, async (client, values) => {
+    const token = build(values as never);
+    if (!plan.viaRecords) await runPending(client, token);
+    return { token };
+  }) as unknown as Step<{ token: string }>;
+  mutationPlans.set($mutation, plan);
+  return $mutation;
+}
+
 function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "insert");
   return (_$root: Step, fieldArgs: FieldArgs) =>
-    sideEffectWithPgClientTransaction(
-      resource.executor,
-      { objects: fieldArgs.getRaw("objects") },
-      async (client, { objects }) => {
-        const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
-          (o) => o != null,
-        );
-        if (list.length === 0) throw new PgGqlError("At least one record must be provided to objects");
-        const used = [...columns].filter(([field]) => list.some((o) => o[field] !== undefined));
-        const alias = sql.identifier("__t");
-        const target = sql`${resource.from as SQL} as ${alias}`;
-        const returning = sql`returning ${rowJsonSql(codec, alias)} as __row`;
-        const insert = used.length
-          ? sql`insert into ${target} (${sql.join(
-              used.map(([, attributeName]) => sql.identifier(attributeName)),
-              ", ",
-            )}) values ${sql.join(
-              list.map(
-                (o) =>
-                  sql`(${sql.join(
-                    used.map(([field, attributeName]) =>
-                      o[field] === undefined
-                        ? sql`default`
-                        : valueSql(codec.attributes[attributeName], o[field]),
-                    ),
-                    ", ",
-                  )})`,
-              ),
-              ", ",
-            )} ${returning}`
-          : // No column given: every row takes its defaults.
-            sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
-        return result(await run(client, insert));
-      },
-    );
+    mutationStep(resource, { objects: fieldArgs.getRaw("objects") }, ({ objects }) => {
+      const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
+        (o) => o != null,
+      );
+      if (list.length === 0) throw new PgGqlError("At least one record must be provided to objects");
+      const used = [...columns].filter(([field]) => list.some((o) => o[field] !== undefined));
+      const alias = sql.identifier("__t");
+      const target = sql`${resource.from as SQL} as ${alias}`;
+      const returning = sql`returning ${rowJsonSql(codec, alias)} as __row`;
+      const insert = used.length
+        ? sql`insert into ${target} (${sql.join(
+            used.map(([, attributeName]) => sql.identifier(attributeName)),
+            ", ",
+          )}) values ${sql.join(
+            list.map(
+              (o) =>
+                sql`(${sql.join(
+                  used.map(([field, attributeName]) =>
+                    o[field] === undefined
+                      ? sql`default`
+                      : valueSql(codec.attributes[attributeName], o[field]),
+                  ),
+                  ", ",
+                )})`,
+            ),
+            ", ",
+          )} ${returning}`
+        : // No column given: every row takes its defaults.
+          sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
+      return pend(insert, null, "insert");
+    });
 }
 
 function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "update");
   return (_$root: Step, fieldArgs: FieldArgs) =>
-    sideEffectWithPgClientTransaction(
-      resource.executor,
+    mutationStep(
+      resource,
       {
         set: fieldArgs.getRaw("set"),
         atMost: fieldArgs.getRaw("atMost"),
         applyFilter: planFilter(build, resource, fieldArgs),
       },
-      async (client, { set, atMost, applyFilter }) => {
+      ({ set, atMost, applyFilter }) => {
         const values = (set ?? {}) as Record<string, unknown>;
         const assignments = [...columns]
           .filter(([field]) => values[field] !== undefined)
@@ -271,8 +392,8 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
           throw new PgGqlError("At least one mapping must be provided to set argument");
         }
         const alias = sql.identifier("__t");
-        const dml = sql`update ${resource.from as SQL} as ${alias} set ${sql.join(assignments, ", ")} where ${filterSql(applyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
-        return runBounded(client, dml, atMost as number, "update");
+        const dml = sql`update ${resource.from as SQL} as ${alias} set ${sql.join(assignments, ", ")} where ${filterSql(applyFilter as ApplyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
+        return pend(dml, atMost as number, "update");
       },
     );
 }
@@ -280,13 +401,13 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
 function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   return (_$root: Step, fieldArgs: FieldArgs) =>
-    sideEffectWithPgClientTransaction(
-      resource.executor,
+    mutationStep(
+      resource,
       { atMost: fieldArgs.getRaw("atMost"), applyFilter: planFilter(build, resource, fieldArgs) },
-      async (client, { atMost, applyFilter }) => {
+      ({ atMost, applyFilter }) => {
         const alias = sql.identifier("__t");
-        const dml = sql`delete from ${resource.from as SQL} as ${alias} where ${filterSql(applyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
-        return runBounded(client, dml, atMost as number, "delete");
+        const dml = sql`delete from ${resource.from as SQL} as ${alias} where ${filterSql(applyFilter as ApplyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
+        return pend(dml, atMost as number, "delete");
       },
     );
 }
@@ -305,14 +426,15 @@ function registerResponseType(build: GraphileBuild.Build, resource: PgResource, 
         affectedCount: {
           description: "Count of the records impacted by the mutation",
           type: new GraphQLNonNull(GraphQLInt),
-          plan: ($result: Step) => access($result, "affectedCount"),
+          plan: ($mutation: Step) =>
+            lambda(recordsFor($mutation).items(), (rows) => (rows as unknown[]).length),
         },
         records: {
           description: "Array of records impacted by the mutation",
           type: new GraphQLNonNull(
             new GraphQLList(new GraphQLNonNull(build.getOutputTypeByName(tableTypeName))),
           ) as GraphQLOutputType,
-          plan: ($result: Step) => recordsOf(resource, access($result, "rows") as Step<string>),
+          plan: ($mutation: Step) => recordsFor($mutation),
         },
       }),
     }),
@@ -326,9 +448,10 @@ const FILTER_DESCRIPTION = "Restricts the mutation's impact to records matching 
 /**
  * pg_graphql's mutations: `insertInto<T>Collection(objects)`, `update<T>Collection(set, filter,
  * atMost)` and `deleteFrom<T>Collection(filter, atMost)` per the role's privileges, each answering
- * `affectedCount` and `records`. One statement per mutation, in the request's transaction; past
- * `atMost` it fails and nothing changes. Insert and update inputs leave out serial, identity and
- * generated columns, as pg_graphql does; every input field is nullable.
+ * `affectedCount` and `records`. One statement per mutation (the DML is the leading CTE of the
+ * records select, see `pend`), in the request's transaction; past `atMost` it fails and nothing
+ * changes. Insert and update inputs leave out serial, identity and generated columns, as pg_graphql
+ * does; every input field is nullable.
  */
 export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
   name: "PgGqlMutationsPlugin",
@@ -349,6 +472,25 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
       pgGqlMutationResponseType(_options, typeName, kind) {
         const suffix = { insert: "InsertResponse", update: "UpdateResponse", delete: "DeleteResponse" }[kind];
         return `${typeName}${suffix}`;
+      },
+    },
+  },
+  grafast: {
+    middleware: {
+      // Every query of a request goes through a client that runs pending mutations (see `pend`).
+      async prepareArgs(next, event) {
+        const args = await next();
+        const context = args.contextValue as unknown as Record<string, unknown>;
+        for (const { withPgClientKey } of args.resolvedPreset?.pgServices ??
+          event.args.resolvedPreset?.pgServices ??
+          []) {
+          const withPgClient = context[withPgClientKey] as WithPgClient | undefined;
+          if (!withPgClient) continue;
+          const aware: WithPgClient = (pgSettings, callback) =>
+            withPgClient(pgSettings, (client) => callback(mutationAwareClient(client)));
+          context[withPgClientKey] = aware;
+        }
+        return args;
       },
     },
   },
