@@ -17,13 +17,18 @@ const SCHEMA = `
     name text not null,
     goals bigint not null default 0
   );
+  create table topic(
+    id serial primary key,
+    parent_id int references topic(id),
+    label text not null
+  );
   insert into team(name) values ('red'), ('blue');
   insert into player(team_id, name, goals) values (1, 'ann', 3), (1, 'bob', 1), (2, 'cy', 7);
 
   -- Anonymous users may only read; signed-in users may add and rename players but never delete
   -- them, nor set their goals.
-  revoke all on team, player from anon, authenticated;
-  grant select on team, player to anon, authenticated;
+  revoke all on team, player, topic from anon, authenticated;
+  grant select on team, player, topic to anon, authenticated;
   grant insert (team_id, name), update (name) on player to authenticated;
   grant usage on sequence player_id_seq to authenticated;
 `;
@@ -368,5 +373,36 @@ describe("GraphQL mutations (pg_graphql shape)", () => {
     );
     expect(anon).toEqual({ data: null, errors: [{ message: "Schema is not configured for mutations" }] });
     await server.sql("delete from player where name = 'eve'");
+  });
+
+  it("reads the records' related rows as they were before the mutation, as pg_graphql's single statement does", async () => {
+    await server.sql("insert into topic(id, parent_id, label) values (1, null, 'root'), (2, 1, 'leaf')");
+    const res = await graphql(
+      server,
+      `
+        mutation {
+          deleteFromTopicCollection(atMost: 2) {
+            records {
+              label
+              parent {
+                label
+              }
+            }
+          }
+        }
+      `,
+      asService(),
+    );
+    expect(res).toEqual({
+      data: {
+        deleteFromTopicCollection: {
+          records: [
+            { label: "root", parent: null },
+            { label: "leaf", parent: { label: "root" } },
+          ],
+        },
+      },
+    });
+    expect(await count("topic")).toBe(0);
   });
 });
