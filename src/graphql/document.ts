@@ -1,9 +1,7 @@
 import {
   GraphQLError,
   Kind,
-  NoUnusedVariablesRule,
   parse,
-  specifiedRules,
   parseType,
   TypeInfo,
   validate,
@@ -56,15 +54,14 @@ function alignVariableTypes(schema: GraphQLSchema, document: DocumentNode): Docu
       return { ...node, variableDefinitions: [...(node.variableDefinitions ?? []), ...definitions] };
     },
     VariableDefinition(node) {
+      // Nor does it require a value for a declared variable nothing uses.
+      if (!usedAs.has(node.variable.name.value)) return null;
       const type = usedAs.get(node.variable.name.value);
       if (!type || node.defaultValue) return undefined;
       return { ...node, type: parseType(String(type)) };
     },
   });
 }
-/** pg_graphql does not complain about a declared variable the operation never uses. */
-const VALIDATION_RULES = specifiedRules.filter((rule) => rule !== NoUnusedVariablesRule);
-
 const CACHE_SIZE = 500;
 const MAX_CACHED_SOURCE = 100_000;
 
@@ -168,7 +165,7 @@ export function prepareDocument(
     const selectionError = operationSelectionError(parsed, operationName);
     if (selectionError) throw selectionError;
     const document = alignVariableTypes(schema, parsed);
-    const errors = validate(schema, document, VALIDATION_RULES).map((e) =>
+    const errors = validate(schema, document).map((e) =>
       FRAGMENT_CYCLE.test(e.message) ? new RequestError("Found a cycle between fragments") : e,
     );
     prepared = errors.length
