@@ -405,4 +405,23 @@ describe("GraphQL mutations (pg_graphql shape)", () => {
     });
     expect(await count("topic")).toBe(0);
   });
+
+  it("writes even when the response selects neither affectedCount nor records", async () => {
+    const res = await graphql(
+      server,
+      `
+        mutation {
+          insertIntoTeamCollection(objects: [{ name: "quiet" }]) {
+            __typename
+          }
+        }
+      `,
+      asService(),
+    );
+    expect(res).toEqual({ data: { insertIntoTeamCollection: { __typename: "TeamInsertResponse" } } });
+    expect(Number((await server.sql("select count(*) from team where name = 'quiet'")).rows[0].count)).toBe(
+      1,
+    );
+    await server.sql("delete from team where name = 'quiet'");
+  });
 });
