@@ -4,8 +4,9 @@ import { sql, type SQL } from "pg-sql2";
 import { PgGqlError } from "./pgGqlErrors";
 import { pgGqlDecodeNodeId, primaryKeyAttributes } from "./pgGqlNodeId";
 import {
-  checkMaxLength,
+  assertMaxLength,
   columnFilterKind,
+  columnInputInfo,
   ENUM_FILTER_OPERATORS,
   LIST_FILTER_OPERATORS,
   LIST_FILTER_SCALARS,
@@ -58,6 +59,7 @@ const BINARY: Record<string, SQL> = {
 
 /** The SQL condition of one operator on one column. */
 function operatorCondition(op: string, target: ColumnTarget, value: unknown): SQL {
+  assertMaxLength(value, target.maxLength);
   const column = sql`${target.condition.alias}.${sql.identifier(target.column)}`;
   if (op === "is") {
     if (value === null) throw new PgGqlError("Error transpiling Is filter value type");
@@ -65,7 +67,6 @@ function operatorCondition(op: string, target: ColumnTarget, value: unknown): SQ
   }
   // pg_graphql binds a null operand as SQL NULL: the comparison then matches no row.
   if (value === null) return sql.false;
-  checkMaxLength(value, target.maxLength);
   if (op === "in") {
     return sql`${column} = any(${sql.value((value as unknown[]).map((v) => (v === null ? null : String(v))) as unknown as string)}::${arrayOf(target.codec)})`;
   }
@@ -207,7 +208,7 @@ function registerTableFilter(build: GraphileBuild.Build, resource: PgResource): 
                 condition,
                 column: attributeName,
                 codec: attribute.codec,
-                maxLength: attribute.extensions?.pgGqlMaxLength,
+                maxLength: columnInputInfo(attribute).maxLength,
               };
             },
           };

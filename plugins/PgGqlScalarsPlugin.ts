@@ -145,14 +145,6 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
   before: ["PgCodecsPlugin"],
   gather: {
     hooks: {
-      // The type modifier is only known here: pg_graphql refuses longer strings for varchar(n)/char(n).
-      pgCodecs_attribute(_info, { pgAttribute, attribute }) {
-        const typname = pgAttribute.getType()?.typname;
-        const typmod = pgAttribute.atttypmod ?? -1;
-        if ((typname === "varchar" || typname === "bpchar") && typmod > 4) {
-          attribute.extensions = { ...attribute.extensions, pgGqlMaxLength: typmod - 4 };
-        }
-      },
       async pgCodecs_findPgCodec(info, event) {
         if (event.pgCodec) return;
         const namespace = event.pgType.getNamespace();
@@ -209,15 +201,19 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
       GraphQLScalarType(config) {
         const description = SCALAR_DESCRIPTIONS[config.name] ?? config.description;
         if (config.name === "BigInt" || config.name === "BigFloat") {
-          // pg_graphql also accepts these as number literals (`addBigints(a: 3, b: 4)`).
-          const parseLiteral = config.parseLiteral;
+          // pg_graphql takes these as strings or as number literals (`addBigints(a: 3, b: 4)`).
+          const parseValue = config.parseValue;
           return {
             ...config,
             description,
-            parseLiteral: (node, variables) =>
+            parseValue: (value: unknown) =>
+              typeof value === "number" ? String(value) : parseValue ? parseValue(value) : value,
+            parseLiteral: (node: ValueNode, variables?: Record<string, unknown> | null) =>
               node.kind === Kind.INT || node.kind === Kind.FLOAT
                 ? node.value
-                : parseLiteral!(node, variables),
+                : config.parseLiteral
+                  ? config.parseLiteral(node, variables)
+                  : literalValue(node),
           };
         }
         if (config.name !== "JSON") return { ...config, description };

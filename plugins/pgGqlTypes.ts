@@ -1,6 +1,6 @@
-import type { PgCodec } from "@dataplan/pg";
-import type { GraphQLNamedType } from "grafast/graphql";
+import type { PgCodec, PgCodecAttribute } from "@dataplan/pg";
 import { PgGqlError } from "./pgGqlErrors";
+import type { GraphQLNamedType } from "grafast/graphql";
 
 /** pg_graphql's filterable scalars and the operators each filter type offers (alphabetical, as pg_graphql lists them). */
 const ORDERED = ["eq", "gt", "gte", "in", "is", "lt", "lte", "neq"];
@@ -63,23 +63,25 @@ export function columnFilterKind(build: GraphileBuild.Build, codec: PgCodec): Co
   return undefined;
 }
 
-declare global {
-  namespace DataplanPg {
-    interface PgCodecAttributeExtensions {
-      /** The n of a varchar(n)/char(n) column (PgGqlScalarsPlugin). */
-      pgGqlMaxLength?: number;
-    }
-  }
+/** What the gather phase learns about a column for inputs (`attribute.extensions.pgGqlColumn`, set by PgGqlMutationsPlugin). */
+export interface ColumnInputInfo {
+  /** Owns a sequence (serial) or is an identity column: pg_graphql leaves it out of inputs. */
+  serial?: boolean;
+  /** A generated column: never written. */
+  generated?: boolean;
+  /** `varchar(n)` / `char(n)` (or arrays of them): the `n` pg_graphql checks string inputs against. */
+  maxLength?: number;
 }
 
-/**
- * pg_graphql's check of a string bound to a varchar(n)/char(n) column, in filters and in mutation
- * input alike (list values are checked element by element).
- */
-export function checkMaxLength(value: unknown, maxLength: number | undefined): void {
+export function columnInputInfo(attribute: PgCodecAttribute | undefined): ColumnInputInfo {
+  return (attribute?.extensions as { pgGqlColumn?: ColumnInputInfo } | undefined)?.pgGqlColumn ?? {};
+}
+
+/** pg_graphql refuses a string input longer than the column's `varchar(n)`/`char(n)` allows. */
+export function assertMaxLength(value: unknown, maxLength: number | undefined): void {
   if (maxLength === undefined) return;
-  for (const item of Array.isArray(value) ? value : [value]) {
-    if (typeof item === "string" && [...item].length > maxLength) {
+  for (const v of Array.isArray(value) ? value : [value]) {
+    if (typeof v === "string" && [...v].length > maxLength) {
       throw new PgGqlError(`Invalid input for String type. Maximum character length ${maxLength}`);
     }
   }

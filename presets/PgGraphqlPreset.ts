@@ -14,6 +14,7 @@ import { PgGqlRelationsPlugin } from "../plugins/PgGqlRelationsPlugin";
 import { PgGqlFunctionsPlugin } from "../plugins/PgGqlFunctionsPlugin";
 import { PgGqlDescriptionsPlugin } from "../plugins/PgGqlDescriptionsPlugin";
 import { PgGqlAggregatesPlugin } from "../plugins/PgGqlAggregatesPlugin";
+import { PgGqlMutationsPlugin } from "../plugins/PgGqlMutationsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -35,6 +36,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlAggregatesPlugin,
     PgGqlRelationsPlugin,
     PgGqlFunctionsPlugin,
+    PgGqlMutationsPlugin,
     PgGqlIntrospectionPlugin,
     PgGqlDescriptionsPlugin,
   ],

@@ -1,8 +1,15 @@
+import type { WithPgClient } from "@dataplan/pg";
+import type { NodePostgresPgClient } from "@dataplan/pg/adaptors/pg";
 import type { RequestAuth } from "../src/auth/dataAuth";
 
 /** What Strata's HTTP layer hands to grafast for every request. */
 export interface StrataRequestContext {
   auth: RequestAuth;
+  /**
+   * A client already in the request's transaction (role and claims set): every statement of the
+   * request runs there, so a mutation request commits or rolls back as a whole, as in pg_graphql.
+   */
+  withPgClient?: WithPgClient<NodePostgresPgClient>;
 }
 
 declare global {
@@ -22,9 +29,9 @@ export const StrataServerPreset: GraphileConfig.Preset = {
     context(requestContext) {
       const auth = requestContext.strata?.auth;
       if (!auth) return {};
-      return {
-        pgSettings: { role: auth.role, "request.jwt.claims": JSON.stringify(auth.claims) },
-      };
+      const pgSettings = { role: auth.role, "request.jwt.claims": JSON.stringify(auth.claims) };
+      const withPgClient = requestContext.strata?.withPgClient;
+      return withPgClient ? { pgSettings, withPgClient } : { pgSettings };
     },
   },
 };

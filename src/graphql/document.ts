@@ -54,6 +54,8 @@ function alignVariableTypes(schema: GraphQLSchema, document: DocumentNode): Docu
       return { ...node, variableDefinitions: [...(node.variableDefinitions ?? []), ...definitions] };
     },
     VariableDefinition(node) {
+      // Nor does it require a value for a declared variable nothing uses.
+      if (!usedAs.has(node.variable.name.value)) return null;
       const type = usedAs.get(node.variable.name.value);
       if (!type || node.defaultValue) return undefined;
       return { ...node, type: parseType(String(type)) };

@@ -1,9 +1,12 @@
-import { makePgService } from "@dataplan/pg/adaptors/pg";
+import type { WithPgClient } from "@dataplan/pg";
+import type { NodePostgresPgClient } from "@dataplan/pg/adaptors/pg";
+import { makePgService, makeWithPgClientViaPgClientAlreadyInTransaction } from "@dataplan/pg/adaptors/pg";
 import { execute, hookArgs, isSafeError } from "grafast";
-import { GraphQLError, Kind, type GraphQLSchema } from "grafast/graphql";
+import { GraphQLError, Kind, type DocumentNode, type GraphQLSchema } from "grafast/graphql";
 import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
+import { withDataTransaction } from "../db/dataTransaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
 import { prepareDocument, RequestError } from "./document";
@@ -85,9 +88,51 @@ function maskError(ctx: AppContext, error: GraphQLError): { message: string } {
   return { message: "Internal server error" };
 }
 
+/** After a failed statement the rest of the request's transaction only repeats that it is aborted. */
+function isAbortedTransaction(error: GraphQLError): boolean {
+  return (error.originalError as { code?: unknown } | undefined)?.code === "25P02";
+}
+
 function errorsOnly(ctx: AppContext, errors: readonly GraphQLError[]): GraphqlResponse {
-  const masked = errors.map((e) => maskError(ctx, e));
+  const reported = errors.filter((e) => !isAbortedTransaction(e));
+  const masked = (reported.length ? reported : errors).map((e) => maskError(ctx, e));
   return errors.some((e) => e instanceof RequestError) ? { errors: masked } : { data: null, errors: masked };
+}
+
+function isMutation(document: DocumentNode, operationName: string | undefined): boolean {
+  const operations = document.definitions.filter((d) => d.kind === Kind.OPERATION_DEFINITION);
+  const selected = operationName ? operations.find((o) => o.name?.value === operationName) : operations[0];
+  return selected?.operation === "mutation";
+}
+
+/** Thrown out of the request's transaction to roll it back while keeping the response. */
+class RolledBack {
+  constructor(readonly response: GraphqlResponse) {}
+}
+
+/**
+ * Runs a mutation request in one transaction, as pg_graphql does: every statement of every mutation
+ * field on one client; any error rolls the whole request back.
+ */
+async function inOneTransaction(
+  project: ProjectRuntime,
+  auth: RequestAuth,
+  run: (withPgClient: WithPgClient<NodePostgresPgClient>) => Promise<GraphqlResponse>,
+): Promise<GraphqlResponse> {
+  try {
+    return await withDataTransaction(project, auth, async (client) => {
+      const inTransaction = makeWithPgClientViaPgClientAlreadyInTransaction(client, true);
+      // Role and claims are already set for the transaction: nothing to set per statement.
+      const withPgClient: WithPgClient<NodePostgresPgClient> = (_pgSettings, callback) =>
+        inTransaction(null, callback);
+      const response = await run(withPgClient);
+      if (response.errors) throw new RolledBack(response);
+      return response;
+    });
+  } catch (e) {
+    if (e instanceof RolledBack) return e.response;
+    throw e;
+  }
 }
 
 /** Executes one GraphQL request for `auth` against `project`; the result is always a JSON document. */
@@ -114,22 +159,32 @@ export async function executeGraphql(
     (d) => d.kind === Kind.OPERATION_DEFINITION && d.selectionSet.selections.length === 0,
   );
   if (emptyOperation) return errorsOnly(ctx, gateErrors);
-  const args = await hookArgs({
-    schema,
-    document,
-    variableValues: variables as Record<string, unknown> | undefined,
-    operationName,
-    resolvedPreset,
-    requestContext: { strata: { auth } },
-  });
-  const result = await execute(args);
-  if (Symbol.asyncIterator in (result as object)) {
-    return { data: null, errors: [{ message: "Subscriptions are not supported" }] };
+  const run = async (withPgClient?: WithPgClient<NodePostgresPgClient>): Promise<GraphqlResponse> => {
+    const args = await hookArgs({
+      schema,
+      document,
+      variableValues: variables as Record<string, unknown> | undefined,
+      operationName,
+      resolvedPreset,
+      requestContext: { strata: { auth, withPgClient } },
+    });
+    const result = await execute(args);
+    if (Symbol.asyncIterator in (result as object)) {
+      return { data: null, errors: [{ message: "Subscriptions are not supported" }] };
+    }
+    const { data, errors } = result as { data?: unknown; errors?: readonly GraphQLError[] };
+    // pg_graphql answers a failed request as a whole: no partial data next to an error.
+    if (errors?.length) return errorsOnly(ctx, errors);
+    const out: GraphqlResponse = { data: data ?? null };
+    if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
+    return out;
+  };
+  if (!isMutation(document, operationName)) return run();
+  try {
+    return await inOneTransaction(project, auth, run);
+  } catch (e) {
+    // The commit itself failed (a deferred constraint, a serialization failure): nothing was written.
+    if (isDatabaseError(e)) return { data: null, errors: [{ message: (e as Error).message }] };
+    throw e;
   }
-  const { data, errors } = result as { data?: unknown; errors?: readonly GraphQLError[] };
-  // pg_graphql answers a failed request as a whole: no partial data next to an error.
-  if (errors?.length) return errorsOnly(ctx, errors);
-  const out: GraphqlResponse = { data: data ?? null };
-  if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
-  return out;
 }

@@ -33,7 +33,8 @@ describe("GraphQL round trips", () => {
        comment on table player is '@graphql({"aggregate": {"enabled": true}})';
        insert into team(name) values ('red'), ('blue');
        insert into player(team_id, name) values (1, 'ann'), (1, 'bob'), (2, 'cy');
-       grant select on team, player to anon;`,
+       grant select on team, player to anon;
+       grant all on team, player to service_role;`,
     );
     // Warm the schema so only the request's own statements are counted.
     await graphql(
@@ -127,6 +128,45 @@ describe("GraphQL round trips", () => {
     expect(result.data.playerCollection).toEqual({
       pageInfo: { hasPreviousPage: true },
       edges: [{ node: { name: "cy" } }],
+    });
+    expect(statements).toHaveLength(1);
+  });
+
+  it("updates rows and returns them with their relations in one SQL statement", async () => {
+    // Warm the service role's schema so only the request's own statements are counted.
+    await graphql(
+      server,
+      `
+        {
+          __typename
+        }
+      `,
+      { key: server.serviceKey },
+    );
+    let result: any;
+    const statements = await statementsDuring(async () => {
+      result = await graphql(
+        server,
+        `
+          mutation {
+            updatePlayerCollection(set: { name: "bo" }, filter: { name: { eq: "bob" } }) {
+              affectedCount
+              records {
+                name
+                team {
+                  name
+                }
+              }
+            }
+          }
+        `,
+        { key: server.serviceKey },
+      );
+    });
+    expect(result).toEqual({
+      data: {
+        updatePlayerCollection: { affectedCount: 1, records: [{ name: "bo", team: { name: "red" } }] },
+      },
     });
     expect(statements).toHaveLength(1);
   });

@@ -1,0 +1,652 @@
+import {
+  pgSelect,
+  pgWhereConditionSpecListToSQL,
+  PgCondition,
+  sideEffectWithPgClient,
+  TYPES,
+  type PgClient,
+  type PgClientQuery,
+  type WithPgClient,
+  type PgCodecAttribute,
+  type PgCodecWithAttributes,
+  type PgResource,
+  type PgSelectStep,
+} from "@dataplan/pg";
+import { randomUUID } from "node:crypto";
+import { access, applyInput, lambda, type FieldArgs, type Step } from "grafast";
+import type { GraphQLInputType, GraphQLOutputType } from "grafast/graphql";
+import type { PgAttribute, PgClass } from "pg-introspection";
+import { sql, type SQL } from "pg-sql2";
+import { PgGqlError } from "./pgGqlErrors";
+import { primaryKeyAttributes } from "./pgGqlNodeId";
+import { nodeResources } from "./PgGqlNodePlugin";
+import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
+
+declare global {
+  namespace GraphileBuild {
+    interface Inflection {
+      /** `insertInto<T>Collection` */
+      pgGqlInsertField(this: Inflection, typeName: string): string;
+      /** `update<T>Collection` */
+      pgGqlUpdateField(this: Inflection, typeName: string): string;
+      /** `deleteFrom<T>Collection` */
+      pgGqlDeleteField(this: Inflection, typeName: string): string;
+      /** `<T>InsertResponse` / `<T>UpdateResponse` / `<T>DeleteResponse` */
+      pgGqlMutationResponseType(this: Inflection, typeName: string, kind: MutationKind): string;
+    }
+    interface ScopeObject {
+      isPgGqlMutationResponse?: boolean;
+    }
+  }
+}
+
+type MutationKind = "insert" | "update" | "delete";
+
+const PG_CLASS_OID = "1259";
+const CHARACTER_TYPES = new Set(["varchar", "bpchar", "_varchar", "_bpchar"]);
+
+/** Columns owning a sequence (`serial`), per introspection: pg_depend rows of kind 'a' from a sequence. */
+const serialColumnsCache = new WeakMap<object, Set<string>>();
+function serialColumns(introspection: {
+  depends: {
+    classid: string;
+    objid: string;
+    refobjid: string;
+    refobjsubid: number | null;
+    deptype: string;
+  }[];
+  classes: PgClass[];
+}): Set<string> {
+  let cached = serialColumnsCache.get(introspection);
+  if (!cached) {
+    const sequences = new Set(introspection.classes.filter((c) => c.relkind === "S").map((c) => c._id));
+    cached = new Set(
+      introspection.depends
+        .filter(
+          (d) =>
+            d.deptype === "a" &&
+            String(d.classid) === PG_CLASS_OID &&
+            sequences.has(d.objid) &&
+            d.refobjsubid != null &&
+            d.refobjsubid > 0,
+        )
+        .map((d) => `${d.refobjid}:${d.refobjsubid}`),
+    );
+    serialColumnsCache.set(introspection, cached);
+  }
+  return cached;
+}
+
+/** The mutable columns of a table for one kind of write, by GraphQL field name. */
+function writableColumns(
+  build: GraphileBuild.Build,
+  codec: PgCodecWithAttributes,
+  kind: "insert" | "update",
+): Map<string, string> {
+  const columns = new Map<string, string>();
+  for (const attributeName of Object.keys(codec.attributes)) {
+    if (!build.behavior.pgCodecAttributeMatches([codec, attributeName], `attribute:${kind}`)) continue;
+    if (!build.getGraphQLTypeByPgCodec(codec.attributes[attributeName].codec, "input")) continue;
+    columns.set(build.inflection.attribute({ codec, attributeName }), attributeName);
+  }
+  return columns;
+}
+
+/** pg_graphql passes every input value as text (or text[] for arrays) cast to the column type. */
+function textOf(value: unknown, nested = false): unknown {
+  if (value === null || value === undefined) return null;
+  if (Array.isArray(value)) {
+    if (nested) throw new PgGqlError("Unexpected array in input value array");
+    return value.map((v) => textOf(v, true));
+  }
+  if (typeof value === "object") {
+    throw new PgGqlError(
+      nested ? "Unexpected object in input value array" : "Unexpected object in input value",
+    );
+  }
+  return String(value);
+}
+
+function valueSql(attribute: PgCodecAttribute, value: unknown): SQL {
+  assertMaxLength(value, columnInputInfo(attribute).maxLength);
+  return sql`(${sql.value(textOf(value) as string)}::${attribute.codec.sqlType})`;
+}
+
+/** The row as JSON text, only with the columns the role may read (RETURNING needs SELECT on each). */
+function rowJsonSql(codec: PgCodecWithAttributes, alias: SQL): SQL {
+  const readable = Object.entries(codec.attributes).filter(
+    ([, attribute]) => (attribute.extensions as { canSelect?: boolean } | undefined)?.canSelect !== false,
+  );
+  // jsonb_build_object takes at most 100 arguments.
+  const chunks: SQL[] = [];
+  for (let i = 0; i < readable.length; i += 40) {
+    const pairs = readable
+      .slice(i, i + 40)
+      .map(([name]) => sql`${sql.literal(name)}::text, ${alias}.${sql.identifier(name)}`);
+    chunks.push(sql`jsonb_build_object(${sql.join(pairs, ", ")})`);
+  }
+  return chunks.length ? sql`(${sql.join(chunks, " || ")})::text` : sql`'{}'`;
+}
+
+function pkJsonSql(resource: PgResource, column: (name: string) => SQL): SQL {
+  return sql`jsonb_build_array(${sql.join(primaryKeyAttributes(resource).map(column), ", ")})`;
+}
+
+/**
+ * A mutation's statement waits under a random token until its records statement runs: the DML
+ * becomes that statement's leading CTE, so one statement writes, checks `atMost` and returns the
+ * records, whose relations read the snapshot from before the write, as in pg_graphql.
+ */
+interface PendingMutation {
+  /** `with __pgGqlAffected as (<dml>), __pgGqlRows(__json) as (...)`, compiled. */
+  text: string;
+  values: readonly unknown[];
+}
+const pendingMutations = new Map<string, PendingMutation>();
+const TOO_MANY = "impacts too many records";
+
+function pend(dml: SQL, atMost: number | null, kind: MutationKind): string {
+  const rows = sql`coalesce(jsonb_agg(__row::jsonb), '[]'::jsonb)::text`;
+  // The refusal must not be constant-folded: it depends on the count.
+  const json =
+    atMost === null
+      ? rows
+      : sql`case when count(*) > ${sql.literal(atMost)} then (${sql.literal(`${kind} ${TOO_MANY}: `)} || count(*))::int::text else ${rows} end`;
+  const { text, values } = sql.compile(
+    sql`with __pgGqlAffected as (${dml}), __pgGqlRows(__json) as (select ${json} from __pgGqlAffected)`,
+  );
+  const token = `pgGqlMutation:${randomUUID()}`;
+  pendingMutations.set(token, { text, values });
+  // Forgotten if the request fails before its records statement runs.
+  setTimeout(() => pendingMutations.delete(token), 60_000).unref();
+  return token;
+}
+
+/** Rewrites `$n` placeholders outside quoted text and identifiers. */
+function replacePlaceholders(text: string, replace: (n: number) => string): string {
+  let out = "";
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i];
+    if (c === "'" || c === '"') {
+      let j = i + 1;
+      while (j < text.length && !(text[j] === c && text[j + 1] !== c)) j += text[j] === c ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === "$" && /\d/.test(text[i + 1] ?? "")) {
+      let j = i + 1;
+      while (/\d/.test(text[j] ?? "")) j++;
+      out += replace(Number(text.slice(i + 1, j)));
+      i = j;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+/** The records statement of a pending mutation, with the mutation prepended; undefined for any other query. */
+function withPendingMutation(query: PgClientQuery): PgClientQuery | undefined {
+  const values = query.values ?? [];
+  const token = values.find((v): v is string => typeof v === "string" && pendingMutations.has(v));
+  if (token === undefined) return undefined;
+  const pending = pendingMutations.get(token)!;
+  pendingMutations.delete(token);
+  const kept: unknown[] = [];
+  const renumbered = new Map<number, number>();
+  values.forEach((value, index) => {
+    if (value === token) return;
+    kept.push(value);
+    renumbered.set(index + 1, pending.values.length + kept.length);
+  });
+  const body = replacePlaceholders(query.text, (n) =>
+    values[n - 1] === token ? "(select __json from __pgGqlRows)" : `$${renumbered.get(n)}`,
+  );
+  const text = /^\s*with\s/i.test(body)
+    ? `${pending.text}, ${body.replace(/^\s*with\s/i, "")}`
+    : `${pending.text} ${body}`;
+  // No prepared statement name: the text is new every time.
+  return { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
+}
+
+function tooManyError(error: unknown): unknown {
+  const message = (error as { code?: string; message?: string } | undefined)?.message ?? "";
+  const match =
+    (error as { code?: string }).code === "22P02" &&
+    /"(update|delete) impacts too many records: /.exec(message);
+  return match ? new PgGqlError(`${match[1]} ${TOO_MANY}`) : error;
+}
+
+/** A client that runs pending mutations with their records statement. */
+function mutationAwareClient<TClient extends PgClient>(client: TClient): TClient {
+  return Object.assign(Object.create(client) as TClient, {
+    query(query: PgClientQuery) {
+      const rewritten = withPendingMutation(query);
+      if (!rewritten) return client.query(query);
+      return client.query(rewritten).catch((e: unknown) => {
+        throw tooManyError(e);
+      });
+    },
+    withTransaction<T>(callback: (client: TClient) => Promise<T>) {
+      return client.withTransaction((tx) => callback(mutationAwareClient(tx)));
+    },
+  });
+}
+
+type ApplyFilter = ((collector: unknown) => void) | null | undefined;
+
+/** The WHERE condition of a mutation's `filter`, built at run time from the `<T>Filter` fields' `apply`. */
+function filterSql(applyFilter: ApplyFilter, alias: SQL): SQL {
+  const conditions: SQL[] = [];
+  applyFilter?.({ alias, where: (condition: SQL) => conditions.push(condition) });
+  return pgWhereConditionSpecListToSQL(alias, conditions) ?? sql.true;
+}
+
+function planFilter(
+  build: GraphileBuild.Build,
+  resource: PgResource,
+  fieldArgs: FieldArgs,
+): Step<ApplyFilter> {
+  const typeName = build.inflection.tableType(resource.codec);
+  const Filter = build.getInputTypeByName(build.inflection.pgGqlFilterType(typeName));
+  return applyInput(
+    Filter,
+    fieldArgs.getRaw("filter") as never,
+    // Created here, inside grafast's modifier scope (see the research brief, §3c).
+    (parent) => new PgCondition(parent as never),
+  ) as unknown as Step<ApplyFilter>;
+}
+
+/**
+ * The records of a mutation: the rows the statement returned, selected like query nodes (relations,
+ * nodeId, computed fields), in the order the statement returned them.
+ */
+function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
+  // $rows is a pending mutation's token: the statement's rows JSON replaces it (withPendingMutation).
+  const codec = resource.codec as PgCodecWithAttributes;
+  const $select = pgSelect({
+    resource,
+    identifiers: [],
+    from: (rows) => sql`jsonb_populate_recordset(null::${codec.sqlType}, ${rows.placeholder}::jsonb)`,
+    args: [{ step: $rows, pgCodec: TYPES.text }],
+    name: "records",
+  }) as PgSelectStep;
+  const rowsPlaceholder = $select.placeholder($rows, TYPES.text);
+  const returnedKeys = sql`array(select ${pkJsonSql(resource, (a) => sql`__e -> ${sql.literal(a)}`)} from jsonb_array_elements(${rowsPlaceholder}::jsonb) as __e)`;
+  $select.orderBy({
+    fragment: sql`array_position(${returnedKeys}, ${pkJsonSql(resource, (a) => sql`${$select.alias}.${sql.identifier(a)}`)})`,
+    codec: TYPES.int,
+    direction: "ASC",
+  });
+  return $select;
+}
+
+/** Plan-time facts of one mutation field: does a selection (`records`, `affectedCount`) run its statement? */
+interface MutationPlan {
+  resource: PgResource;
+  viaRecords: boolean;
+  $records?: PgSelectStep;
+}
+const mutationPlans = new WeakMap<Step, MutationPlan>();
+
+/**
+ * The records select of a mutation field (one per field): it runs the pending mutation as its
+ * leading CTE, so writing and reading the records cost one statement.
+ */
+function recordsFor($mutation: Step): PgSelectStep {
+  const plan = mutationPlans.get($mutation);
+  if (!plan) throw new Error("Not a pg_graphql mutation step");
+  plan.viaRecords = true;
+  // Through `access`, not the side effect step itself: the records select then shares its
+  // relations' implicit side effect, so @dataplan/pg inlines them into the one statement.
+  return (plan.$records ??= recordsOf(plan.resource, access($mutation, "token") as Step<string>));
+}
+
+async function runPending(client: PgClient, token: string): Promise<void> {
+  const pending = pendingMutations.get(token)!;
+  pendingMutations.delete(token);
+  await client
+    .query({ text: `${pending.text} select __json from __pgGqlRows`, values: pending.values as unknown[] })
+    .catch((e: unknown) => {
+      throw tooManyError(e);
+    });
+}
+
+/**
+ * A mutation field's step: validates the input and prepares the statement (`build` returns its
+ * pending token); when no selection reads the records, it runs the statement itself.
+ */
+function mutationStep<const TSpec extends Record<string, Step>>(
+  resource: PgResource,
+  spec: TSpec,
+  build: (values: { [K in keyof TSpec]: unknown }) => string,
+): Step<{ token: string }> {
+  const plan: MutationPlan = { resource, viaRecords: false };
+  const $mutation = sideEffectWithPgClient(resource.executor, spec as never, async (client, values) => {
+    const token = build(values as never);
+    if (!plan.viaRecords) await runPending(client, token);
+    return { token };
+  }) as unknown as Step<{ token: string }>;
+  mutationPlans.set($mutation, plan);
+  return $mutation;
+}
+
+function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
+  const codec = resource.codec as PgCodecWithAttributes;
+  const columns = writableColumns(build, codec, "insert");
+  return (_$root: Step, fieldArgs: FieldArgs) =>
+    mutationStep(resource, { objects: fieldArgs.getRaw("objects") }, ({ objects }) => {
+      const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
+        (o) => o != null,
+      );
+      if (list.length === 0) throw new PgGqlError("At least one record must be provided to objects");
+      const used = [...columns].filter(([field]) => list.some((o) => o[field] !== undefined));
+      const alias = sql.identifier("__t");
+      const target = sql`${resource.from as SQL} as ${alias}`;
+      const returning = sql`returning ${rowJsonSql(codec, alias)} as __row`;
+      const insert = used.length
+        ? sql`insert into ${target} (${sql.join(
+            used.map(([, attributeName]) => sql.identifier(attributeName)),
+            ", ",
+          )}) values ${sql.join(
+            list.map(
+              (o) =>
+                sql`(${sql.join(
+                  used.map(([field, attributeName]) =>
+                    o[field] === undefined
+                      ? sql`default`
+                      : valueSql(codec.attributes[attributeName], o[field]),
+                  ),
+                  ", ",
+                )})`,
+            ),
+            ", ",
+          )} ${returning}`
+        : // No column given: every row takes its defaults.
+          sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
+      return pend(insert, null, "insert");
+    });
+}
+
+function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
+  const codec = resource.codec as PgCodecWithAttributes;
+  const columns = writableColumns(build, codec, "update");
+  return (_$root: Step, fieldArgs: FieldArgs) =>
+    mutationStep(
+      resource,
+      {
+        set: fieldArgs.getRaw("set"),
+        atMost: fieldArgs.getRaw("atMost"),
+        applyFilter: planFilter(build, resource, fieldArgs),
+      },
+      ({ set, atMost, applyFilter }) => {
+        const values = (set ?? {}) as Record<string, unknown>;
+        const assignments = [...columns]
+          .filter(([field]) => values[field] !== undefined)
+          .map(
+            ([field, attributeName]) =>
+              sql`${sql.identifier(attributeName)} = ${valueSql(codec.attributes[attributeName], values[field])}`,
+          );
+        if (assignments.length === 0) {
+          throw new PgGqlError("At least one mapping must be provided to set argument");
+        }
+        const alias = sql.identifier("__t");
+        const dml = sql`update ${resource.from as SQL} as ${alias} set ${sql.join(assignments, ", ")} where ${filterSql(applyFilter as ApplyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
+        return pend(dml, atMost as number, "update");
+      },
+    );
+}
+
+function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
+  const codec = resource.codec as PgCodecWithAttributes;
+  return (_$root: Step, fieldArgs: FieldArgs) =>
+    mutationStep(
+      resource,
+      { atMost: fieldArgs.getRaw("atMost"), applyFilter: planFilter(build, resource, fieldArgs) },
+      ({ atMost, applyFilter }) => {
+        const alias = sql.identifier("__t");
+        const dml = sql`delete from ${resource.from as SQL} as ${alias} where ${filterSql(applyFilter as ApplyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
+        return pend(dml, atMost as number, "delete");
+      },
+    );
+}
+
+function registerResponseType(build: GraphileBuild.Build, resource: PgResource, kind: MutationKind): void {
+  const { inflection, graphql } = build;
+  const { GraphQLNonNull, GraphQLList, GraphQLInt } = graphql;
+  const tableTypeName = inflection.tableType(resource.codec);
+  const typeName = inflection.pgGqlMutationResponseType(tableTypeName, kind);
+  if (build.getTypeMetaByName(typeName)) return;
+  build.registerObjectType(
+    typeName,
+    { isPgGqlMutationResponse: true, pgCodec: resource.codec },
+    () => ({
+      fields: () => ({
+        affectedCount: {
+          description: "Count of the records impacted by the mutation",
+          type: new GraphQLNonNull(GraphQLInt),
+          plan: ($mutation: Step) =>
+            lambda(recordsFor($mutation).items(), (rows) => (rows as unknown[]).length),
+        },
+        records: {
+          description: "Array of records impacted by the mutation",
+          type: new GraphQLNonNull(
+            new GraphQLList(new GraphQLNonNull(build.getOutputTypeByName(tableTypeName))),
+          ) as GraphQLOutputType,
+          plan: ($mutation: Step) => recordsFor($mutation),
+        },
+      }),
+    }),
+    `pg_graphql ${kind} response for ${tableTypeName}`,
+  );
+}
+
+const AT_MOST_DESCRIPTION = "The maximum number of records in the collection permitted to be affected";
+const FILTER_DESCRIPTION = "Restricts the mutation's impact to records matching the criteria";
+
+/**
+ * pg_graphql's mutations: `insertInto<T>Collection(objects)`, `update<T>Collection(set, filter,
+ * atMost)` and `deleteFrom<T>Collection(filter, atMost)` per the role's privileges, each answering
+ * `affectedCount` and `records`. One statement per mutation (the DML is the leading CTE of the
+ * records select, see `pend`), in the request's transaction; past `atMost` it fails and nothing
+ * changes. Insert and update inputs leave out serial, identity and generated columns, as pg_graphql
+ * does; every input field is nullable.
+ */
+export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
+  name: "PgGqlMutationsPlugin",
+  description: "pg_graphql insert, update and delete mutations",
+  version: "0.1.0",
+  after: ["PgAttributesPlugin", "PgTablesPlugin", "PgGqlFilterPlugin", "PgGqlNodePlugin"],
+  inflection: {
+    add: {
+      pgGqlInsertField(_options, typeName) {
+        return `insertInto${typeName}Collection`;
+      },
+      pgGqlUpdateField(_options, typeName) {
+        return `update${typeName}Collection`;
+      },
+      pgGqlDeleteField(_options, typeName) {
+        return `deleteFrom${typeName}Collection`;
+      },
+      pgGqlMutationResponseType(_options, typeName, kind) {
+        const suffix = { insert: "InsertResponse", update: "UpdateResponse", delete: "DeleteResponse" }[kind];
+        return `${typeName}${suffix}`;
+      },
+    },
+  },
+  grafast: {
+    middleware: {
+      // Every query of a request goes through a client that runs pending mutations (see `pend`).
+      async prepareArgs(next, event) {
+        const args = await next();
+        const context = args.contextValue as unknown as Record<string, unknown>;
+        for (const { withPgClientKey } of args.resolvedPreset?.pgServices ??
+          event.args.resolvedPreset?.pgServices ??
+          []) {
+          const withPgClient = context[withPgClientKey] as WithPgClient | undefined;
+          if (!withPgClient) continue;
+          const aware: WithPgClient = (pgSettings, callback) =>
+            withPgClient(pgSettings, (client) => callback(mutationAwareClient(client)));
+          context[withPgClientKey] = aware;
+        }
+        return args;
+      },
+    },
+  },
+  gather: {
+    hooks: {
+      async pgCodecs_attribute(info, { serviceName, pgAttribute, attribute }) {
+        const { introspection } = await info.helpers.pgIntrospection.getService(serviceName);
+        const write: ColumnInputInfo = {};
+        const attr = pgAttribute as PgAttribute;
+        if (
+          attr.attidentity ||
+          serialColumns(introspection as never).has(`${attr.attrelid}:${attr.attnum}`)
+        ) {
+          write.serial = true;
+        }
+        if (attr.attgenerated) write.generated = true;
+        const typname = attr.getType()?.typname;
+        if (typname && CHARACTER_TYPES.has(typname) && attr.atttypmod != null && attr.atttypmod > 4) {
+          write.maxLength = attr.atttypmod - 4;
+        }
+        attribute.extensions = { ...attribute.extensions, pgGqlColumn: write } as typeof attribute.extensions;
+      },
+    },
+  },
+  schema: {
+    behaviorRegistry: {
+      add: {
+        "resource:insert": {
+          description: "insertInto<T>Collection for this table",
+          entities: ["pgResource"],
+        },
+        "resource:update": { description: "update<T>Collection for this table", entities: ["pgResource"] },
+        "resource:delete": {
+          description: "deleteFrom<T>Collection for this table",
+          entities: ["pgResource"],
+        },
+      },
+    },
+    entityBehavior: {
+      pgResource: {
+        inferred: {
+          provides: ["default"],
+          before: ["inferred", "override"],
+          // Defaults first: grants (PgRBACPlugin) and view updatability (PgTablesPlugin) take them away.
+          callback(behavior, resource) {
+            const isTable =
+              !resource.parameters && Boolean(resource.codec.attributes) && !resource.codec.isAnonymous;
+            return isTable ? ["resource:insert", "resource:update", "resource:delete", behavior] : behavior;
+          },
+        },
+      },
+      pgCodecAttribute: {
+        inferred: {
+          after: ["inferred"],
+          provides: ["pgGqlMutations"],
+          callback(behavior, [codec, attributeName]) {
+            const { serial, generated } = columnInputInfo(codec.attributes[attributeName]);
+            return serial || generated ? [behavior, "-attribute:insert", "-attribute:update"] : behavior;
+          },
+        },
+      },
+    },
+    hooks: {
+      init(_, build) {
+        for (const resource of nodeResources(build)) {
+          for (const kind of ["insert", "update", "delete"] as const)
+            registerResponseType(build, resource, kind);
+        }
+        return _;
+      },
+      GraphQLInputObjectType(config, _build, context) {
+        const { isInputType, isPgPatch, isPgRowType } = context.scope;
+        if (!isPgRowType || (!isInputType && !isPgPatch)) return config;
+        return { ...config, description: undefined };
+      },
+      GraphQLInputObjectType_fields(fields, build, context) {
+        const { isInputType, isPgPatch, isPgRowType } = context.scope;
+        if (!isPgRowType || (!isInputType && !isPgPatch)) return fields;
+        // pg_graphql cannot see through triggers and defaults: every input field is nullable.
+        return Object.fromEntries(
+          Object.entries(fields).map(([name, field]) => [
+            name,
+            {
+              ...field,
+              description: undefined,
+              type: build.graphql.getNullableType(field.type) as GraphQLInputType,
+            },
+          ]),
+        );
+      },
+      GraphQLObjectType(config, _build, context) {
+        if (!context.scope.isRootMutation) return config;
+        return { ...config, description: "The root type for creating and mutating data" };
+      },
+      GraphQLObjectType_fields(fields, build, context) {
+        if (!context.scope.isRootMutation) return fields;
+        const { inflection, graphql } = build;
+        const { GraphQLNonNull, GraphQLList, GraphQLInt } = graphql;
+        const out = { ...fields };
+        for (const resource of nodeResources(build)) {
+          const codec = resource.codec as PgCodecWithAttributes;
+          const typeName = inflection.tableType(codec);
+          if (!build.getTypeMetaByName(typeName)) continue;
+          const Filter = build.getInputTypeByName(inflection.pgGqlFilterType(typeName));
+          const filterArg = { type: Filter, description: FILTER_DESCRIPTION };
+          const atMostArg = {
+            type: new GraphQLNonNull(GraphQLInt),
+            defaultValue: 1,
+            description: AT_MOST_DESCRIPTION,
+          };
+          const matches = (behavior: keyof GraphileBuild.BehaviorStrings) =>
+            build.behavior.pgResourceMatches(resource, behavior);
+          if (matches("resource:insert") && writableColumns(build, codec, "insert").size > 0) {
+            const InsertInput = build.getGraphQLTypeByPgCodec(codec, "input") as GraphQLInputType;
+            out[inflection.pgGqlInsertField(typeName)] = {
+              description: `Adds one or more \`${typeName}\` records to the collection`,
+              type: build.getOutputTypeByName(inflection.pgGqlMutationResponseType(typeName, "insert")),
+              args: {
+                objects: {
+                  type: new GraphQLNonNull(new GraphQLList(new GraphQLNonNull(InsertInput))),
+                },
+              },
+              plan: insertPlan(build, resource) as never,
+            };
+          }
+          if (matches("resource:update") && writableColumns(build, codec, "update").size > 0) {
+            const UpdateInput = build.getGraphQLTypeByPgCodec(codec, "patch") as GraphQLInputType;
+            out[inflection.pgGqlUpdateField(typeName)] = {
+              description: `Updates zero or more records in the \`${typeName}\` collection`,
+              type: new GraphQLNonNull(
+                build.getOutputTypeByName(inflection.pgGqlMutationResponseType(typeName, "update")),
+              ),
+              args: {
+                set: {
+                  type: new GraphQLNonNull(UpdateInput),
+                  description: "Fields that are set will be updated for all records matching the `filter`",
+                },
+                filter: filterArg,
+                atMost: atMostArg,
+              },
+              plan: updatePlan(build, resource) as never,
+            };
+          }
+          if (matches("resource:delete")) {
+            out[inflection.pgGqlDeleteField(typeName)] = {
+              description: `Deletes zero or more records from the \`${typeName}\` collection`,
+              type: new GraphQLNonNull(
+                build.getOutputTypeByName(inflection.pgGqlMutationResponseType(typeName, "delete")),
+              ),
+              args: { filter: filterArg, atMost: atMostArg },
+              plan: deletePlan(build, resource) as never,
+            };
+          }
+        }
+        return out;
+      },
+    },
+  },
+};
