@@ -1,15 +1,12 @@
 import pg from "pg";
 import type { Logger } from "../log";
 import { withCredentials, withDatabase } from "../db/urls";
-import { ProjectRecord, ProjectRuntime } from "./runtime";
+import { ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
 
 const PROJECT_SELECT = `
   select p.id, p.ref, p.name, p.organization_id, p.status, p.is_default, p.jwt_secret, p.legacy_keys_iat,
          p.legacy_keys_enabled, p.database_name, c.admin_url, c.authenticator_password
     from platform.projects p join platform.clusters c on c.id = p.cluster_id`;
-
-/** How long a replaced runtime keeps its pools for the requests still running on it. */
-const RETIRE_GRACE_MS = 30_000;
 
 function toRecord(row: any): ProjectRecord {
   const adminUrl = withDatabase(row.admin_url, row.database_name);

@@ -19,6 +19,9 @@ export interface ProjectRecord {
   dataUrl: string;
 }
 
+/** How long a replaced pool or runtime stays open for the requests still running on it. */
+export const RETIRE_GRACE_MS = 10_000;
+
 /**
  * The live side of one project: its pools, its DDL watch and the caches derived from its schema. Data
  * interfaces keep what they derive from the catalog (GraphQL schemas, the REST schema cache) in `caches`,
@@ -31,6 +34,8 @@ export class ProjectRuntime {
   /** Bumped on every schema change. */
   schemaVersion = 0;
   private dataPoolInstance: pg.Pool | undefined;
+  /** Data pools replaced after a schema change, ending after RETIRE_GRACE_MS (or at close). */
+  private readonly retiredPools = new Set<pg.Pool>();
   private adminPoolInstance: pg.Pool | undefined;
   private listener: pg.Client | undefined;
   private closed = false;
@@ -73,6 +78,7 @@ export class ProjectRuntime {
   invalidateSchema(reason: string): void {
     this.schemaVersion++;
     this.caches.clear();
+    this.retireDataPool();
     this.log.debug({ ref: this.ref, reason }, "schema changed");
     this.events.emit("schema-changed", reason);
   }
@@ -99,6 +105,21 @@ export class ProjectRuntime {
     }
   }
 
+  /**
+   * Pooled connections keep the prepared statements GraphQL planned against the old schema, which
+   * Postgres refuses once a result type changed ("cached plan must not change result type"): new
+   * requests get new connections, and the old pool ends once its running requests had time to finish.
+   */
+  private retireDataPool(): void {
+    const pool = this.dataPoolInstance;
+    if (!pool) return;
+    this.dataPoolInstance = undefined;
+    this.retiredPools.add(pool);
+    setTimeout(() => {
+      if (this.retiredPools.delete(pool)) pool.end().catch(() => {});
+    }, RETIRE_GRACE_MS).unref();
+  }
+
   /** Stops the DDL watch; the pools stay open for the requests still running on this runtime. */
   stopWatching(): void {
     this.closed = true;
@@ -110,7 +131,10 @@ export class ProjectRuntime {
   async close(): Promise<void> {
     this.stopWatching();
     this.events.emit("closed");
+    const retired = [...this.retiredPools];
+    this.retiredPools.clear();
     await Promise.all([
+      ...retired.map((pool) => pool.end().catch(() => {})),
       this.dataPoolInstance?.end().catch(() => {}),
       this.adminPoolInstance?.end().catch(() => {}),
     ]);
