@@ -150,10 +150,9 @@ export function planPage(
 ): PgSelectStep {
   const { reverse } = checkPagingArgs(fieldArgs);
   const order = orderFromArgument(build, resource, argument(fieldArgs, "orderBy").eval());
+  // pg_graphql appends the primary key even when `orderBy` names it already: cursors carry it twice then.
   for (const pk of primaryKeyAttributes(resource)) {
-    if (!order.some((o) => o.attribute === pk)) {
-      order.push({ attribute: pk, direction: "asc", nullsFirst: false });
-    }
+    order.push({ attribute: pk, direction: "asc", nullsFirst: false });
   }
   for (const o of order) {
     $select.orderBy({

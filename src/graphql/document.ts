@@ -149,6 +149,20 @@ function operationSelectionError(
 
 const FRAGMENT_CYCLE = /^Cannot spread fragment ".*" within itself/;
 
+/** pg_graphql reads an input object that names a field twice with the last value. */
+function lastFieldValueWins(document: DocumentNode): DocumentNode {
+  return visit(document, {
+    ObjectValue(node) {
+      const byName = new Map<string, (typeof node.fields)[number]>();
+      for (const field of node.fields) {
+        byName.delete(field.name.value);
+        byName.set(field.name.value, field);
+      }
+      return byName.size === node.fields.length ? undefined : { ...node, fields: [...byName.values()] };
+    },
+  });
+}
+
 /** Parses and validates a request's document for `schema`, cached per schema; errors are returned, not thrown. */
 export function prepareDocument(
   schema: GraphQLSchema,
@@ -164,7 +178,7 @@ export function prepareDocument(
     const parsed = parse(source);
     const selectionError = operationSelectionError(parsed, operationName);
     if (selectionError) throw selectionError;
-    const document = alignVariableTypes(schema, parsed);
+    const document = alignVariableTypes(schema, lastFieldValueWins(parsed));
     const errors = validate(schema, document).map((e) =>
       FRAGMENT_CYCLE.test(e.message) ? new RequestError("Found a cycle between fragments") : e,
     );

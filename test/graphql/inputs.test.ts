@@ -138,4 +138,48 @@ describe("GraphQL input checks and scalar descriptions (pg_graphql's)", () => {
       string: { description: "A string" },
     });
   });
+
+  it("reads an input object that names a field twice with the last value", async () => {
+    const res = await graphql(
+      server,
+      `
+        {
+          ticketCollection(filter: { code: { eq: "xyz" }, code: { eq: "abc" } }) {
+            edges {
+              node {
+                id
+              }
+            }
+          }
+        }
+      `,
+    );
+    expect(res).toEqual({ data: { ticketCollection: { edges: [{ node: { id: 1 } }] } } });
+  });
+
+  it("puts the primary key at the end of every cursor, even when the order names it", async () => {
+    const res = await graphql(
+      server,
+      `
+        {
+          ticketCollection(orderBy: [{ id: DescNullsLast }], first: 1) {
+            edges {
+              cursor
+              node {
+                id
+              }
+            }
+          }
+        }
+      `,
+    );
+    const { cursor, node } = res.data.ticketCollection.edges[0];
+    expect(node).toEqual({ id: 2 });
+    expect(Buffer.from(cursor, "base64").toString()).toBe("[2, 2]");
+    const next = await graphql(
+      server,
+      `{ ticketCollection(orderBy: [{id: DescNullsLast}], after: "${cursor}") { edges { node { id } } } }`,
+    );
+    expect(next).toEqual({ data: { ticketCollection: { edges: [{ node: { id: 1 } }] } } });
+  });
 });
