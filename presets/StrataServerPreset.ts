@@ -6,10 +6,11 @@ import type { RequestAuth } from "../src/auth/dataAuth";
 export interface StrataRequestContext {
   auth: RequestAuth;
   /**
-   * A client already in the request's transaction (role and claims set): every statement of the
-   * request runs there, so a mutation request commits or rolls back as a whole, as in pg_graphql.
+   * How the request's statements reach the database, role and claims applied: a mutation request's
+   * client already in its transaction (it commits or rolls back as a whole, as in pg_graphql), or a
+   * query request's one-round-trip reads.
    */
-  withPgClient?: WithPgClient<NodePostgresPgClient>;
+  withPgClient?: WithPgClient;
 }
 
 declare global {
@@ -30,7 +31,10 @@ export const StrataServerPreset: GraphileConfig.Preset = {
       const auth = requestContext.strata?.auth;
       if (!auth) return {};
       const pgSettings = { role: auth.role, "request.jwt.claims": JSON.stringify(auth.claims) };
-      const withPgClient = requestContext.strata?.withPgClient;
+      // Grafast's context types the client as node-postgres's own (with `rawClient`); the preset's plugins
+      // only call `query` and `withTransaction`, which Strata's clients provide.
+      const withPgClient = requestContext.strata?.withPgClient as
+        WithPgClient<NodePostgresPgClient> | undefined;
       return withPgClient ? { pgSettings, withPgClient } : { pgSettings };
     },
   },

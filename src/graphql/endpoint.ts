@@ -6,7 +6,7 @@ import { GraphQLError, Kind, type DocumentNode, type GraphQLSchema } from "grafa
 import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
-import { withDataTransaction } from "../db/dataTransaction";
+import { withDataTransaction, withReadsInOneRoundTrip } from "../db/dataTransaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
 import { prepareDocument, RequestError } from "./document";
@@ -159,7 +159,7 @@ export async function executeGraphql(
     (d) => d.kind === Kind.OPERATION_DEFINITION && d.selectionSet.selections.length === 0,
   );
   if (emptyOperation) return errorsOnly(ctx, gateErrors);
-  const run = async (withPgClient?: WithPgClient<NodePostgresPgClient>): Promise<GraphqlResponse> => {
+  const run = async (withPgClient: WithPgClient): Promise<GraphqlResponse> => {
     const args = await hookArgs({
       schema,
       document,
@@ -179,7 +179,7 @@ export async function executeGraphql(
     if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
     return out;
   };
-  if (!isMutation(document, operationName)) return run();
+  if (!isMutation(document, operationName)) return run(withReadsInOneRoundTrip(project, auth));
   try {
     return await inOneTransaction(project, auth, run);
   } catch (e) {
