@@ -89,6 +89,66 @@ export function parseDirectives<T>(comment: string | undefined | null): Partial<
   }
 }
 
+/** How serde (pg_graphql's deserializer) names a JSON value it did not expect. */
+function serdeDescription(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "sequence";
+  if (typeof value === "string") return `string ${JSON.stringify(value)}`;
+  if (typeof value === "boolean") return `boolean \`${value}\``;
+  if (typeof value === "number") {
+    return Number.isInteger(value) ? `integer \`${value}\`` : `floating point \`${value}\``;
+  }
+  return "map";
+}
+
+function expectStrings(value: unknown): string | undefined {
+  if (!Array.isArray(value)) return `invalid type: ${serdeDescription(value)}, expected a sequence`;
+  const bad = value.find((v) => typeof v !== "string");
+  return bad === undefined ? undefined : `invalid type: ${serdeDescription(bad)}, expected a string`;
+}
+
+function expectString(value: unknown): string | undefined {
+  return typeof value === "string"
+    ? undefined
+    : `invalid type: ${serdeDescription(value)}, expected a string`;
+}
+
+/**
+ * The first shape error of the `primary_key_columns` and `foreign_keys` directives, in serde's words;
+ * pg_graphql refuses to load a schema with one ("Error while loading schema, check comment directives").
+ */
+export function entityDirectiveError(directives: Partial<EntityDirectives>): string | undefined {
+  const { primary_key_columns: primaryKey, foreign_keys: foreignKeys } = directives as Record<
+    string,
+    unknown
+  >;
+  if (primaryKey !== undefined) {
+    const error = expectStrings(primaryKey);
+    if (error) return error;
+  }
+  if (foreignKeys === undefined) return undefined;
+  if (!Array.isArray(foreignKeys))
+    return `invalid type: ${serdeDescription(foreignKeys)}, expected a sequence`;
+  for (const fk of foreignKeys as unknown[]) {
+    if (!fk || typeof fk !== "object" || Array.isArray(fk)) {
+      return `invalid type: ${serdeDescription(fk)}, expected struct ForeignKeyDirective`;
+    }
+    const record = fk as Record<string, unknown>;
+    for (const field of ["local_columns", "foreign_schema", "foreign_table", "foreign_columns"]) {
+      if (!(field in record)) return `missing field \`${field}\``;
+    }
+    const error =
+      expectStrings(record.local_columns) ??
+      expectString(record.foreign_schema) ??
+      expectString(record.foreign_table) ??
+      expectStrings(record.foreign_columns) ??
+      (record.local_name === undefined ? undefined : expectString(record.local_name)) ??
+      (record.foreign_name === undefined ? undefined : expectString(record.foreign_name));
+    if (error) return error;
+  }
+  return undefined;
+}
+
 export function schemaDirectives(namespace: PgNamespace | undefined): SchemaDirectives {
   return parseDirectives<SchemaDirectives>(namespace?.getDescription());
 }

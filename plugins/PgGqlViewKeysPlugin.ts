@@ -1,5 +1,6 @@
 import type { PgClass } from "pg-introspection";
-import { parseDirectives, type EntityDirectives } from "./PgGqlDirectivesPlugin";
+import { entityDirectiveError, parseDirectives, type EntityDirectives } from "./PgGqlDirectivesPlugin";
+import { PgGqlError } from "./pgGqlErrors";
 
 const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
 const columnList = (names: readonly string[] | string) =>
@@ -22,6 +23,10 @@ export const PgGqlViewKeysPlugin: GraphileConfig.Plugin = {
         for (const pgClass of introspection.classes as PgClass[]) {
           const isTable = pgClass.relkind === "r" || pgClass.relkind === "p";
           const directives = parseDirectives<EntityDirectives>(pgClass.getDescription());
+          const shapeError = entityDirectiveError(directives);
+          if (shapeError) {
+            throw new PgGqlError(`Error while loading schema, check comment directives. ${shapeError}`);
+          }
           const { primary_key_columns: primaryKey, foreign_keys: foreignKeys } = directives;
           if (!Array.isArray(primaryKey) && !Array.isArray(foreignKeys)) continue;
           const tags = pgClass.getTagsAndDescription().tags as Record<string, unknown>;

@@ -148,7 +148,15 @@ export async function executeGraphql(
     return { errors: [{ message: "variables must be an object" }] };
   }
   const operationName = typeof body.operationName === "string" ? body.operationName : undefined;
-  const { schema, resolvedPreset } = await schemaFor(ctx, project, auth.role);
+  let built: RoleSchema;
+  try {
+    built = await schemaFor(ctx, project, auth.role);
+  } catch (e) {
+    // A schema pg_graphql would not load either (a malformed comment directive): every request says why.
+    if (e instanceof Error && isSafeError(e)) return { errors: [{ message: e.message }] };
+    throw e;
+  }
+  const { schema, resolvedPreset } = built;
   const prepared = prepareDocument(schema, body.query, operationName);
   if (Array.isArray(prepared)) {
     const parsedErrors = prepared as readonly GraphQLError[];

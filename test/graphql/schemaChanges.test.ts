@@ -36,4 +36,25 @@ describe("GraphQL after schema changes made in the database", () => {
     `);
     for (let i = 0; i < 5; i++) await eventually("{ currentLabel }", { data: { currentLabel: "seven" } });
   });
+
+  it("says why it will not load a schema whose comment directive is malformed, until it is fixed", async () => {
+    await server.sql(`
+      create table shelf(id int primary key);
+      create view shelf_view as select id from shelf;
+      grant select on shelf, shelf_view to anon;
+      comment on view shelf_view is '@graphql({"primary_key_columns": "id"})';
+    `);
+    await eventually("{ shelfCollection { edges { node { id } } } }", {
+      errors: [
+        {
+          message:
+            'Error while loading schema, check comment directives. invalid type: string "id", expected a sequence',
+        },
+      ],
+    });
+    await server.sql(`comment on view shelf_view is '@graphql({"primary_key_columns": ["id"]})';`);
+    await eventually("{ shelfViewCollection { edges { node { id } } } }", {
+      data: { shelfViewCollection: { edges: [] } },
+    });
+  });
 });
