@@ -21,6 +21,7 @@ import { PgGqlError } from "./pgGqlErrors";
 import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
 import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
+import { replacePlaceholders } from "./sqlPlaceholders";
 
 declare global {
   namespace GraphileBuild {
@@ -160,30 +161,6 @@ function pend(dml: SQL, atMost: number | null, kind: MutationKind): string {
   // Forgotten if the request fails before its records statement runs.
   setTimeout(() => pendingMutations.delete(token), 60_000).unref();
   return token;
-}
-
-/** Rewrites `$n` placeholders outside quoted text and identifiers. */
-function replacePlaceholders(text: string, replace: (n: number) => string): string {
-  let out = "";
-  let i = 0;
-  while (i < text.length) {
-    const c = text[i];
-    if (c === "'" || c === '"') {
-      let j = i + 1;
-      while (j < text.length && !(text[j] === c && text[j + 1] !== c)) j += text[j] === c ? 2 : 1;
-      out += text.slice(i, j + 1);
-      i = j + 1;
-    } else if (c === "$" && /\d/.test(text[i + 1] ?? "")) {
-      let j = i + 1;
-      while (/\d/.test(text[j] ?? "")) j++;
-      out += replace(Number(text.slice(i + 1, j)));
-      i = j;
-    } else {
-      out += c;
-      i++;
-    }
-  }
-  return out;
 }
 
 /** The records statement of a pending mutation, with the mutation prepended; undefined for any other query. */

@@ -1,6 +1,7 @@
 import type { PgClient, PgClientQuery, PgClientResult, WithPgClient } from "@dataplan/pg";
 import type pg from "pg";
 import { prepareValue } from "pg/lib/utils";
+import { replacePlaceholders } from "../../plugins/sqlPlaceholders";
 import type { RequestAuth } from "../auth/dataAuth";
 import type { ProjectRuntime } from "../projects/runtime";
 
@@ -70,26 +71,7 @@ function literalOf(client: pg.PoolClient, value: unknown): string {
  * and string literals, so the statement can travel in a simple-protocol message.
  */
 export function inlineValues(client: pg.PoolClient, text: string, values: readonly unknown[]): string {
-  let out = "";
-  let i = 0;
-  while (i < text.length) {
-    const c = text[i];
-    if (c === "'" || c === '"') {
-      let j = i + 1;
-      while (j < text.length && !(text[j] === c && text[j + 1] !== c)) j += text[j] === c ? 2 : 1;
-      out += text.slice(i, j + 1);
-      i = j + 1;
-    } else if (c === "$" && /\d/.test(text[i + 1] ?? "")) {
-      let j = i + 1;
-      while (/\d/.test(text[j] ?? "")) j++;
-      out += literalOf(client, values[Number(text.slice(i + 1, j)) - 1]);
-      i = j;
-    } else {
-      out += c;
-      i++;
-    }
-  }
-  return out;
+  return replacePlaceholders(text, (n) => literalOf(client, values[n - 1]));
 }
 
 /**
