@@ -149,6 +149,28 @@ function operationSelectionError(
 
 const FRAGMENT_CYCLE = /^Cannot spread fragment ".*" within itself/;
 
+/**
+ * pg_graphql answers `__typename` directly under `__type(name:)` with the type's own name ("Account",
+ * not "__Type"): that selection reads `name` under the same response key.
+ */
+function typenameOfIntrospectedType(document: DocumentNode): DocumentNode {
+  return visit(document, {
+    Field(node) {
+      if (node.name.value !== "__type" || !node.selectionSet) return undefined;
+      const selections = node.selectionSet.selections.map((selection) =>
+        selection.kind === Kind.FIELD && selection.name.value === "__typename"
+          ? {
+              ...selection,
+              alias: selection.alias ?? { kind: Kind.NAME, value: "__typename" },
+              name: { kind: Kind.NAME, value: "name" },
+            }
+          : selection,
+      );
+      return { ...node, selectionSet: { ...node.selectionSet, selections } };
+    },
+  });
+}
+
 /** pg_graphql reads an input object that names a field twice with the last value. */
 function lastFieldValueWins(document: DocumentNode): DocumentNode {
   return visit(document, {
@@ -178,7 +200,7 @@ export function prepareDocument(
     const parsed = parse(source);
     const selectionError = operationSelectionError(parsed, operationName);
     if (selectionError) throw selectionError;
-    const document = alignVariableTypes(schema, lastFieldValueWins(parsed));
+    const document = alignVariableTypes(schema, typenameOfIntrospectedType(lastFieldValueWins(parsed)));
     const errors = validate(schema, document).map((e) =>
       FRAGMENT_CYCLE.test(e.message) ? new RequestError("Found a cycle between fragments") : e,
     );

@@ -182,4 +182,19 @@ describe("GraphQL input checks and scalar descriptions (pg_graphql's)", () => {
     );
     expect(next).toEqual({ data: { ticketCollection: { edges: [{ node: { id: 1 } }] } } });
   });
+
+  it("answers __typename under __type with the type's own name, as pg_graphql does", async () => {
+    const res = await graphql(
+      server,
+      `
+        {
+          __type(name: "Ticket") {
+            __typename
+            kind
+          }
+        }
+      `,
+    );
+    expect(res).toEqual({ data: { __type: { __typename: "Ticket", kind: "OBJECT" } } });
+  });
 });
