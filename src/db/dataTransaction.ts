@@ -123,20 +123,25 @@ function pgClientOver(client: pg.PoolClient): PgClient {
  * request's role and claims, and COMMIT (queryInOneRoundTrip). Grafast runs one statement per call;
  * the rare caller that asks for a transaction of its own gets a real one.
  */
-export function withReadsInOneRoundTrip(project: ProjectRuntime, auth: RequestAuth): WithPgClient {
+export function withReadsInOneRoundTrip(
+  project: ProjectRuntime,
+  auth: RequestAuth,
+  settings: Record<string, string> = {},
+): WithPgClient {
   const client: PgClient = {
     async query<TData>(q: PgClientQuery): Promise<PgClientResult<TData>> {
       const { rows, rowCount } = await queryInOneRoundTrip(
         project,
         auth,
         { text: q.text, values: q.values ?? [] },
-        { readOnly: true, rowMode: q.arrayMode ? "array" : undefined },
+        { readOnly: true, rowMode: q.arrayMode ? "array" : undefined, settings },
       );
       return { rows: rows as TData[], rowCount };
     },
     withTransaction: (callback) =>
       withDataTransaction(project, auth, (pgClient) => callback(pgClientOver(pgClient) as never), {
         readOnly: true,
+        settings,
       }),
   };
   return async (_pgSettings, callback) => callback(client);

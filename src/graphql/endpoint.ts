@@ -117,18 +117,24 @@ class RolledBack {
 async function inOneTransaction(
   project: ProjectRuntime,
   auth: RequestAuth,
+  settings: Record<string, string>,
   run: (withPgClient: WithPgClient<NodePostgresPgClient>) => Promise<GraphqlResponse>,
 ): Promise<GraphqlResponse> {
   try {
-    return await withDataTransaction(project, auth, async (client) => {
-      const inTransaction = makeWithPgClientViaPgClientAlreadyInTransaction(client, true);
-      // Role and claims are already set for the transaction: nothing to set per statement.
-      const withPgClient: WithPgClient<NodePostgresPgClient> = (_pgSettings, callback) =>
-        inTransaction(null, callback);
-      const response = await run(withPgClient);
-      if (response.errors) throw new RolledBack(response);
-      return response;
-    });
+    return await withDataTransaction(
+      project,
+      auth,
+      async (client) => {
+        const inTransaction = makeWithPgClientViaPgClientAlreadyInTransaction(client, true);
+        // Role, claims and request settings are already set for the transaction: nothing to set per statement.
+        const withPgClient: WithPgClient<NodePostgresPgClient> = (_pgSettings, callback) =>
+          inTransaction(null, callback);
+        const response = await run(withPgClient);
+        if (response.errors) throw new RolledBack(response);
+        return response;
+      },
+      { settings },
+    );
   } catch (e) {
     if (e instanceof RolledBack) return e.response;
     throw e;
@@ -141,6 +147,8 @@ export async function executeGraphql(
   project: ProjectRuntime,
   auth: RequestAuth,
   body: GraphqlRequestBody,
+  /** `request.method`, `request.path`, `request.headers` for RLS policies, as PostgREST sets them. */
+  settings: Record<string, string> = {},
 ): Promise<GraphqlResponse> {
   if (typeof body.query !== "string") return { data: null, errors: [{ message: "No query" }] };
   const variables = body.variables ?? undefined;
@@ -187,9 +195,9 @@ export async function executeGraphql(
     if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
     return out;
   };
-  if (!isMutation(document, operationName)) return run(withReadsInOneRoundTrip(project, auth));
+  if (!isMutation(document, operationName)) return run(withReadsInOneRoundTrip(project, auth, settings));
   try {
-    return await inOneTransaction(project, auth, run);
+    return await inOneTransaction(project, auth, settings, run);
   } catch (e) {
     // The commit itself failed (a deferred constraint, a serialization failure): nothing was written.
     if (isDatabaseError(e)) return { data: null, errors: [{ message: (e as Error).message }] };

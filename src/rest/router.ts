@@ -39,6 +39,7 @@ import {
   updateStatement,
   type Page,
 } from "./sql/statements";
+import { requestSettingsOf } from "../http/requestSettings";
 
 /** `/rest/v1`: the PostgREST-compatible REST route — parse → plan → sql → respond. */
 
@@ -271,17 +272,10 @@ async function executeRpc(
 }
 
 function requestSettings(req: Request, apiReq: ApiRequest, config: RestConfig): Record<string, string> {
-  const headers = Object.fromEntries(
-    Object.entries(req.headers)
-      .filter(([k]) => k !== "authorization" && k !== "apikey" && k !== "cookie")
-      .map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")]),
-  );
   const searchPath = [apiReq.schema, ...config.extraSearchPath.filter((s) => s !== apiReq.schema)];
   return {
     search_path: searchPath.map((s) => '"' + s.replace(/"/g, '""') + '"').join(", "),
-    "request.method": req.method,
-    "request.path": req.path,
-    "request.headers": JSON.stringify(headers),
+    ...requestSettingsOf(req),
   };
 }
 

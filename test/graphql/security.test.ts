@@ -123,4 +123,40 @@ describe("GraphQL security: per-role schemas and row level security", () => {
     );
     expect(res.data.noteCollection.edges).toHaveLength(2);
   });
+
+  it("hands request headers to row level security, for reads and for mutations", async () => {
+    await migrate(
+      server,
+      `create table tenant_item(id serial primary key, tenant text not null, label text not null);
+       alter table tenant_item enable row level security;
+       create policy by_header on tenant_item
+         using (tenant = current_setting('request.headers', true)::json->>'x-tenant')
+         with check (tenant = current_setting('request.headers', true)::json->>'x-tenant');
+       grant select, insert on tenant_item to anon;
+       grant usage on all sequences in schema public to anon;
+       insert into tenant_item(tenant, label) values ('acme', 'anvil'), ('globex', 'lamp');`,
+    );
+    const asTenant = async (tenant: string, query: string) => {
+      const res = await fetch(`${server.url}/graphql/v1`, {
+        method: "POST",
+        headers: { "content-type": "application/json", apikey: server.anonKey, "x-tenant": tenant },
+        body: JSON.stringify({ query }),
+      });
+      return res.json();
+    };
+    const read = "{ tenantItemCollection { edges { node { label } } } }";
+    expect(await asTenant("acme", read)).toEqual({
+      data: { tenantItemCollection: { edges: [{ node: { label: "anvil" } }] } },
+    });
+    const ownInsert = await asTenant(
+      "globex",
+      `mutation { insertIntoTenantItemCollection(objects: [{tenant: "globex", label: "bulb"}]) { affectedCount } }`,
+    );
+    expect(ownInsert).toEqual({ data: { insertIntoTenantItemCollection: { affectedCount: 1 } } });
+    const otherInsert = await asTenant(
+      "globex",
+      `mutation { insertIntoTenantItemCollection(objects: [{tenant: "acme", label: "x"}]) { affectedCount } }`,
+    );
+    expect(otherInsert.errors[0].message).toMatch(/row-level security/);
+  });
 });
