@@ -1,5 +1,5 @@
 import { startTestServer, type TestServer } from "../helpers/server";
-import { graphql, migrate, userToken } from "./client";
+import { graphql, migrate, userToken, type GraphqlResult } from "./client";
 
 describe("GraphQL security: per-role schemas and row level security", () => {
   let server: TestServer;
@@ -142,7 +142,7 @@ describe("GraphQL security: per-role schemas and row level security", () => {
         headers: { "content-type": "application/json", apikey: server.anonKey, "x-tenant": tenant },
         body: JSON.stringify({ query }),
       });
-      return res.json();
+      return (await res.json()) as GraphqlResult;
     };
     const read = "{ tenantItemCollection { edges { node { label } } } }";
     expect(await asTenant("acme", read)).toEqual({
@@ -157,6 +157,6 @@ describe("GraphQL security: per-role schemas and row level security", () => {
       "globex",
       `mutation { insertIntoTenantItemCollection(objects: [{tenant: "acme", label: "x"}]) { affectedCount } }`,
     );
-    expect(otherInsert.errors[0].message).toMatch(/row-level security/);
+    expect(otherInsert.errors?.[0].message).toMatch(/row-level security/);
   });
 });
