@@ -299,18 +299,6 @@ export const PgGqlAggregatesPlugin: GraphileConfig.Plugin = {
         }
         return _;
       },
-      GraphQLScalarType(config) {
-        // Aggregate results arrive in their jsonb form, where sums and averages are JSON numbers;
-        // pg_graphql answers them as numbers, so a number passes through. Column values of these
-        // types arrive as strings and are answered as strings, as before.
-        if (config.name !== "BigInt" && config.name !== "BigFloat") return config;
-        const serialize = config.serialize;
-        return {
-          ...config,
-          serialize: (value: unknown) =>
-            typeof value === "number" ? value : serialize ? serialize(value) : value,
-        };
-      },
       GraphQLObjectType_fields(fields, build, context) {
         const { scope } = context;
         if (!scope.isConnectionType || !scope.pgCodec) return fields;

@@ -26,6 +26,7 @@ import { connectionArguments, planPage } from "./PgGqlConnectionPlugin";
 import { functionDirectives } from "./PgGqlDirectivesPlugin";
 import { lowercaseFirstLetter, toBaseTypeName } from "./PgGqlInflectionPlugin";
 import { primaryKeyAttributes } from "./pgGqlNodeId";
+import { isValidGraphqlName } from "./PgGqlExposurePlugin";
 
 type FieldConfig = GrafastFieldConfig<any> & {
   type: GraphQLOutputType;
@@ -79,8 +80,6 @@ const SYSTEM_SCHEMAS = new Set([
 
 /** Connection arguments: a set-returning function with a parameter of one of these names is left out. */
 const CONNECTION_ARGUMENTS = new Set(["first", "last", "before", "after", "offset", "filter", "orderBy"]);
-
-const GRAPHQL_NAME = /^[_A-Za-z][_0-9A-Za-z]*$/;
 
 /** Relation kinds whose row type is a table's (a computed field's only argument). */
 const TABLE_KINDS = new Set(["r", "v", "m", "f", "p"]);
@@ -248,7 +247,7 @@ function rootArguments(
     if (!inner) return undefined;
     const type = param.codec.arrayOfCodec ? new GraphQLList(inner) : inner;
     const argName = build.inflection.pgGqlFunctionArgument(resource, param.name);
-    if (!GRAPHQL_NAME.test(argName)) return undefined;
+    if (!isValidGraphqlName(argName)) return undefined;
     const fallback = info.argDefaults[index];
     // A default pg_graphql can show is also applied by GraphQL; any other default is left to SQL.
     args[argName] = !fallback
@@ -316,7 +315,7 @@ function rootFunctionField(
     return undefined;
   }
   const fieldName = build.inflection.pgGqlFunctionField(resource);
-  if (!GRAPHQL_NAME.test(fieldName)) return undefined;
+  if (!isValidGraphqlName(fieldName)) return undefined;
   if ((resource.parameters ?? []).some((p) => p.codec.attributes)) return undefined;
   const returns = functionReturn(build, resource, false);
   const argSpec = rootArguments(build, resource);
@@ -357,7 +356,7 @@ function computedField(build: GraphileBuild.Build, resource: PgResource): [strin
   const pgGql = functionDirectives(resource);
   if (!pgGql || !build.behavior.pgResourceMatches(resource, "typeField")) return undefined;
   const fieldName = build.inflection.pgGqlFunctionField(resource);
-  if (!GRAPHQL_NAME.test(fieldName)) return undefined;
+  if (!isValidGraphqlName(fieldName)) return undefined;
   const returns = functionReturn(build, resource, true);
   if (!returns) return undefined;
   const description = pgGql.entity.description;

@@ -558,10 +558,6 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
           ]),
         );
       },
-      GraphQLObjectType(config, _build, context) {
-        if (!context.scope.isRootMutation) return config;
-        return { ...config, description: "The root type for creating and mutating data" };
-      },
       GraphQLObjectType_fields(fields, build, context) {
         if (!context.scope.isRootMutation) return fields;
         const { inflection, graphql } = build;

@@ -201,11 +201,15 @@ export const PgGqlScalarsPlugin: GraphileConfig.Plugin = {
       GraphQLScalarType(config) {
         const description = SCALAR_DESCRIPTIONS[config.name] ?? config.description;
         if (config.name === "BigInt" || config.name === "BigFloat") {
-          // pg_graphql takes these as strings or as number literals (`addBigints(a: 3, b: 4)`).
-          const parseValue = config.parseValue;
+          // pg_graphql takes these as strings or as number literals (`addBigints(a: 3, b: 4)`). Column
+          // values answer as strings; aggregate results (PgGqlAggregatesPlugin) as JSON numbers, as in
+          // pg_graphql, so a number passes through.
+          const { parseValue, serialize } = config;
           return {
             ...config,
             description,
+            serialize: (value: unknown) =>
+              typeof value === "number" ? value : serialize ? serialize(value) : value,
             parseValue: (value: unknown) =>
               typeof value === "number" ? String(value) : parseValue ? parseValue(value) : value,
             parseLiteral: (node: ValueNode, variables?: Record<string, unknown> | null) =>

@@ -1,4 +1,5 @@
 import type { PgClient, PgClientQuery, PgClientResult, WithPgClient } from "@dataplan/pg";
+import { makeWithPgClientViaPgClientAlreadyInTransaction } from "@dataplan/pg/adaptors/pg";
 import type pg from "pg";
 import { prepareValue } from "pg/lib/utils";
 import { replacePlaceholders } from "../../plugins/sqlPlaceholders";
@@ -103,21 +104,6 @@ export async function queryInOneRoundTrip(
   }
 }
 
-/** A grafast `PgClient` over a pg client already in the request's transaction. */
-function pgClientOver(client: pg.PoolClient): PgClient {
-  const pgClient: PgClient = {
-    async query<TData>(q: PgClientQuery): Promise<PgClientResult<TData>> {
-      const config = { text: q.text, values: q.values };
-      const { rows, rowCount } = await (q.arrayMode
-        ? client.query({ ...config, rowMode: "array" })
-        : client.query(config));
-      return { rows: rows as TData[], rowCount };
-    },
-    withTransaction: (callback) => callback(pgClient as never),
-  };
-  return pgClient;
-}
-
 /**
  * Reads for grafast in one network round trip each: every statement travels with BEGIN READ ONLY, the
  * request's role and claims, and COMMIT (queryInOneRoundTrip). Grafast runs one statement per call;
@@ -139,10 +125,13 @@ export function withReadsInOneRoundTrip(
       return { rows: rows as TData[], rowCount };
     },
     withTransaction: (callback) =>
-      withDataTransaction(project, auth, (pgClient) => callback(pgClientOver(pgClient) as never), {
-        readOnly: true,
-        settings,
-      }),
+      withDataTransaction(
+        project,
+        auth,
+        (pgClient) =>
+          makeWithPgClientViaPgClientAlreadyInTransaction(pgClient, true)(null, callback as never),
+        { readOnly: true, settings },
+      ),
   };
   return async (_pgSettings, callback) => callback(client);
 }
