@@ -2,7 +2,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import type { AppContext } from "./context";
 import { authRouter } from "./auth/router";
 import { graphqlRouter } from "./graphql/router";
-import { refOfHost } from "./http/dataProject";
+import { refOfHost } from "./http/gate";
 import { interfaceOf, Metrics } from "./http/metrics";
 import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";

@@ -1,10 +1,10 @@
 import express, { Router, type Request, type Response } from "express";
 import { sql, type SQL } from "pg-sql2";
 import type pg from "pg";
-import { authenticateDataRequest, credentialsOf, DataAuthError, type RequestAuth } from "../auth/dataAuth";
+import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
 import { queryInOneRoundTrip, withDataTransaction } from "../db/dataTransaction";
-import { projectOfRequest, ProjectUnavailable } from "../http/dataProject";
+import { GateError, openDataRequest } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import { restConfigOf, type RestConfig } from "./config";
 import { errors, fromPgError, RestError } from "./errors";
@@ -282,9 +282,10 @@ function requestSettings(req: Request, apiReq: ApiRequest, config: RestConfig): 
 async function handle(ctx: AppContext, req: Request, res: Response): Promise<void> {
   let auth: RequestAuth | undefined;
   try {
-    const project: ProjectRuntime = await projectOfRequest(ctx, req);
     const query = new URL(req.originalUrl, "http://localhost").searchParams;
-    auth = await authenticateDataRequest(project, credentialsOf(req.headers, query));
+    const opened = await openDataRequest(ctx, req, { query });
+    const project = opened.project;
+    auth = opened.auth;
     const config = await restConfigOf(ctx, project);
     if ((req.path === "/" || req.path === "") && (req.method === "GET" || req.method === "HEAD")) {
       const doc = await buildRestOpenApi(project, config.schemas[0], auth.role, ctx);
@@ -324,8 +325,7 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
   } catch (e) {
     if (e instanceof PlanAnswer) res.status(200).type(e.type).send(e.body);
     else if (e instanceof RestError) sendError(res, e);
-    else if (e instanceof DataAuthError) res.status(401).json({ message: e.message, hint: e.hint });
-    else if (e instanceof ProjectUnavailable) res.status(e.status).json({ message: e.message });
+    else if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
     else if (e && typeof e === "object" && "code" in e && typeof (e as { code: unknown }).code === "string") {
       sendError(res, fromPgError(e as { code: string; message: string }, auth?.role === "anon"));
     } else {
