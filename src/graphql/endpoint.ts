@@ -6,7 +6,7 @@ import { GraphQLError, Kind, type DocumentNode, type GraphQLSchema } from "grafa
 import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
-import { withDataTransaction, withReadsInOneRoundTrip } from "../db/dataTransaction";
+import { withReadsInOneRoundTrip, withTransaction } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
 import { prepareDocument, RequestError } from "./document";
@@ -121,20 +121,15 @@ async function inOneTransaction(
   run: (withPgClient: WithPgClient<NodePostgresPgClient>) => Promise<GraphqlResponse>,
 ): Promise<GraphqlResponse> {
   try {
-    return await withDataTransaction(
-      project,
-      auth,
-      async (client) => {
-        const inTransaction = makeWithPgClientViaPgClientAlreadyInTransaction(client, true);
-        // Role, claims and request settings are already set for the transaction: nothing to set per statement.
-        const withPgClient: WithPgClient<NodePostgresPgClient> = (_pgSettings, callback) =>
-          inTransaction(null, callback);
-        const response = await run(withPgClient);
-        if (response.errors) throw new RolledBack(response);
-        return response;
-      },
-      { settings },
-    );
+    return await withTransaction(project.dataPool, { ...auth, settings }, async (client) => {
+      const inTransaction = makeWithPgClientViaPgClientAlreadyInTransaction(client, true);
+      // Role, claims and request settings are already set for the transaction: nothing to set per statement.
+      const withPgClient: WithPgClient<NodePostgresPgClient> = (_pgSettings, callback) =>
+        inTransaction(null, callback);
+      const response = await run(withPgClient);
+      if (response.errors) throw new RolledBack(response);
+      return response;
+    });
   } catch (e) {
     if (e instanceof RolledBack) return e.response;
     throw e;
@@ -195,7 +190,8 @@ export async function executeGraphql(
     if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
     return out;
   };
-  if (!isMutation(document, operationName)) return run(withReadsInOneRoundTrip(project, auth, settings));
+  if (!isMutation(document, operationName))
+    return run(withReadsInOneRoundTrip(project.dataPool, { ...auth, settings }));
   try {
     return await inOneTransaction(project, auth, settings, run);
   } catch (e) {

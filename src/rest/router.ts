@@ -3,7 +3,7 @@ import { sql, type SQL } from "pg-sql2";
 import type pg from "pg";
 import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
-import { queryInOneRoundTrip, withDataTransaction } from "../db/dataTransaction";
+import { queryInOneRoundTrip, withTransaction } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import { restConfigOf, type RestConfig } from "./config";
@@ -106,10 +106,8 @@ function clientRunner(client: pg.PoolClient, explain?: ApiRequest["explain"]): R
 /** Reads: the whole transaction in one network round trip. */
 function oneTripRunner(project: ProjectRuntime, auth: RequestAuth, settings: Record<string, string>): Runner {
   return async (statement) => {
-    const result = await queryInOneRoundTrip(project, auth, sql.compile(statement), {
-      readOnly: true,
-      settings,
-    });
+    const scope = { ...auth, settings, readOnly: true };
+    const result = await queryInOneRoundTrip(project.dataPool, scope, sql.compile(statement));
     return resultOf(result.rows[0]);
   };
 }
@@ -311,11 +309,8 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
     const outcome =
       readOnly && !apiReq.explain
         ? await execute(oneTripRunner(project, auth, settings), cache, apiReq, config)
-        : await withDataTransaction(
-            project,
-            auth,
-            (client) => execute(clientRunner(client, apiReq.explain), cache, apiReq, config),
-            { readOnly, settings },
+        : await withTransaction(project.dataPool, { ...auth, settings, readOnly }, (client) =>
+            execute(clientRunner(client, apiReq.explain), cache, apiReq, config),
           );
     commonHeaders(res, apiReq);
     res.status(outcome.status).set(outcome.headers);

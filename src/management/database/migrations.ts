@@ -6,6 +6,7 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { projectOf } from "../projectOf";
 import { route } from "../route";
+import { withAdminTransaction } from "../../db/transaction";
 
 /**
  * Migrations: SQL applied in one transaction with its record in the project's own database
@@ -35,20 +36,11 @@ async function inTransaction<T>(
   project: ProjectRuntime,
   work: (client: pg.PoolClient) => Promise<T>,
 ): Promise<T> {
-  const client = await project.adminPool.connect();
-  try {
-    await client.query("begin");
-    const result = await work(client);
-    await client.query("commit");
-    return result;
-  } catch (e) {
-    await client.query("rollback").catch(() => {});
-    const err = e as { message: string; code?: string };
-    if (err.code && !(e instanceof HttpError)) throw new HttpError(400, err.message);
+  return withAdminTransaction(project.adminPool, work).catch((e: { message: string; code?: string }) => {
+    // A statement of the migration failed: the caller's SQL, answered as a 400.
+    if (e.code && !(e instanceof HttpError)) throw new HttpError(400, e.message);
     throw e;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 export function migrationRoutes(ctx: AppContext): Router {

@@ -8,6 +8,7 @@ import { restConfigOf } from "../../rest/config";
 import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { runSql } from "./sqlRunner";
+import { withAdminTransaction } from "../../db/transaction";
 
 /** SQL, the REST layer's OpenAPI document, the owner's password and temporary login roles. */
 
@@ -26,18 +27,10 @@ async function adminExec(
   project: ProjectRuntime,
   build: (esc: { id(s: string): string; lit(s: string): string }) => string[],
 ) {
-  const client = await project.adminPool.connect();
-  try {
+  await withAdminTransaction(project.adminPool, async (client) => {
     const statements = build({ id: (s) => client.escapeIdentifier(s), lit: (s) => client.escapeLiteral(s) });
-    await client.query("begin");
     for (const s of statements) await client.query(s);
-    await client.query("commit");
-  } catch (e) {
-    await client.query("rollback").catch(() => {});
-    throw e;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 export function databaseRoutes(ctx: AppContext): Router {

@@ -6,6 +6,7 @@ import { HttpError } from "../http";
 import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { decryptSecret, digestOf, encryptSecret, newRootKey } from "./crypto";
+import { withAdminTransaction } from "../../db/transaction";
 
 /** Project secrets (encrypted at rest) and the root key they are encrypted under (`sodium`/`pgsodium`). */
 
@@ -31,24 +32,6 @@ async function rootKeyOf(client: pg.Pool | pg.PoolClient, ref: string): Promise<
     [ref, newRootKey()],
   );
   return rows[0].root_key;
-}
-
-async function inPlatformTransaction<T>(
-  ctx: AppContext,
-  work: (client: pg.PoolClient) => Promise<T>,
-): Promise<T> {
-  const client = await ctx.platformPool.connect();
-  try {
-    await client.query("begin");
-    const result = await work(client);
-    await client.query("commit");
-    return result;
-  } catch (e) {
-    await client.query("rollback").catch(() => {});
-    throw e;
-  } finally {
-    client.release();
-  }
 }
 
 export function secretRoutes(ctx: AppContext): Router {
@@ -87,7 +70,7 @@ export function secretRoutes(ctx: AppContext): Router {
     },
     async ({ params, body }) => {
       const project = await projectOf(ctx, params.ref);
-      await inPlatformTransaction(ctx, async (client) => {
+      await withAdminTransaction(ctx.platformPool, async (client) => {
         const key = await rootKeyOf(client, project.ref);
         for (const { name, value } of body) {
           await client.query(
@@ -149,7 +132,7 @@ export function secretRoutes(ctx: AppContext): Router {
       },
       async ({ params, body }) => {
         const project = await projectOf(ctx, params.ref);
-        await inPlatformTransaction(ctx, async (client) => {
+        await withAdminTransaction(ctx.platformPool, async (client) => {
           const oldKey = await rootKeyOf(client, project.ref);
           const { rows } = await client.query(
             "select name, ciphertext from platform.project_secrets where project_ref = $1 for update",
