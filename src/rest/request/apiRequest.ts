@@ -62,8 +62,6 @@ export interface ApiRequest {
   rpcArgs: Map<string, string>;
   /** Set for `Accept: application/vnd.pgrst.plan+text|json`: answer with the EXPLAIN output. */
   explain?: { format: "text" | "json"; for: string; options: string[] };
-  /** Raw query pairs, for building Location headers. */
-  rawQuery: URLSearchParams;
 }
 
 export interface HttpInput {
@@ -222,7 +220,6 @@ export function parseApiRequest(input: HttpInput, exposedSchemas: string[]): Api
     prefer: parsePrefer(header(input.headers, "prefer")),
     media: parseAccept(header(input.headers, "accept"), input.method),
     rpcArgs: new Map(),
-    rawQuery: input.query,
   };
   if (req.media === "plan") req.explain = parsePlanAccept(header(input.headers, "accept")!);
 
