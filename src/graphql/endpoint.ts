@@ -5,6 +5,7 @@ import { execute, hookArgs, isSafeError } from "grafast";
 import { GraphQLError, Kind, type DocumentNode, type GraphQLSchema } from "grafast/graphql";
 import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
+import { dataApiConfigOf } from "../catalog/dataApiConfig";
 import type { AppContext } from "../context";
 import { withReadsInOneRoundTrip, withTransaction } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
@@ -24,19 +25,6 @@ export interface GraphqlRequestBody {
 
 type GraphqlResponse = Record<string, unknown>;
 
-/** The SQL schemas the API exposes: `public`, or the project's `db_schema` setting (comma-separated). */
-async function exposedSchemas(ctx: AppContext, project: ProjectRuntime): Promise<string[]> {
-  const { rows } = await ctx.platformPool.query<{ db_schema: string | null }>(
-    "select db_schema from platform.restapi_config where project_ref = $1",
-    [project.ref],
-  );
-  const configured = rows[0]?.db_schema
-    ?.split(",")
-    .map((s) => s.trim())
-    .filter(Boolean);
-  return configured?.length ? configured : ["public"];
-}
-
 /**
  * The schema a role sees in a project, built from that role's privileges on first use and kept in the
  * project's schema caches until the schema changes.
@@ -45,8 +33,8 @@ function schemaFor(ctx: AppContext, project: ProjectRuntime, role: string): Prom
   const key = `graphql:${role}`;
   let cached = project.caches.get(key) as Promise<RoleSchema> | undefined;
   if (!cached) {
-    cached = exposedSchemas(ctx, project)
-      .then((schemas) =>
+    cached = dataApiConfigOf(ctx, project)
+      .then(({ schemas }) =>
         makeSchema({
           extends: [basePreset],
           pgServices: [

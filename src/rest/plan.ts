@@ -17,7 +17,7 @@ import {
   type Relation,
   type RestFunction,
   type SchemaCache,
-} from "./schemaCache";
+} from "../catalog/schemaCache";
 
 /**
  * Stage 2: the request resolved against the schema cache. Every name is checked here (4xx errors live

@@ -6,9 +6,9 @@ import type { AppContext } from "../context";
 import { queryInOneRoundTrip, withTransaction } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
-import { restConfigOf, type RestConfig } from "./config";
+import { dataApiConfigOf, type DataApiConfig } from "../catalog/dataApiConfig";
 import { errors, fromPgError, RestError } from "./errors";
-import { buildRestOpenApi } from "./openapi";
+import { buildRestOpenApi } from "../catalog/openapi";
 import {
   planRead,
   resolveFunction,
@@ -26,7 +26,7 @@ import {
   shapeBody,
   type StatementResult,
 } from "./respond";
-import { schemaCacheOf, type SchemaCache } from "./schemaCache";
+import { schemaCacheOf, type SchemaCache } from "../catalog/schemaCache";
 import {
   deleteStatement,
   ensureColumns,
@@ -51,15 +51,13 @@ interface Outcome {
 }
 
 /** The root page: Range header and limit/offset, capped by max_rows. */
-function rootPage(req: ApiRequest, config: RestConfig): Page & { offset: number } {
+function rootPage(req: ApiRequest, config: DataApiConfig): Page & { offset: number } {
   const limitParam = req.limits.find((l) => l.path.length === 0)?.value;
   if (limitParam !== undefined && limitParam < 0)
     throw errors.invalidRange("Limit should be greater than or equal to zero.");
   const offsetParam = Math.max(0, req.offsets.find((o) => o.path.length === 0)?.value ?? 0);
   const offset = req.range?.offset ?? offsetParam;
-  const limits = [limitParam, req.range?.limit, config.maxRows ?? undefined].filter(
-    (x): x is number => x !== undefined,
-  );
+  const limits = [limitParam, req.range?.limit, config.maxRows].filter((x): x is number => x !== undefined);
   return { offset, limit: limits.length ? Math.min(...limits) : undefined };
 }
 
@@ -183,7 +181,7 @@ async function execute(
   runner: Runner,
   cache: SchemaCache,
   req: ApiRequest,
-  config: RestConfig,
+  config: DataApiConfig,
 ): Promise<Outcome> {
   if (req.isRpc) return executeRpc(runner, cache, req, config);
   const relation = targetRelation(cache, req);
@@ -242,7 +240,7 @@ async function executeRpc(
   runner: Runner,
   cache: SchemaCache,
   req: ApiRequest,
-  config: RestConfig,
+  config: DataApiConfig,
 ): Promise<Outcome> {
   const fromQuery = req.action === "call" && req.payload === undefined && req.rpcArgs.size > 0;
   const args: Record<string, unknown> = fromQuery
@@ -269,7 +267,7 @@ async function executeRpc(
   return { status: 200, headers: {}, type: JSON_TYPE, body: result.body };
 }
 
-function requestSettings(req: Request, apiReq: ApiRequest, config: RestConfig): Record<string, string> {
+function requestSettings(req: Request, apiReq: ApiRequest, config: DataApiConfig): Record<string, string> {
   const searchPath = [apiReq.schema, ...config.extraSearchPath.filter((s) => s !== apiReq.schema)];
   return {
     search_path: searchPath.map((s) => '"' + s.replace(/"/g, '""') + '"').join(", "),
@@ -284,9 +282,9 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
     const opened = await openDataRequest(ctx, req, { query });
     const project = opened.project;
     auth = opened.auth;
-    const config = await restConfigOf(ctx, project);
+    const config = await dataApiConfigOf(ctx, project);
     if ((req.path === "/" || req.path === "") && (req.method === "GET" || req.method === "HEAD")) {
-      const doc = await buildRestOpenApi(project, config.schemas[0], auth.role, ctx);
+      const doc = await buildRestOpenApi(project, config.schemas[0]);
       res
         .status(200)
         .type("application/openapi+json; charset=utf-8")

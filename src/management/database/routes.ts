@@ -3,8 +3,8 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret } from "../../platform/ids";
-import { buildRestOpenApi } from "../../rest/openapi";
-import { restConfigOf } from "../../rest/config";
+import { dataApiConfigOf } from "../../catalog/dataApiConfig";
+import { buildRestOpenApi } from "../../catalog/openapi";
 import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { runSql } from "./sqlRunner";
@@ -91,7 +91,7 @@ export function databaseRoutes(ctx: AppContext): Router {
     },
     async ({ params, query }) => {
       const project = await projectOf(ctx, params.ref, { database: true });
-      const schema = query.schema ?? (await restConfigOf(ctx, project)).schemas[0];
+      const schema = query.schema ?? (await dataApiConfigOf(ctx, project)).schemas[0];
       return buildRestOpenApi(project, schema);
     },
   );

@@ -1,5 +1,6 @@
 import { Router } from "express";
 import { z } from "zod";
+import { readRestapiConfig } from "../../catalog/dataApiConfig";
 import type { AppContext } from "../../context";
 import { projectOf } from "../projectOf";
 import { route } from "../route";
@@ -30,14 +31,11 @@ const RestConfig = z.object({
   db_pool: z.number().int().nullable(),
 });
 
-async function readConfig(ctx: AppContext, ref: string) {
-  const { rows } = await ctx.platformPool.query(
-    `select coalesce(c.db_schema, 'public') as db_schema, coalesce(c.db_extra_search_path, 'public, extensions') as db_extra_search_path,
-            coalesce(c.max_rows, 1000) as max_rows, c.db_pool, p.jwt_secret
-       from platform.projects p left join platform.restapi_config c on c.project_ref = p.ref where p.ref = $1`,
-    [ref],
-  );
-  return rows[0];
+async function jwtSecretOf(ctx: AppContext, ref: string): Promise<string> {
+  const { rows } = await ctx.platformPool.query("select jwt_secret from platform.projects where ref = $1", [
+    ref,
+  ]);
+  return rows[0].jwt_secret;
 }
 
 export function restapiRoutes(ctx: AppContext): Router {
@@ -55,7 +53,8 @@ export function restapiRoutes(ctx: AppContext): Router {
       },
       async ({ params }) => {
         const project = await projectOf(ctx, params.ref);
-        return readConfig(ctx, project.ref);
+        const config = await readRestapiConfig(ctx.platformPool, project.ref);
+        return { ...config, jwt_secret: await jwtSecretOf(ctx, project.ref) };
       },
     );
     route(
@@ -90,8 +89,7 @@ export function restapiRoutes(ctx: AppContext): Router {
           ],
         );
         project.invalidateSchema("restapi config");
-        const { jwt_secret: _secret, ...config } = await readConfig(ctx, project.ref);
-        return config;
+        return readRestapiConfig(ctx.platformPool, project.ref);
       },
     );
   }

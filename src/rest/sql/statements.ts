@@ -1,7 +1,7 @@
 import { sql, type SQL } from "pg-sql2";
 import { errors } from "../errors";
 import type { ReadNode } from "../plan";
-import type { FunctionArg, Relation, RestFunction } from "../schemaCache";
+import type { FunctionArg, Relation, RestFunction } from "../../catalog/schemaCache";
 import { orderSql, pageSql, selectList, whereConditions, whereSql } from "./read";
 
 /**
