@@ -1,3 +1,4 @@
+import { stringify } from "csv-stringify/sync";
 import type { Response } from "express";
 import type { ApiRequest } from "./request/apiRequest";
 import { errors, type RestError } from "./errors";
@@ -17,15 +18,18 @@ export function sendError(res: Response, e: RestError): void {
   res.status(e.status).set(e.headers).type(JSON_TYPE).send(JSON.stringify(e.body()));
 }
 
-function csvValue(v: unknown): string {
-  if (v === null || v === undefined) return "";
-  const text = typeof v === "object" ? JSON.stringify(v) : String(v);
-  return /[",\n\r]/.test(text) ? '"' + text.replace(/"/g, '""') + '"' : text;
-}
-
+/** Rows as CSV: a header line, NULL as an empty field, JSON values as their JSON text. */
 export function toCsv(rows: Record<string, unknown>[], columns?: string[]): string {
   const cols = columns ?? (rows[0] ? Object.keys(rows[0]) : []);
-  return [cols.join(","), ...rows.map((r) => cols.map((c) => csvValue(r[c])).join(","))].join("\n");
+  const csv = stringify(rows, {
+    header: true,
+    columns: cols,
+    record_delimiter: "unix",
+    quoted_match: /\r/,
+    cast: { boolean: String, object: (v) => JSON.stringify(v) },
+  });
+  // PostgREST ends the last row without a line break; the header alone when there are no rows.
+  return csv.endsWith("\n") ? csv.slice(0, -1) : csv;
 }
 
 /** The body in the negotiated media type; a singular request that is not exactly one row fails (406). */
