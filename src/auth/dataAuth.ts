@@ -1,4 +1,5 @@
 import { jwtVerify } from "jose";
+import { LRUCache } from "lru-cache";
 import type { ProjectRuntime } from "../projects/runtime";
 import { isOpaqueKey, lookupOpaqueKey, OPAQUE_KEY_ROLES, type OpaqueKey } from "./apiKeys";
 import { canAssume } from "./roles";
@@ -48,10 +49,10 @@ function internalClaims(project: ProjectRuntime, key: OpaqueKey): Record<string,
 /**
  * Legacy keys that verified, by project secret and key: every request carries the same key, and its
  * signature only depends on the secret, so it is checked once. Expiry is still checked on every use;
- * a changed secret misses the cache; the enabled flag is read on every request.
+ * a changed secret misses the cache; the enabled flag is read on every request. The 1,000 most recently
+ * used keys are kept.
  */
-const verifiedLegacyKeys = new Map<string, Record<string, unknown>>();
-const VERIFIED_LEGACY_KEYS_MAX = 1000;
+const verifiedLegacyKeys = new LRUCache<string, Record<string, unknown>>({ max: 1000 });
 
 async function verifiedLegacyClaims(
   secret: string,
@@ -69,7 +70,6 @@ async function verifiedLegacyClaims(
     () => undefined,
   );
   if (claims && LEGACY_KEY_ROLES.has(claims.role as string)) {
-    if (verifiedLegacyKeys.size >= VERIFIED_LEGACY_KEYS_MAX) verifiedLegacyKeys.clear();
     verifiedLegacyKeys.set(cacheKey, claims);
   }
   return claims;

@@ -1,7 +1,8 @@
 import express, { Router, type NextFunction, type Request, type Response } from "express";
-import { RateLimiterMemory } from "rate-limiter-flexible";
+import { RateLimiterRes, type RateLimiterPostgres } from "rate-limiter-flexible";
 import { z } from "zod";
 import type { AppContext } from "../context";
+import { postgresRateLimiter } from "../http/rateLimiter";
 import { bearerAuthOf, GateError, openDataRequest, openProject, type GateErrorCode } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import { authSettings, type AuthSettings } from "./authConfig";
@@ -132,29 +133,34 @@ async function currentUser(project: ProjectRuntime, req: Request) {
 /** The project's auth endpoints, as `@supabase/auth-js` calls them. Every call needs a valid API key. */
 export function authRouter(ctx: AppContext): Router {
   const router = Router();
-  const limiters = new Map<string, RateLimiterMemory>();
+  const limiters = new Map<string, RateLimiterPostgres>();
 
   /** Anonymous sign-in (auth-js signInAnonymously): when enabled, within rate_limit_anonymous_users per hour. */
   async function signUpAnonymously(project: ProjectRuntime, req: Request, settings: AuthSettings) {
     if (!settings.external_anonymous_users_enabled) {
       throw new AuthApiError(422, "anonymous_provider_disabled", "Anonymous sign-ins are disabled");
     }
-    await consume(`anon:${project.ref}`, settings.rate_limit_anonymous_users, ANONYMOUS_WINDOW_SECONDS, req);
+    await consume("anon", project.ref, settings.rate_limit_anonymous_users, ANONYMOUS_WINDOW_SECONDS, req);
     const data = parse(z.object({ data: z.record(z.string(), z.unknown()).optional() }), req.body).data;
     const user = await insertAnonymousUser(project.adminPool, data ?? {});
     return sessionResponse(project, req, user, await startSession(project.adminPool, user.id), settings);
   }
 
-  /** Counts a request against a configured limit (read live: one limiter per scope and value). */
-  async function consume(scope: string, points: number, duration: number, req: Request) {
-    const id = `${scope}:${points}`;
-    let limiter = limiters.get(id);
+  /**
+   * Counts a request against a configured limit, per project and IP, in Postgres (shared by every Strata
+   * process). The limit is read live: one limiter per kind, value and window.
+   */
+  async function consume(kind: string, ref: string, points: number, seconds: number, req: Request) {
+    const keyPrefix = `auth-${kind}-${points}-${seconds}`;
+    let limiter = limiters.get(keyPrefix);
     if (!limiter) {
-      limiter = new RateLimiterMemory({ points, duration });
-      limiters.set(id, limiter);
+      limiter = postgresRateLimiter(ctx.platformPool, { keyPrefix, points, seconds });
+      limiters.set(keyPrefix, limiter);
     }
-    await limiter.consume(req.ip ?? "unknown").catch(() => {
-      throw new AuthApiError(429, "over_request_rate_limit", "Request rate limit reached");
+    await limiter.consume(`${ref}:${req.ip ?? "unknown"}`).catch((e: unknown) => {
+      if (e instanceof RateLimiterRes)
+        throw new AuthApiError(429, "over_request_rate_limit", "Request rate limit reached");
+      throw e;
     });
   }
 
@@ -230,7 +236,7 @@ export function authRouter(ctx: AppContext): Router {
     "/token",
     handle(async (project, req) => {
       const settings = await authSettings(project.platformPool, project.ref);
-      await consume(`token:${project.ref}`, settings.rate_limit_token_refresh, RATE_WINDOW_SECONDS, req);
+      await consume("token", project.ref, settings.rate_limit_token_refresh, RATE_WINDOW_SECONDS, req);
       const grant = req.query.grant_type;
       if (grant === "password") {
         const body = parse(credentialsBody, req.body);

@@ -1,6 +1,7 @@
 import type { Request, RequestHandler, Response } from "express";
-import { RateLimiterPostgres, RateLimiterRes } from "rate-limiter-flexible";
+import { RateLimiterRes } from "rate-limiter-flexible";
 import type { AppContext } from "../context";
+import { postgresRateLimiter } from "../http/rateLimiter";
 import { HttpError } from "./http";
 
 /** A limit the spec sets on some endpoints, stricter than the standard one (or with a longer window). */
@@ -86,19 +87,8 @@ function setHeaders(res: Response, limit: number, state: RateLimiterRes): void {
  * limit is spent, until its window ends.
  */
 export function rateLimit(ctx: AppContext): RequestHandler {
-  const store = (keyPrefix: string, points: number, duration: number) =>
-    new RateLimiterPostgres({
-      storeClient: ctx.platformPool,
-      storeType: "pool",
-      schemaName: "platform",
-      tableName: "rate_limits",
-      tableCreated: true,
-      keyPrefix,
-      points,
-      duration,
-      // All limiters share one table: one of them sweeps expired counters.
-      clearExpiredByTimeout: keyPrefix === "mgmt",
-    });
+  const store = (keyPrefix: string, points: number, seconds: number) =>
+    postgresRateLimiter(ctx.platformPool, { keyPrefix, points, seconds, sweeps: keyPrefix === "mgmt" });
   const standardPoints = ctx.config.managementRateLimit;
   const standard = { limiter: store("mgmt", standardPoints, 60), points: standardPoints };
   const stricter = STRICTER_LIMITS.map((l) => ({
