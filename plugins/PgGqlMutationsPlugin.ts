@@ -21,7 +21,7 @@ import { PgGqlError } from "./pgGqlErrors";
 import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
 import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
-import { replacePlaceholders } from "./sqlPlaceholders";
+import { replacePlaceholders } from "../src/db/placeholders";
 
 declare global {
   namespace GraphileBuild {

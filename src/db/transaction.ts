@@ -2,7 +2,7 @@ import type { PgClient, PgClientQuery, PgClientResult, WithPgClient } from "@dat
 import { makeWithPgClientViaPgClientAlreadyInTransaction } from "@dataplan/pg/adaptors/pg";
 import pg from "pg";
 import { prepareValue } from "pg/lib/utils";
-import { replacePlaceholders } from "../../plugins/sqlPlaceholders";
+import { replacePlaceholders } from "./placeholders";
 
 /**
  * Every transaction of Strata starts here: `withTransaction` for work under a role and its claims (data
@@ -55,7 +55,7 @@ async function withPooledClient<T>(pool: pg.Pool, use: (client: pg.PoolClient) =
   }
 }
 
-/** `begin; select set_config(...)` for the scope's role, claims and settings: one round trip, values escaped by pg. */
+/** `begin; select set_config(...)` for the scope's role, claims and settings: one round trip. */
 function beginStatement(client: pg.ClientBase, scope: TransactionScope): string {
   const settings: Record<string, string> = {
     ...scope.settings,
@@ -63,7 +63,7 @@ function beginStatement(client: pg.ClientBase, scope: TransactionScope): string 
     "request.jwt.claims": JSON.stringify(scope.claims),
   };
   const configs = Object.entries(settings).map(
-    ([name, value]) => `set_config(${client.escapeLiteral(name)}, ${client.escapeLiteral(value)}, true)`,
+    ([name, value]) => `set_config(${literalOf(client, name)}, ${literalOf(client, value)}, true)`,
   );
   return `${scope.readOnly ? "begin read only" : "begin"}; select ${configs.join(", ")}`;
 }
@@ -100,7 +100,11 @@ export function withAdminTransaction<T>(
     : transact(db, "begin", onClient);
 }
 
-/** A parameter as an SQL literal: the text pg itself would send for it, escaped. */
+/**
+ * A value as an SQL literal, for the messages that travel in the simple protocol (which binds no
+ * parameters): the text pg itself would send for it, quoted by pg's own `escapeLiteral`. The one place
+ * Strata writes a literal into SQL text.
+ */
 function literalOf(client: pg.ClientBase, value: unknown): string {
   const prepared = prepareValue(value);
   if (prepared === null || prepared === undefined) return "null";

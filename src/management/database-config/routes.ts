@@ -5,6 +5,7 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
+import { runUtilityStatement } from "../../db/utility";
 
 /**
  * Database configuration: PostgreSQL settings applied to the project database for real
@@ -46,12 +47,9 @@ async function databaseSettings(project: ProjectRuntime): Promise<Record<string,
 async function alterDatabase(project: ProjectRuntime, name: string, value: string | null): Promise<void> {
   const client = await project.adminPool.connect();
   try {
-    const db = client.escapeIdentifier((await client.query("select current_database() as d")).rows[0].d);
-    await client.query(
-      value === null
-        ? `alter database ${db} reset ${client.escapeIdentifier(name)}`
-        : `alter database ${db} set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
-    );
+    const db: string = (await client.query("select current_database() as d")).rows[0].d;
+    if (value === null) await runUtilityStatement(client, "alter database %I reset %I", [db, name]);
+    else await runUtilityStatement(client, "alter database %I set %I = %L", [db, name, value]);
   } finally {
     client.release();
   }

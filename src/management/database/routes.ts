@@ -9,6 +9,7 @@ import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { runSql } from "./sqlRunner";
 import { withAdminTransaction } from "../../db/transaction";
+import { runUtilityStatement } from "../../db/utility";
 
 /** SQL, the REST layer's OpenAPI document, the owner's password and temporary login roles. */
 
@@ -22,14 +23,13 @@ const QueryBody = z.object({
 export const ownerRole = (project: ProjectRuntime) => `postgres_${project.ref}`;
 const loginRolePrefix = (project: ProjectRuntime) => `cli_login_${project.ref}_`;
 
-/** Runs DDL on the project's database as superuser; `build` receives an identifier/literal escaper. */
-async function adminExec(
-  project: ProjectRuntime,
-  build: (esc: { id(s: string): string; lit(s: string): string }) => string[],
-) {
+/** A utility statement: a `format()` template (`%I` identifiers, `%L` literals) and its values. */
+type Utility = [template: string, ...values: string[]];
+
+/** Runs utility statements on the project's database as superuser, in one transaction. */
+async function adminExec(project: ProjectRuntime, statements: Utility[]) {
   await withAdminTransaction(project.adminPool, async (client) => {
-    const statements = build({ id: (s) => client.escapeIdentifier(s), lit: (s) => client.escapeLiteral(s) });
-    for (const s of statements) await client.query(s);
+    for (const [template, ...values] of statements) await runUtilityStatement(client, template, values);
   });
 }
 
@@ -111,13 +111,13 @@ export function databaseRoutes(ctx: AppContext): Router {
       const role = ownerRole(project);
       const dbName = new URL(project.record.adminUrl).pathname.slice(1);
       const exists = await project.adminPool.query("select 1 from pg_roles where rolname = $1", [role]);
-      await adminExec(project, ({ id, lit }) => [
+      await adminExec(project, [
         exists.rowCount
-          ? `alter role ${id(role)} with login password ${lit(body.password)}`
-          : `create role ${id(role)} login password ${lit(body.password)}`,
-        `grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to ${id(role)}`,
-        `grant all on database ${id(decodeURIComponent(dbName))} to ${id(role)}`,
-        `grant all on schema public to ${id(role)}`,
+          ? ["alter role %I with login password %L", role, body.password]
+          : ["create role %I login password %L", role, body.password],
+        ["grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to %I", role],
+        ["grant all on database %I to %I", decodeURIComponent(dbName), role],
+        ["grant all on schema public to %I", role],
       ]);
       return { message: `Password of ${role} updated` };
     },
@@ -144,12 +144,14 @@ export function databaseRoutes(ctx: AppContext): Router {
       const password = randomSecret(24);
       const ttl = body.ttl_seconds ?? 3600;
       const until = new Date(Date.now() + ttl * 1000).toISOString();
-      await adminExec(project, ({ id, lit }) => [
-        `create role ${id(role)} login password ${lit(password)} valid until ${lit(until)}`,
+      await adminExec(project, [
+        ["create role %I login password %L valid until %L", role, password, until],
         body.read_only
-          ? `grant pg_read_all_data to ${id(role)}`
-          : `grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to ${id(role)}`,
-        ...(body.read_only ? [`alter role ${id(role)} set default_transaction_read_only = on`] : []),
+          ? ["grant pg_read_all_data to %I", role]
+          : ["grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to %I", role],
+        ...(body.read_only
+          ? [["alter role %I set default_transaction_read_only = on", role] as Utility]
+          : []),
       ]);
       return { role, password, ttl_seconds: ttl };
     },
@@ -170,8 +172,12 @@ export function databaseRoutes(ctx: AppContext): Router {
         "select rolname from pg_roles where starts_with(rolname, $1)",
         [loginRolePrefix(project)],
       );
-      await adminExec(project, ({ id }) =>
-        rows.flatMap((r) => [`drop owned by ${id(r.rolname)}`, `drop role ${id(r.rolname)}`]),
+      await adminExec(
+        project,
+        rows.flatMap((r): Utility[] => [
+          ["drop owned by %I", r.rolname],
+          ["drop role %I", r.rolname],
+        ]),
       );
       return { message: `Dropped ${rows.length} login role(s)` };
     },

@@ -11,11 +11,6 @@ export function fieldSql(alias: string, field: Field): SQL {
   return expr;
 }
 
-/** A PostgreSQL array literal of text items, for `= any($1)`; PostgreSQL casts it to the column's type. */
-export function arrayLiteral(items: string[]): string {
-  return "{" + items.map((i) => '"' + i.replace(/\\/g, "\\\\").replace(/"/g, '\\"') + '"').join(",") + "}";
-}
-
 // Operators as fixed SQL fragments: nothing of the request reaches the SQL text.
 const COMPARISONS: Record<string, SQL> = {
   eq: sql`=`,
@@ -70,9 +65,9 @@ export function filterSql(alias: string, f: Filter): SQL {
     if (f.quantifier) {
       const op = COMPARISONS[f.operator];
       const left = TEXT_OPERATORS.has(f.operator) ? sql`(${lhs})::text` : lhs;
-      cond = sql`${left} ${op} ${QUANTIFIERS[f.quantifier]}(${sql.value(arrayLiteral(items))})`;
+      cond = sql`${left} ${op} ${QUANTIFIERS[f.quantifier]}(${sql.value(items)})`;
     } else {
-      cond = items.length === 0 ? sql`false` : sql`${lhs} = any(${sql.value(arrayLiteral(items))})`;
+      cond = items.length === 0 ? sql`false` : sql`${lhs} = any(${sql.value(items)})`;
     }
   } else if (f.operator === "isdistinct") cond = sql`${lhs} is distinct from ${sql.value(operand.text)}`;
   else if (FTS[f.operator]) {
