@@ -5,7 +5,6 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret } from "../../platform/ids";
 import { dataApiConfigOf } from "../../catalog/dataApiConfig";
 import { buildRestOpenApi } from "../../catalog/openapi";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { runSql } from "./sqlRunner";
 import { withAdminTransaction } from "../../db/transaction";
@@ -37,17 +36,18 @@ export function databaseRoutes(ctx: AppContext): Router {
   const router = Router();
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: "/v1/projects/:ref/database/query",
       summary: "Runs SQL as the project's owner (read-only with `read_only` or a read-only token)",
       access: { permission: { or: ["database_write", "database_read"] }, scope: "database:write" },
       body: QueryBody,
       status: 201,
     },
-    async ({ req, params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, req, body }) => {
       const granted = req.principal?.permissions;
       const mayWrite = !granted || granted.includes("database_write");
       return runSql(ctx, project, {
@@ -59,25 +59,28 @@ export function databaseRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: "/v1/projects/:ref/database/query/read-only",
       summary: "Runs SQL in a read-only transaction as a read-only role",
       access: { permission: "database_read", scope: "database:read" },
       body: QueryBody.omit({ read_only: true }),
       status: 201,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       return runSql(ctx, project, { query: body.query, parameters: body.parameters, readOnly: true });
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: "/v1/projects/:ref/database/openapi",
       summary: "The REST layer's OpenAPI document for one schema",
       access: { permission: "database_read", scope: "database:read" },
@@ -89,25 +92,25 @@ export function databaseRoutes(ctx: AppContext): Router {
       }),
       status: 200,
     },
-    async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, query }) => {
       const schema = query.schema ?? (await dataApiConfigOf(ctx, project)).schemas[0];
       return buildRestOpenApi(project, schema);
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "database",
       path: "/v1/projects/:ref/database/password",
       summary: "Sets the password of the project's owner login role",
       access: { permission: "database_config_write", scope: "database:write" },
       body: z.object({ password: z.string().min(8, "must be at least 8 characters").max(1024) }),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       const role = ownerRole(project);
       const dbName = new URL(project.record.adminUrl).pathname.slice(1);
       const exists = await project.adminPool.query("select 1 from pg_roles where rolname = $1", [role]);
@@ -124,9 +127,11 @@ export function databaseRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: "/v1/projects/:ref/cli/login-role",
       summary: "Creates a temporary login role (read-only or not) that expires after its TTL",
       access: { permission: "database_write", scope: "database:write" },
@@ -134,8 +139,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       body: z.object({ read_only: z.boolean(), ttl_seconds: z.number().int().min(1).max(86_400).optional() }),
       status: 201,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       const role =
         loginRolePrefix(project) +
         randomSecret(6)
@@ -158,16 +162,17 @@ export function databaseRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "database",
       path: "/v1/projects/:ref/cli/login-role",
       summary: "Drops the project's temporary login roles",
       access: { permission: "database_write", scope: "database:write" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       const { rows } = await project.adminPool.query(
         "select rolname from pg_roles where starts_with(rolname, $1)",
         [loginRolePrefix(project)],
