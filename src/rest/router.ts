@@ -38,10 +38,20 @@ function resultOf(row: any): StatementResult {
   };
 }
 
+/** EXPLAIN's options as fixed fragments (the request only picks among them). */
+const EXPLAIN_OPTIONS: Record<string, SQL> = {
+  analyze: sql`analyze`,
+  verbose: sql`verbose`,
+  settings: sql`settings`,
+  buffers: sql`buffers`,
+  wal: sql`wal`,
+};
+
 async function explain(client: pg.PoolClient, statement: SQL, options: NonNullable<ApiRequest["explain"]>) {
-  const { text, values } = sql.compile(statement);
-  const explainOptions = [`format ${options.format}`, ...options.options].join(", ");
-  const { rows } = await client.query(`explain (${explainOptions}) ${text}`, values as unknown[]);
+  const format = options.format === "json" ? sql`format json` : sql`format text`;
+  const chosen = options.options.flatMap((o) => (EXPLAIN_OPTIONS[o] ? [EXPLAIN_OPTIONS[o]] : []));
+  const { text, values } = sql.compile(sql`explain (${sql.join([format, ...chosen], ", ")}) ${statement}`);
+  const { rows } = await client.query(text, values as unknown[]);
   const plan =
     options.format === "json"
       ? JSON.stringify(rows[0]["QUERY PLAN"])
