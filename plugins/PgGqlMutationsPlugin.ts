@@ -21,7 +21,7 @@ import { PgGqlError } from "./pgGqlErrors";
 import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
 import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
-import { replacePlaceholders } from "./sqlPlaceholders";
+import { replacePlaceholders } from "../src/db/placeholders";
 
 declare global {
   namespace GraphileBuild {
@@ -134,37 +134,38 @@ function pkJsonSql(resource: PgResource, column: (name: string) => SQL): SQL {
 }
 
 /**
- * A mutation's statement waits under a random token until its records statement runs: the DML
- * becomes that statement's leading CTE, so one statement writes, checks `atMost` and returns the
- * records, whose relations read the snapshot from before the write, as in pg_graphql.
+ * A mutation's statement waits, under a random token, in the request's own registry until its records
+ * statement runs: the DML becomes that statement's leading CTE, so one statement writes, checks `atMost`
+ * and returns the records, whose relations read the snapshot from before the write, as in pg_graphql.
  */
 interface PendingMutation {
   /** `with __pgGqlAffected as (<dml>), __pgGqlRows(__json) as (...)`, compiled. */
   text: string;
   values: readonly unknown[];
 }
-const pendingMutations = new Map<string, PendingMutation>();
-const TOO_MANY = "impacts too many records";
 
-function pend(dml: SQL, atMost: number | null, kind: MutationKind): string {
+/** The mutations of one request that wait for their records statement, by token. */
+type PendingMutations = Map<string, PendingMutation>;
+
+/** SQLSTATE of `_strata_graphql.at_most` (bootstrap SQL) when a mutation affects more rows than `atMost`. */
+const AT_MOST_SQLSTATE = "SGQ01";
+
+function mutationStatement(dml: SQL, atMost: number | null, kind: MutationKind): PendingMutation {
   const rows = sql`coalesce(jsonb_agg(__row::jsonb), '[]'::jsonb)::text`;
-  // The refusal must not be constant-folded: it depends on the count.
-  const json =
+  const limit =
     atMost === null
-      ? rows
-      : sql`case when count(*) > ${sql.literal(atMost)} then (${sql.literal(`${kind} ${TOO_MANY}: `)} || count(*))::int::text else ${rows} end`;
-  const { text, values } = sql.compile(
-    sql`with __pgGqlAffected as (${dml}), __pgGqlRows(__json) as (select ${json} from __pgGqlAffected)`,
+      ? sql.blank
+      : sql`having _strata_graphql.at_most(${sql.literal(kind)}, count(*), ${sql.literal(atMost)})`;
+  return sql.compile(
+    sql`with __pgGqlAffected as (${dml}), __pgGqlRows(__json) as (select ${rows} from __pgGqlAffected ${limit})`,
   );
-  const token = `pgGqlMutation:${randomUUID()}`;
-  pendingMutations.set(token, { text, values });
-  // Forgotten if the request fails before its records statement runs.
-  setTimeout(() => pendingMutations.delete(token), 60_000).unref();
-  return token;
 }
 
 /** The records statement of a pending mutation, with the mutation prepended; undefined for any other query. */
-function withPendingMutation(query: PgClientQuery): PgClientQuery | undefined {
+function withPendingMutation(
+  query: PgClientQuery,
+  pendingMutations: PendingMutations,
+): PgClientQuery | undefined {
   const values = query.values ?? [];
   const token = values.find((v): v is string => typeof v === "string" && pendingMutations.has(v));
   if (token === undefined) return undefined;
@@ -187,26 +188,33 @@ function withPendingMutation(query: PgClientQuery): PgClientQuery | undefined {
   return { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
 }
 
+/** `atMost` refused the mutation: pg_graphql's message, as a GraphQL error. */
 function tooManyError(error: unknown): unknown {
-  const message = (error as { code?: string; message?: string } | undefined)?.message ?? "";
-  const match =
-    (error as { code?: string }).code === "22P02" &&
-    /"(update|delete) impacts too many records: /.exec(message);
-  return match ? new PgGqlError(`${match[1]} ${TOO_MANY}`) : error;
+  const e = error as { code?: string; message?: string } | undefined;
+  return e?.code === AT_MOST_SQLSTATE ? new PgGqlError(e.message ?? "") : error;
 }
 
-/** A client that runs pending mutations with their records statement. */
-function mutationAwareClient<TClient extends PgClient>(client: TClient): TClient {
+/** A client of one request that holds its pending mutations and runs each with its records statement. */
+interface MutationAwareClient extends PgClient {
+  pendMutation(mutation: PendingMutation): string;
+}
+
+function mutationAwareClient<TClient extends PgClient>(client: TClient, pending: PendingMutations): TClient {
   return Object.assign(Object.create(client) as TClient, {
+    pendMutation(mutation: PendingMutation): string {
+      const token = `pgGqlMutation:${randomUUID()}`;
+      pending.set(token, mutation);
+      return token;
+    },
     query(query: PgClientQuery) {
-      const rewritten = withPendingMutation(query);
+      const rewritten = withPendingMutation(query, pending);
       if (!rewritten) return client.query(query);
       return client.query(rewritten).catch((e: unknown) => {
         throw tooManyError(e);
       });
     },
     withTransaction<T>(callback: (client: TClient) => Promise<T>) {
-      return client.withTransaction((tx) => callback(mutationAwareClient(tx)));
+      return client.withTransaction((tx) => callback(mutationAwareClient(tx, pending)));
     },
   });
 }
@@ -280,31 +288,35 @@ function recordsFor($mutation: Step): PgSelectStep {
   return (plan.$records ??= recordsOf(plan.resource, access($mutation, "token") as Step<string>));
 }
 
-async function runPending(client: PgClient, token: string): Promise<void> {
-  const pending = pendingMutations.get(token)!;
-  pendingMutations.delete(token);
+/** A mutation no selection reads the records of: its statement runs by itself. */
+async function runAlone(client: PgClient, mutation: PendingMutation): Promise<void> {
   await client
-    .query({ text: `${pending.text} select __json from __pgGqlRows`, values: pending.values as unknown[] })
+    .query({ text: `${mutation.text} select __json from __pgGqlRows`, values: mutation.values as unknown[] })
     .catch((e: unknown) => {
       throw tooManyError(e);
     });
 }
 
 /**
- * A mutation field's step: validates the input and prepares the statement (`build` returns its
- * pending token); when no selection reads the records, it runs the statement itself.
+ * A mutation field's step: validates the input and prepares the statement (`build`); it waits in the
+ * request's registry for its records select (see `recordsFor`), or runs by itself when nothing reads them.
  */
 function mutationStep<const TSpec extends Record<string, Step>>(
   resource: PgResource,
   spec: TSpec,
-  build: (values: { [K in keyof TSpec]: unknown }) => string,
-): Step<{ token: string }> {
+  build: (values: { [K in keyof TSpec]: unknown }) => PendingMutation,
+): Step<{ token: string | null }> {
   const plan: MutationPlan = { resource, viaRecords: false };
   const $mutation = sideEffectWithPgClient(resource.executor, spec as never, async (client, values) => {
-    const token = build(values as never);
-    if (!plan.viaRecords) await runPending(client, token);
-    return { token };
-  }) as unknown as Step<{ token: string }>;
+    const mutation = build(values as never);
+    if (!plan.viaRecords) {
+      await runAlone(client, mutation);
+      return { token: null };
+    }
+    const aware = client as Partial<MutationAwareClient>;
+    if (!aware.pendMutation) throw new Error("pg_graphql mutations need the request's mutation-aware client");
+    return { token: aware.pendMutation(mutation) };
+  }) as unknown as Step<{ token: string | null }>;
   mutationPlans.set($mutation, plan);
   return $mutation;
 }
@@ -342,7 +354,7 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
           )} ${returning}`
         : // No column given: every row takes its defaults.
           sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
-      return pend(insert, null, "insert");
+      return mutationStatement(insert, null, "insert");
     });
 }
 
@@ -370,7 +382,7 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
         }
         const alias = sql.identifier("__t");
         const dml = sql`update ${resource.from as SQL} as ${alias} set ${sql.join(assignments, ", ")} where ${filterSql(applyFilter as ApplyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
-        return pend(dml, atMost as number, "update");
+        return mutationStatement(dml, atMost as number, "update");
       },
     );
 }
@@ -384,7 +396,7 @@ function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
       ({ atMost, applyFilter }) => {
         const alias = sql.identifier("__t");
         const dml = sql`delete from ${resource.from as SQL} as ${alias} where ${filterSql(applyFilter as ApplyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
-        return pend(dml, atMost as number, "delete");
+        return mutationStatement(dml, atMost as number, "delete");
       },
     );
 }
@@ -426,7 +438,7 @@ const FILTER_DESCRIPTION = "Restricts the mutation's impact to records matching 
  * pg_graphql's mutations: `insertInto<T>Collection(objects)`, `update<T>Collection(set, filter,
  * atMost)` and `deleteFrom<T>Collection(filter, atMost)` per the role's privileges, each answering
  * `affectedCount` and `records`. One statement per mutation (the DML is the leading CTE of the
- * records select, see `pend`), in the request's transaction; past `atMost` it fails and nothing
+ * records select, see `mutationStatement`), in the request's transaction; past `atMost` it fails and nothing
  * changes. Insert and update inputs leave out serial, identity and generated columns, as pg_graphql
  * does; every input field is nullable.
  */
@@ -454,17 +466,18 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
   },
   grafast: {
     middleware: {
-      // Every query of a request goes through a client that runs pending mutations (see `pend`).
+      // Every query of a request goes through a client that holds the request's pending mutations.
       async prepareArgs(next, event) {
         const args = await next();
         const context = args.contextValue as unknown as Record<string, unknown>;
+        const pending: PendingMutations = new Map();
         for (const { withPgClientKey } of args.resolvedPreset?.pgServices ??
           event.args.resolvedPreset?.pgServices ??
           []) {
           const withPgClient = context[withPgClientKey] as WithPgClient | undefined;
           if (!withPgClient) continue;
           const aware: WithPgClient = (pgSettings, callback) =>
-            withPgClient(pgSettings, (client) => callback(mutationAwareClient(client)));
+            withPgClient(pgSettings, (client) => callback(mutationAwareClient(client, pending)));
           context[withPgClientKey] = aware;
         }
         return args;

@@ -1,8 +1,10 @@
+import { escapeSqlIdentifier } from "pg-sql2";
 import type { PgClass } from "pg-introspection";
 import { entityDirectiveError, parseDirectives, type EntityDirectives } from "./PgGqlDirectivesPlugin";
 import { PgGqlError } from "./pgGqlErrors";
 
-const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
+// Smart-tag specs spell names as SQL identifiers.
+const quote = escapeSqlIdentifier;
 const columnList = (names: readonly string[] | string) =>
   (Array.isArray(names) ? names : [names]).map(quote).join(",");
 

@@ -1,10 +1,10 @@
 import type { WithPgClient } from "@dataplan/pg";
 import type { NodePostgresPgClient } from "@dataplan/pg/adaptors/pg";
-import type { RequestAuth } from "../src/auth/dataAuth";
 
 /** What Strata's HTTP layer hands to grafast for every request. */
 export interface StrataRequestContext {
-  auth: RequestAuth;
+  /** The role and claims the data gate decided. */
+  auth: { role: string; claims: Record<string, unknown> };
   /**
    * How the request's statements reach the database, role and claims applied: a mutation request's
    * client already in its transaction (it commits or rolls back as a whole, as in pg_graphql), or a

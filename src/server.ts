@@ -1,8 +1,9 @@
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
+import { pinoHttp } from "pino-http";
 import type { AppContext } from "./context";
 import { authRouter } from "./auth/router";
 import { graphqlRouter } from "./graphql/router";
-import { refOfHost } from "./http/dataProject";
+import { refOfHost } from "./http/gate";
 import { interfaceOf, Metrics } from "./http/metrics";
 import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
@@ -26,7 +27,25 @@ export function createApp(ctx: AppContext): Express {
   app.set("etag", false);
   app.set("query parser", "simple");
 
-  // Request log and metrics: method, path (never the query string, which may carry an apikey), status, time.
+  // Request log: method and path only (the query string may carry an apikey, headers carry tokens).
+  app.use(
+    pinoHttp({
+      logger: ctx.log,
+      customLogLevel: () => "info",
+      customSuccessMessage: () => "request",
+      customErrorMessage: () => "request",
+      // A 5xx is logged with its cause where it happens; the request line only records it.
+      customErrorObject: (_req, _res, _err, value: Record<string, unknown>) => {
+        const { err: _cause, ...line } = value;
+        return line;
+      },
+      serializers: {
+        req: (req: { method: string; url: string }) => ({ method: req.method, path: req.url.split("?")[0] }),
+        res: (res: { statusCode: number }) => ({ status: res.statusCode }),
+      },
+    }),
+  );
+  // Metrics and usage: interface, status, time.
   app.use((req: Request, res: Response, next: NextFunction) => {
     const started = process.hrtime.bigint();
     // Routers mounted under a prefix rewrite req.path: keep the path the request came with.
@@ -42,10 +61,6 @@ export function createApp(ctx: AppContext): Express {
           iface === "auth" ? "auth" : "rest",
         );
       }
-      ctx.log.info(
-        { method: req.method, path, status: res.statusCode, ms: Math.round(seconds * 1000) },
-        "request",
-      );
     });
     next();
   });

@@ -1,4 +1,5 @@
 import { jwtVerify } from "jose";
+import { LRUCache } from "lru-cache";
 import type { ProjectRuntime } from "../projects/runtime";
 import { isOpaqueKey, lookupOpaqueKey, OPAQUE_KEY_ROLES, type OpaqueKey } from "./apiKeys";
 import { canAssume } from "./roles";
@@ -10,10 +11,13 @@ export interface RequestAuth {
   claims: Record<string, unknown>;
 }
 
-/** A refused data request: always 401, with a message that says which check failed. */
+/** Which credential check refused a data request. */
+export type DataAuthCode = "no_api_key" | "invalid_api_key" | "invalid_jwt";
+
+/** A refused credential, with the check that failed (`code`) and a message that says why. */
 export class DataAuthError extends Error {
-  readonly status = 401;
   constructor(
+    readonly code: DataAuthCode,
     message: string,
     readonly hint?: string,
   ) {
@@ -45,10 +49,10 @@ function internalClaims(project: ProjectRuntime, key: OpaqueKey): Record<string,
 /**
  * Legacy keys that verified, by project secret and key: every request carries the same key, and its
  * signature only depends on the secret, so it is checked once. Expiry is still checked on every use;
- * a changed secret misses the cache; the enabled flag is read on every request.
+ * a changed secret misses the cache; the enabled flag is read on every request. The 1,000 most recently
+ * used keys are kept.
  */
-const verifiedLegacyKeys = new Map<string, Record<string, unknown>>();
-const VERIFIED_LEGACY_KEYS_MAX = 1000;
+const verifiedLegacyKeys = new LRUCache<string, Record<string, unknown>>({ max: 1000 });
 
 async function verifiedLegacyClaims(
   secret: string,
@@ -66,7 +70,6 @@ async function verifiedLegacyClaims(
     () => undefined,
   );
   if (claims && LEGACY_KEY_ROLES.has(claims.role as string)) {
-    if (verifiedLegacyKeys.size >= VERIFIED_LEGACY_KEYS_MAX) verifiedLegacyKeys.clear();
     verifiedLegacyKeys.set(cacheKey, claims);
   }
   return claims;
@@ -77,7 +80,7 @@ async function authenticateLegacyKey(project: ProjectRuntime, apikey: string): P
   const claims = await verifiedLegacyClaims(project.record.jwtSecret, apikey);
   const role = claims?.role;
   if (typeof role !== "string" || !LEGACY_KEY_ROLES.has(role) || !project.record.legacyKeysEnabled) {
-    throw new DataAuthError("Invalid API key", INVALID_KEY_HINT);
+    throw new DataAuthError("invalid_api_key", "Invalid API key", INVALID_KEY_HINT);
   }
   return { role, claims: claims! };
 }
@@ -86,17 +89,21 @@ async function authenticateLegacyKey(project: ProjectRuntime, apikey: string): P
 async function authenticateApiKey(project: ProjectRuntime, apikey: string | undefined): Promise<RequestAuth> {
   if (!apikey) {
     throw new DataAuthError(
+      "no_api_key",
       "No API key found in request",
       "No `apikey` request header or url param was found.",
     );
   }
   if (!isOpaqueKey(apikey)) return authenticateLegacyKey(project, apikey);
   const key = await lookupOpaqueKey(project.platformPool, project.ref, apikey);
-  if (!key) throw new DataAuthError("Invalid API key", INVALID_KEY_HINT);
+  if (!key) throw new DataAuthError("invalid_api_key", "Invalid API key", INVALID_KEY_HINT);
   const claims = internalClaims(project, key);
   const role = claims.role as string;
   if (!(await canAssume(project, role))) {
-    throw new DataAuthError(`Invalid API key: its template's role "${role}" is not allowed`);
+    throw new DataAuthError(
+      "invalid_api_key",
+      `Invalid API key: its template's role "${role}" is not allowed`,
+    );
   }
   return { role, claims };
 }
@@ -111,11 +118,11 @@ export async function authenticateBearer(
   try {
     claims = (await verifyJwt(project, token)) as Record<string, unknown>;
   } catch (e) {
-    throw new DataAuthError(`Invalid JWT: ${(e as Error).message}`);
+    throw new DataAuthError("invalid_jwt", `Invalid JWT: ${(e as Error).message}`);
   }
   const role = typeof claims.role === "string" && claims.role !== "" ? claims.role : defaultRole;
   if (!(await canAssume(project, role))) {
-    throw new DataAuthError(`Invalid JWT: role "${role}" is not allowed`);
+    throw new DataAuthError("invalid_jwt", `Invalid JWT: role "${role}" is not allowed`);
   }
   return { role, claims: { ...claims, role } };
 }

@@ -1,17 +1,11 @@
 import express, { Router, type NextFunction, type Request, type Response } from "express";
-import { RateLimiterMemory } from "rate-limiter-flexible";
+import { RateLimiterRes, type RateLimiterPostgres } from "rate-limiter-flexible";
 import { z } from "zod";
 import type { AppContext } from "../context";
-import { projectOfRequest, ProjectUnavailable } from "../http/dataProject";
+import { postgresRateLimiter } from "../http/rateLimiter";
+import { bearerAuthOf, GateError, openDataRequest, openProject, type GateErrorCode } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import { authSettings, type AuthSettings } from "./authConfig";
-import {
-  authenticateBearer,
-  authenticateDataRequest,
-  bearerOf,
-  credentialsOf,
-  DataAuthError,
-} from "./dataAuth";
 import { signProjectToken } from "./issueToken";
 import { hashPassword, verifyPassword } from "./passwords";
 import { publishedJwks } from "./signingKeys";
@@ -39,6 +33,16 @@ class AuthApiError extends Error {
     super(message);
   }
 }
+
+/** The auth server's `error_code` for each refusal of the data gate. */
+const AUTH_ERROR_CODES: Record<GateErrorCode, string> = {
+  no_api_key: "invalid_api_key",
+  invalid_api_key: "invalid_api_key",
+  invalid_jwt: "bad_jwt",
+  project_not_found: "not_found",
+  project_paused: "project_paused",
+  project_not_ready: "project_not_ready",
+};
 
 const JWKS_MAX_AGE_SECONDS = 600;
 /** The windows the auth server counts in: token requests per 5 minutes, anonymous sign-ins per hour (per IP). */
@@ -112,11 +116,9 @@ async function sessionResponse(
 
 /** The signed-in user of a request: a valid bearer JWT of a live session (or a third-party token's claims). */
 async function currentUser(project: ProjectRuntime, req: Request) {
-  const creds = credentialsOf(req.headers);
-  const token = bearerOf(creds);
-  if (!token || token === creds.apikey)
-    throw new AuthApiError(401, "no_authorization", "This endpoint requires a valid Bearer token");
-  const { claims } = await authenticateBearer(project, token, "anon");
+  const bearer = await bearerAuthOf(project, req, "anon");
+  if (!bearer) throw new AuthApiError(401, "no_authorization", "This endpoint requires a valid Bearer token");
+  const { claims } = bearer;
   if (typeof claims.sub !== "string")
     throw new AuthApiError(403, "bad_jwt", "invalid claim: missing sub claim");
   const user = await userById(project.adminPool, claims.sub);
@@ -131,29 +133,34 @@ async function currentUser(project: ProjectRuntime, req: Request) {
 /** The project's auth endpoints, as `@supabase/auth-js` calls them. Every call needs a valid API key. */
 export function authRouter(ctx: AppContext): Router {
   const router = Router();
-  const limiters = new Map<string, RateLimiterMemory>();
+  const limiters = new Map<string, RateLimiterPostgres>();
 
   /** Anonymous sign-in (auth-js signInAnonymously): when enabled, within rate_limit_anonymous_users per hour. */
   async function signUpAnonymously(project: ProjectRuntime, req: Request, settings: AuthSettings) {
     if (!settings.external_anonymous_users_enabled) {
       throw new AuthApiError(422, "anonymous_provider_disabled", "Anonymous sign-ins are disabled");
     }
-    await consume(`anon:${project.ref}`, settings.rate_limit_anonymous_users, ANONYMOUS_WINDOW_SECONDS, req);
+    await consume("anon", project.ref, settings.rate_limit_anonymous_users, ANONYMOUS_WINDOW_SECONDS, req);
     const data = parse(z.object({ data: z.record(z.string(), z.unknown()).optional() }), req.body).data;
     const user = await insertAnonymousUser(project.adminPool, data ?? {});
     return sessionResponse(project, req, user, await startSession(project.adminPool, user.id), settings);
   }
 
-  /** Counts a request against a configured limit (read live: one limiter per scope and value). */
-  async function consume(scope: string, points: number, duration: number, req: Request) {
-    const id = `${scope}:${points}`;
-    let limiter = limiters.get(id);
+  /**
+   * Counts a request against a configured limit, per project and IP, in Postgres (shared by every Strata
+   * process). The limit is read live: one limiter per kind, value and window.
+   */
+  async function consume(kind: string, ref: string, points: number, seconds: number, req: Request) {
+    const keyPrefix = `auth-${kind}-${points}-${seconds}`;
+    let limiter = limiters.get(keyPrefix);
     if (!limiter) {
-      limiter = new RateLimiterMemory({ points, duration });
-      limiters.set(id, limiter);
+      limiter = postgresRateLimiter(ctx.platformPool, { keyPrefix, points, seconds });
+      limiters.set(keyPrefix, limiter);
     }
-    await limiter.consume(req.ip ?? "unknown").catch(() => {
-      throw new AuthApiError(429, "over_request_rate_limit", "Request rate limit reached");
+    await limiter.consume(`${ref}:${req.ip ?? "unknown"}`).catch((e: unknown) => {
+      if (e instanceof RateLimiterRes)
+        throw new AuthApiError(429, "over_request_rate_limit", "Request rate limit reached");
+      throw e;
     });
   }
 
@@ -163,9 +170,9 @@ export function authRouter(ctx: AppContext): Router {
     (handler: Handler, { keyRequired = true } = {}) =>
     async (req: Request, res: Response, next: NextFunction) => {
       try {
-        const project = await projectOfRequest(ctx, req);
-        if (keyRequired)
-          await authenticateDataRequest(project, { ...credentialsOf(req.headers), authorization: undefined });
+        const project = keyRequired
+          ? (await openDataRequest(ctx, req, { credentials: "key" })).project
+          : await openProject(ctx, req);
         const result = await handler(project, req, res);
         if (!res.headersSent) res.status(200).json(result);
       } catch (e) {
@@ -229,7 +236,7 @@ export function authRouter(ctx: AppContext): Router {
     "/token",
     handle(async (project, req) => {
       const settings = await authSettings(project.platformPool, project.ref);
-      await consume(`token:${project.ref}`, settings.rate_limit_token_refresh, RATE_WINDOW_SECONDS, req);
+      await consume("token", project.ref, settings.rate_limit_token_refresh, RATE_WINDOW_SECONDS, req);
       const grant = req.query.grant_type;
       if (grant === "password") {
         const body = parse(credentialsBody, req.body);
@@ -325,14 +332,13 @@ export function authRouter(ctx: AppContext): Router {
     res.status(404).json({ code: 404, error_code: "not_found", msg: "Not found" });
   });
 
-  router.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {
+  router.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     if (err instanceof AuthApiError) {
       res.status(err.status).json({ code: err.status, error_code: err.errorCode, msg: err.message });
-    } else if (err instanceof DataAuthError) {
-      const errorCode = err.message.startsWith("Invalid JWT") ? "bad_jwt" : "invalid_api_key";
-      res.status(401).json({ code: 401, error_code: errorCode, msg: err.message });
-    } else if (err instanceof ProjectUnavailable) {
-      next(err);
+    } else if (err instanceof GateError) {
+      res
+        .status(err.status)
+        .json({ code: err.status, error_code: AUTH_ERROR_CODES[err.code], msg: err.message });
     } else if ((err as { type?: string }).type === "entity.parse.failed") {
       res
         .status(400)

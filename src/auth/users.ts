@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import { sha256 } from "../platform/ids";
+import { withAdminTransaction } from "../db/transaction";
 
 export interface UserRow {
   id: string;
@@ -137,9 +138,7 @@ export async function refreshSession(
   token: string,
   options: { rotate: boolean; reuseIntervalSeconds: number },
 ): Promise<RefreshOutcome> {
-  const client = await pool.connect();
-  try {
-    await client.query("begin");
+  return withAdminTransaction(pool, async (client) => {
     const { rows } = await client.query(
       `select id, session_id, user_id, revoked, extract(epoch from now() - updated_at) as age
          from auth.refresh_tokens where token_hash = $1 for update`,
@@ -163,14 +162,8 @@ export async function refreshSession(
       const next = await addRefreshToken(client, row.session_id, row.user_id);
       outcome = { kind: "ok", sessionId: row.session_id, userId: row.user_id, refreshToken: next };
     }
-    await client.query("commit");
     return outcome;
-  } catch (e) {
-    await client.query("rollback");
-    throw e;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** Ends sessions: `local` the given one, `others` all but it, `global` all of the user's. */

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import pg from "pg";
+import { withAdminTransaction } from "./transaction";
 
 /** `project` runs in every project database; `platform` only in the main database (the control plane). */
 export type BootstrapSet = "project" | "platform";
@@ -51,20 +52,17 @@ export async function applyBootstrap(databaseUrl: string, sets: BootstrapSet[]):
       );
       for (const file of sqlFiles(set)) {
         if (done.has(file.version)) continue;
-        await client.query("begin");
-        try {
+        await withAdminTransaction(client, async () => {
           await client.query(file.text);
           await client.query("insert into _strata.bootstrap (set_name, version, name) values ($1, $2, $3)", [
             set,
             file.version,
             file.name,
           ]);
-          await client.query("commit");
-          applied.push(`${set}/${file.name}`);
-        } catch (e) {
-          await client.query("rollback");
-          throw new Error(`bootstrap ${set}/${file.name} failed: ${(e as Error).message}`, { cause: e });
-        }
+        }).catch((e: Error) => {
+          throw new Error(`bootstrap ${set}/${file.name} failed: ${e.message}`, { cause: e });
+        });
+        applied.push(`${set}/${file.name}`);
       }
     }
   } finally {

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { withCredentials } from "./urls";
+import { runUtilityStatement } from "./utility";
 
 async function canLogIn(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
@@ -25,9 +26,7 @@ export async function ensureLoginPassword(adminUrl: string, role: string, passwo
     const client = new pg.Client({ connectionString: adminUrl });
     await client.connect();
     try {
-      await client.query(
-        `alter role ${client.escapeIdentifier(role)} with login password ${client.escapeLiteral(password)}`,
-      );
+      await runUtilityStatement(client, "alter role %I with login password %L", [role, password]);
       return url;
     } catch (e) {
       if (attempt >= 5 || !/tuple concurrently updated/.test((e as Error).message)) throw e;

@@ -5,8 +5,9 @@ import { execute, hookArgs, isSafeError } from "grafast";
 import { GraphQLError, Kind, type DocumentNode, type GraphQLSchema } from "grafast/graphql";
 import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
+import { dataApiConfigOf } from "../catalog/dataApiConfig";
 import type { AppContext } from "../context";
-import { withDataTransaction, withReadsInOneRoundTrip } from "../db/dataTransaction";
+import { withReadsInOneRoundTrip, withTransaction } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
 import { prepareDocument, RequestError } from "./document";
@@ -24,19 +25,6 @@ export interface GraphqlRequestBody {
 
 type GraphqlResponse = Record<string, unknown>;
 
-/** The SQL schemas the API exposes: `public`, or the project's `db_schema` setting (comma-separated). */
-async function exposedSchemas(ctx: AppContext, project: ProjectRuntime): Promise<string[]> {
-  const { rows } = await ctx.platformPool.query<{ db_schema: string | null }>(
-    "select db_schema from platform.restapi_config where project_ref = $1",
-    [project.ref],
-  );
-  const configured = rows[0]?.db_schema
-    ?.split(",")
-    .map((s) => s.trim())
-    .filter(Boolean);
-  return configured?.length ? configured : ["public"];
-}
-
 /**
  * The schema a role sees in a project, built from that role's privileges on first use and kept in the
  * project's schema caches until the schema changes.
@@ -45,8 +33,8 @@ function schemaFor(ctx: AppContext, project: ProjectRuntime, role: string): Prom
   const key = `graphql:${role}`;
   let cached = project.caches.get(key) as Promise<RoleSchema> | undefined;
   if (!cached) {
-    cached = exposedSchemas(ctx, project)
-      .then((schemas) =>
+    cached = dataApiConfigOf(ctx, project)
+      .then(({ schemas }) =>
         makeSchema({
           extends: [basePreset],
           pgServices: [
@@ -121,20 +109,15 @@ async function inOneTransaction(
   run: (withPgClient: WithPgClient<NodePostgresPgClient>) => Promise<GraphqlResponse>,
 ): Promise<GraphqlResponse> {
   try {
-    return await withDataTransaction(
-      project,
-      auth,
-      async (client) => {
-        const inTransaction = makeWithPgClientViaPgClientAlreadyInTransaction(client, true);
-        // Role, claims and request settings are already set for the transaction: nothing to set per statement.
-        const withPgClient: WithPgClient<NodePostgresPgClient> = (_pgSettings, callback) =>
-          inTransaction(null, callback);
-        const response = await run(withPgClient);
-        if (response.errors) throw new RolledBack(response);
-        return response;
-      },
-      { settings },
-    );
+    return await withTransaction(project.dataPool, { ...auth, settings }, async (client) => {
+      const inTransaction = makeWithPgClientViaPgClientAlreadyInTransaction(client, true);
+      // Role, claims and request settings are already set for the transaction: nothing to set per statement.
+      const withPgClient: WithPgClient<NodePostgresPgClient> = (_pgSettings, callback) =>
+        inTransaction(null, callback);
+      const response = await run(withPgClient);
+      if (response.errors) throw new RolledBack(response);
+      return response;
+    });
   } catch (e) {
     if (e instanceof RolledBack) return e.response;
     throw e;
@@ -195,7 +178,8 @@ export async function executeGraphql(
     if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
     return out;
   };
-  if (!isMutation(document, operationName)) return run(withReadsInOneRoundTrip(project, auth, settings));
+  if (!isMutation(document, operationName))
+    return run(withReadsInOneRoundTrip(project.dataPool, { ...auth, settings }));
   try {
     return await inOneTransaction(project, auth, settings, run);
   } catch (e) {

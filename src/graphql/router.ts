@@ -1,7 +1,6 @@
 import express, { Router } from "express";
-import { credentialsOf, DataAuthError, authenticateDataRequest } from "../auth/dataAuth";
 import type { AppContext } from "../context";
-import { projectOfRequest, ProjectUnavailable } from "../http/dataProject";
+import { GateError, openDataRequest } from "../http/gate";
 import { requestSettingsOf } from "../http/requestSettings";
 import { executeGraphql } from "./endpoint";
 
@@ -11,12 +10,11 @@ export function graphqlRouter(ctx: AppContext): Router {
   // The body parser is scoped to this route: other routers read their bodies themselves.
   router.post("/graphql/v1", express.json({ limit: "5mb" }), async (req, res, next) => {
     try {
-      const project = await projectOfRequest(ctx, req);
-      const auth = await authenticateDataRequest(project, credentialsOf(req.headers));
+      const { project, auth } = await openDataRequest(ctx, req);
       res.json(await executeGraphql(ctx, project, auth, req.body ?? {}, requestSettingsOf(req)));
     } catch (e) {
-      if (e instanceof DataAuthError) res.status(e.status).json({ message: e.message, hint: e.hint });
-      else if (e instanceof ProjectUnavailable) res.status(e.status).json({ message: e.message });
+      // A refusal of the gate answers as the platform's gateway does: its status, `{message, hint}`.
+      if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
       else next(e);
     }
   });

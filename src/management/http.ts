@@ -133,20 +133,6 @@ export function checkAccess(principal: Principal, access: Access, membership?: {
   if (membership && access.permission) checkRole(membership.role, access.permission);
 }
 
-type Handler = (req: Request, res: Response) => Promise<unknown>;
-
-/** Wraps a route: checks access, then runs the handler; a thrown error reaches the error middleware. */
-export function endpoint(access: Access, handler: Handler): RequestHandler {
-  return async (req: Request, res: Response, next: NextFunction) => {
-    try {
-      checkAccess(req.principal!, access, req.membership);
-      await handler(req, res);
-    } catch (e) {
-      next(e);
-    }
-  };
-}
-
 /** Maps every error to `{"message": ...}`; unexpected ones become 500 without internals. */
 export function managementErrorHandler(ctx: AppContext) {
   return (err: unknown, _req: Request, res: Response, _next: NextFunction): void => {

@@ -1,9 +1,7 @@
 import type { RequestHandler } from "express";
 import type { AppContext } from "../context";
 import { HttpError } from "./http";
-
-const PROJECT_PATH = /^\/v[12]\/projects\/([^/]+)/;
-const ORGANIZATION_PATH = /^\/v[12]\/organizations\/([^/]+)/;
+import { addressedBy } from "./paths";
 
 /**
  * Every request addressing a project (`/v1/projects/{ref}/...`) or an organization (`/v1/organizations/{slug}/...`)
@@ -13,10 +11,8 @@ const ORGANIZATION_PATH = /^\/v[12]\/organizations\/([^/]+)/;
 export function resolveMembership(ctx: AppContext): RequestHandler {
   return async (req, _res, next) => {
     try {
-      const path = req.originalUrl.split("?")[0];
-      const ref = PROJECT_PATH.exec(path)?.[1];
-      const slug = ORGANIZATION_PATH.exec(path)?.[1];
-      if (ref && ref !== "available-regions") {
+      const { project: ref, organization: slug } = addressedBy(req.originalUrl.split("?")[0]);
+      if (ref) {
         const { rows } = await ctx.platformPool.query(
           `select m.role_name from platform.projects p
              join platform.organization_members m on m.organization_id = p.organization_id and m.user_id = $1

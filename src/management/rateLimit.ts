@@ -1,69 +1,26 @@
 import type { Request, RequestHandler, Response } from "express";
-import { RateLimiterPostgres, RateLimiterRes } from "rate-limiter-flexible";
+import { RateLimiterRes, type RateLimiterPostgres } from "rate-limiter-flexible";
 import type { AppContext } from "../context";
+import { postgresRateLimiter } from "../http/rateLimiter";
+import { match } from "path-to-regexp";
 import { HttpError } from "./http";
-
-/** A limit the spec sets on some endpoints, stricter than the standard one (or with a longer window). */
-interface StricterLimit {
-  name: string;
-  method: string;
-  /** Matches the request path; the spec's table names some paths without their `analytics/` or `config/` part. */
-  path: RegExp;
-  points: number;
-  seconds: number;
-}
-
-const REF = "[a-z]{20}";
-const STRICTER_LIMITS: StricterLimit[] = [
-  ...["logs.all", "usage.api-counts", "usage.api-requests-count"].map((endpoint) => ({
-    name: endpoint,
-    method: "GET",
-    path: new RegExp(`^/v1/projects/${REF}/(analytics/)?endpoints/${endpoint.replace(".", "\\.")}$`),
-    points: 30,
-    seconds: 60,
-  })),
-  {
-    name: "context-minute",
-    method: "GET",
-    path: new RegExp(`^/v1/projects/${REF}/database/context$`),
-    points: 10,
-    seconds: 60,
-  },
-  {
-    name: "context-second",
-    method: "GET",
-    path: new RegExp(`^/v1/projects/${REF}/database/context$`),
-    points: 1,
-    seconds: 1,
-  },
-  ...[
-    ["POST", "custom-hostname/initialize"],
-    ["POST", "custom-hostname/reverify"],
-    ["DELETE", "custom-hostname"],
-    ["GET", "vanity-subdomain"],
-  ].map(([method, suffix]) => ({
-    name: `${method} ${suffix}`,
-    method,
-    path: new RegExp(`^/v1/projects/${REF}/(config/)?${suffix}$`),
-    points: 10,
-    seconds: 60,
-  })),
-  {
-    name: "migrations",
-    method: "POST",
-    path: new RegExp(`^/v1/projects/${REF}/database/migrations$`),
-    points: 120,
-    seconds: 180,
-  },
-];
+import { addressedBy } from "./paths";
+import { managementRoutes } from "./route";
 
 /** The project or organization a request addresses; requests to one never count against another. */
 function scopeOf(path: string): string {
-  const project = new RegExp(`^/v[12]/projects/(${REF})(/|$)`).exec(path);
-  if (project) return `project:${project[1]}`;
-  const org = /^\/v[12]\/organizations\/([^/]+)/.exec(path);
-  if (org) return `org:${org[1]}`;
+  const { project, organization } = addressedBy(path);
+  if (project) return `project:${project}`;
+  if (organization) return `org:${organization}`;
   return "account";
+}
+
+/** A route's own limit (RouteSpec.rateLimits), with its counter. */
+interface StricterLimit {
+  method: string;
+  matches: ReturnType<typeof match>;
+  points: number;
+  limiter: RateLimiterPostgres;
 }
 
 /** The tracking identity, in the spec's order: OAuth application, else user, else IP address. */
@@ -81,36 +38,43 @@ function setHeaders(res: Response, limit: number, state: RateLimiterRes): void {
 
 /**
  * Counts every Management API request against the standard limit (`MANAGEMENT_RATE_LIMIT` per minute, per
- * identity and scope) and the spec's stricter per-endpoint limits, in Postgres, so every Strata process on
+ * identity and scope) and the stricter limits the routes declare (RouteSpec.rateLimits), in Postgres, so every Strata process on
  * the database shares the counters. Sets the X-RateLimit-* headers from the tightest limit; 429 once any
  * limit is spent, until its window ends.
  */
 export function rateLimit(ctx: AppContext): RequestHandler {
-  const store = (keyPrefix: string, points: number, duration: number) =>
-    new RateLimiterPostgres({
-      storeClient: ctx.platformPool,
-      storeType: "pool",
-      schemaName: "platform",
-      tableName: "rate_limits",
-      tableCreated: true,
-      keyPrefix,
-      points,
-      duration,
-      // All limiters share one table: one of them sweeps expired counters.
-      clearExpiredByTimeout: keyPrefix === "mgmt",
-    });
+  const store = (keyPrefix: string, points: number, seconds: number) =>
+    postgresRateLimiter(ctx.platformPool, { keyPrefix, points, seconds, sweeps: keyPrefix === "mgmt" });
   const standardPoints = ctx.config.managementRateLimit;
   const standard = { limiter: store("mgmt", standardPoints, 60), points: standardPoints };
-  const stricter = STRICTER_LIMITS.map((l) => ({
-    ...l,
-    points: Math.min(l.points, standardPoints),
-    limiter: store(`mgmt-${l.name}`, Math.min(l.points, standardPoints), l.seconds),
-  }));
+  // The routes' own limits, read once every route is registered (at the first request); one counter per
+  // limit name, however many servers of this process registered the route.
+  let stricter: StricterLimit[] | undefined;
+  const stricterLimits = () => {
+    if (stricter) return stricter;
+    const byName = new Map<string, StricterLimit>();
+    for (const spec of managementRoutes) {
+      for (const l of spec.rateLimits ?? []) {
+        const points = Math.min(l.points, standardPoints);
+        if (byName.has(l.name)) continue;
+        byName.set(l.name, {
+          method: spec.method.toUpperCase(),
+          matches: match(spec.path),
+          points,
+          limiter: store(`mgmt-${l.name}`, points, l.seconds),
+        });
+      }
+    }
+    return (stricter = [...byName.values()]);
+  };
 
   return async (req, res, next) => {
     const path = req.originalUrl.split("?")[0];
     const key = `${identityOf(req)}:${scopeOf(path)}`;
-    const applicable = [standard, ...stricter.filter((l) => l.method === req.method && l.path.test(path))];
+    const applicable = [
+      standard,
+      ...stricterLimits().filter((l) => l.method === req.method && l.matches(path) !== false),
+    ];
     const outcomes = await Promise.allSettled(applicable.map((l) => l.limiter.consume(key)));
     const failure = outcomes.find(
       (o): o is PromiseRejectedResult => o.status === "rejected" && !(o.reason instanceof RateLimiterRes),

@@ -1,11 +1,31 @@
 import type { Request, Response, Router } from "express";
 import { z } from "zod";
+import type { AppContext } from "../context";
+import type { ProjectRuntime } from "../projects/runtime";
 import { checkAccess, HttpError, type Access } from "./http";
 
 type Method = "get" | "post" | "put" | "patch" | "delete";
 
+/**
+ * The project a `/v1/projects/:ref/...` operation works on, loaded before its handler runs: `any` status, or
+ * `database` for operations inside the project's database (a paused or unfinished project answers 400).
+ */
+export type ProjectNeed = "any" | "database";
+
+/** A limit stricter than the standard one (or with a longer window), as the spec sets on some endpoints. */
+export interface RouteLimit {
+  /** Names the counter, unique among the routes' limits. */
+  name: string;
+  points: number;
+  seconds: number;
+}
+
 /** One Management API operation: its path, access rule, validated inputs and success status. */
-export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType = z.ZodType> {
+export interface RouteSpec<
+  B extends z.ZodType = z.ZodType,
+  Q extends z.ZodType = z.ZodType,
+  P extends ProjectNeed | undefined = ProjectNeed | undefined,
+> {
   method: Method;
   /** Express path, e.g. `/v1/projects/:ref/api-keys/:id`. */
   path: string;
@@ -17,14 +37,20 @@ export interface RouteSpec<B extends z.ZodType = z.ZodType, Q extends z.ZodType 
   status: number;
   /** Shape of the success body, for the OpenAPI document. */
   response?: z.ZodType;
+  /** The project the handler receives (`:ref`). */
+  project?: P;
+  /** Limits besides the standard one (see rateLimit.ts). */
+  rateLimits?: RouteLimit[];
 }
 
-export interface RouteInput<B extends z.ZodType, Q extends z.ZodType> {
+export interface RouteInput<B extends z.ZodType, Q extends z.ZodType, P extends ProjectNeed | undefined> {
   req: Request;
   res: Response;
   params: Record<string, string>;
   body: z.infer<B>;
   query: z.infer<Q>;
+  /** The `:ref` project, when the spec asks for it. */
+  project: P extends ProjectNeed ? ProjectRuntime : undefined;
 }
 
 /** Every registered operation; GET /v1/openapi.json is derived from this list. */
@@ -36,15 +62,33 @@ function firstIssue(error: z.ZodError, where: string): string {
   return `Invalid ${where}: ${field}: ${issue.message}`;
 }
 
+/** The project a route addresses, or 404; with `database`, 400 when its database is not available. */
+async function loadProject(ctx: AppContext, ref: string, need: ProjectNeed): Promise<ProjectRuntime> {
+  const project = /^[a-z]{20}$/.test(ref) ? await ctx.registry.get(ref) : undefined;
+  if (!project) throw new HttpError(404, `Project ${ref} not found`);
+  if (need === "database" && project.record.status !== "ACTIVE_HEALTHY") {
+    throw new HttpError(
+      400,
+      `Project ${ref} is ${project.record.status}; its database is not available (restore the project first)`,
+    );
+  }
+  return project;
+}
+
 /**
  * Registers an operation on `router`: checks the token's access, validates body and query (400 naming the
- * field), runs the handler and answers its result with the spec's status. A handler that already answered
- * (e.g. 204 with no body) returns undefined after doing so.
+ * field), loads the project the spec asks for, runs the handler and answers its result with the spec's
+ * status. A handler that already answered (e.g. 204 with no body) returns undefined after doing so.
  */
-export function route<B extends z.ZodType = z.ZodUnknown, Q extends z.ZodType = z.ZodUnknown>(
+export function route<
+  B extends z.ZodType = z.ZodUnknown,
+  Q extends z.ZodType = z.ZodUnknown,
+  P extends ProjectNeed | undefined = undefined,
+>(
+  ctx: AppContext,
   router: Router,
-  spec: RouteSpec<B, Q>,
-  handler: (input: RouteInput<B, Q>) => Promise<unknown>,
+  spec: RouteSpec<B, Q, P>,
+  handler: (input: RouteInput<B, Q, P>) => Promise<unknown>,
 ): void {
   managementRoutes.push(spec as RouteSpec);
   router[spec.method](spec.path, async (req: Request, res: Response, next) => {
@@ -62,12 +106,15 @@ export function route<B extends z.ZodType = z.ZodUnknown, Q extends z.ZodType = 
         if (!parsed.success) throw new HttpError(400, firstIssue(parsed.error, "query"));
         query = parsed.data;
       }
+      const params = req.params as Record<string, string>;
+      const project = spec.project ? await loadProject(ctx, params.ref, spec.project) : undefined;
       const result = await handler({
         req,
         res,
-        params: req.params as Record<string, string>,
+        params,
         body: body as z.infer<B>,
         query: query as z.infer<Q>,
+        project: project as RouteInput<B, Q, P>["project"],
       });
       if (!res.headersSent) {
         if (result === undefined) res.status(spec.status).end();

@@ -3,6 +3,7 @@ import path from "node:path";
 import pg from "pg";
 import { databaseName } from "../db/urls";
 import { newAccessToken, newProjectRef, randomSecret, sha256 } from "./ids";
+import { withAdminTransaction } from "../db/transaction";
 
 export const DEFAULT_CLUSTER_ID = "local";
 export const DEFAULT_REGION = "local";
@@ -46,8 +47,7 @@ export async function ensureFirstStart(
     dataDir: string;
   },
 ): Promise<FirstStartResult> {
-  await client.query("begin");
-  try {
+  return withAdminTransaction(client, async () => {
     await client.query("select pg_advisory_xact_lock(7305002)");
     const cluster = await client.query("select id from platform.clusters where id = $1", [
       DEFAULT_CLUSTER_ID,
@@ -115,10 +115,6 @@ export async function ensureFirstStart(
       if (!opts.managementToken && managementToken !== local.managementToken)
         writeLocalState(opts.dataDir, { ...local, managementToken });
     }
-    await client.query("commit");
     return { defaultRef: project.rows[0].ref, managementToken };
-  } catch (e) {
-    await client.query("rollback");
-    throw e;
-  }
+  });
 }

@@ -2,6 +2,7 @@ import pg from "pg";
 import { applyBootstrap } from "../db/bootstrap";
 import { ensureLoginPassword } from "../db/loginRoles";
 import { withDatabase } from "../db/urls";
+import { runUtilityStatement } from "../db/utility";
 
 /** A Postgres cluster projects live on (a row of platform.clusters). */
 export interface Cluster {
@@ -57,7 +58,7 @@ export function clusterVersion(cluster: Cluster): Promise<string> {
  */
 export async function createProjectDatabase(cluster: Cluster, database: string): Promise<void> {
   await onCluster(cluster, async (c) => {
-    await c.query(`create database ${c.escapeIdentifier(database)}`);
+    await runUtilityStatement(c, "create database %I", [database]);
   });
   await retryingRoleChanges(() => applyBootstrap(withDatabase(cluster.adminUrl, database), ["project"]));
   await ensureLoginPassword(
@@ -85,14 +86,14 @@ async function retryingRoleChanges<T>(work: () => Promise<T>): Promise<T> {
 /** Drops a project's database, ending its sessions first. */
 export async function dropProjectDatabase(cluster: Cluster, database: string): Promise<void> {
   await onCluster(cluster, async (c) => {
-    await c.query(`drop database if exists ${c.escapeIdentifier(database)} with (force)`);
+    await runUtilityStatement(c, "drop database if exists %I with (force)", [database]);
   });
 }
 
 /** Pausing: the database refuses every new connection and its open sessions are ended. */
 export async function closeProjectDatabase(cluster: Cluster, database: string): Promise<void> {
   await onCluster(cluster, async (c) => {
-    await c.query(`alter database ${c.escapeIdentifier(database)} with allow_connections false`);
+    await runUtilityStatement(c, "alter database %I with allow_connections false", [database]);
     await c.query(
       "select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
       [database],
@@ -103,7 +104,7 @@ export async function closeProjectDatabase(cluster: Cluster, database: string): 
 /** Restoring: the database accepts connections again; answers once one succeeds. */
 export async function openProjectDatabase(cluster: Cluster, database: string): Promise<void> {
   await onCluster(cluster, async (c) => {
-    await c.query(`alter database ${c.escapeIdentifier(database)} with allow_connections true`);
+    await runUtilityStatement(c, "alter database %I with allow_connections true", [database]);
   });
   const probe = new pg.Client({ connectionString: withDatabase(cluster.adminUrl, database) });
   await probe.connect();

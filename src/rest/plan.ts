@@ -1,369 +1,165 @@
+import type { DataApiConfig } from "../catalog/dataApiConfig";
+import type { RestFunction, Relation, SchemaCache } from "../catalog/schemaCache";
 import { errors, RestError } from "./errors";
 import {
-  outputName,
-  parseField,
-  parseFilterValue,
-  type Field,
-  type Filter,
-  type LogicTree,
-  type OrderTerm,
-  type SelectItem,
-} from "./request/grammar";
+  planReadNode,
+  resolveFunction,
+  resultRelation,
+  splitRpcQuery,
+  targetRelation,
+  type ReadNode,
+} from "./readPlan";
 import type { ApiRequest } from "./request/apiRequest";
-import {
-  qualified,
-  type Column,
-  type ForeignKey,
-  type Relation,
-  type RestFunction,
-  type SchemaCache,
-} from "./schemaCache";
 
 /**
- * Stage 2: the request resolved against the schema cache. Every name is checked here (4xx errors live
- * here); the SQL builder only renders what the plan says.
+ * Stage 2: what a request will do, resolved against the schema cache. Every 4xx that depends on the schema
+ * or the payload is raised here; the SQL stage only renders a plan and the response stage only shapes the
+ * result.
  */
 
-export type Cardinality = "many-to-one" | "one-to-many" | "one-to-one" | "many-to-many";
-
-export interface Relationship {
-  cardinality: Cardinality;
-  /** For m2o/o2o-forward: FK on the parent; for o2m/o2o-backward: FK on the child; for m2m: FK junction→parent. */
-  fk: ForeignKey;
-  /** True when `fk` lives on the embedded (child) side. */
-  fkOnChild: boolean;
-  junction?: { relation: Relation; toParent: ForeignKey; toChild: ForeignKey };
-}
-
-export type OutputItem =
-  | { kind: "column"; name: string; field: Field; cast?: string }
-  /** Every column of a row whose columns the catalog does not list (a function's `returns table`). */
-  | { kind: "all" }
-  | { kind: "embed"; node: ReadNode }
-  | { kind: "count"; name: string };
-
-export interface ReadNode {
-  relation: Relation;
-  /** SQL alias, unique within the statement. */
-  alias: string;
-  items: OutputItem[];
-  filters: Filter[];
-  logic: LogicTree[];
-  order: OrderTerm[];
-  /** Order terms on to-one embeds, with the embed node they address. */
+export interface Page {
   limit?: number;
   offset?: number;
-  /** How this node joins its parent; undefined at the root. */
-  join?: {
-    relationship: Relationship;
-    inner: boolean;
-    spread: boolean;
-    /** Output key; undefined for an empty embed `rel()` that only filters. */
-    name?: string;
-  };
-  children: ReadNode[];
 }
 
+/** GET/HEAD on a table or view. */
 export interface ReadPlan {
+  kind: "read";
   root: ReadNode;
-  /** For rpc over a set-returning function, the function call replaces the root relation. */
-  fn?: RestFunction;
+  page: Page & { offset: number };
+  count: boolean;
 }
 
-function relationOf(cache: SchemaCache, schema: string, name: string): Relation {
-  const rel = cache.relations.get(qualified(schema, name));
-  if (!rel) throw errors.noTable(schema, name);
-  return rel;
+export interface InsertSpec {
+  columns: string[];
+  rows: Record<string, unknown>[];
+  /** Missing keys take the column default instead of NULL. */
+  missingDefault: boolean;
+  onConflict?: { columns: string[]; action: "merge" | "ignore" };
 }
 
-export function columnOf(rel: Relation, name: string): Column {
-  const col = rel.columns.find((c) => c.name === name);
-  if (!col) {
-    throw new RestError(400, "42703", `column ${rel.name}.${name} does not exist`);
+/** POST, PATCH or DELETE on a table or view; `root` shapes the affected rows of the response. */
+export type MutatePlan =
+  | { kind: "insert"; root: ReadNode; insert: InsertSpec }
+  | { kind: "update"; root: ReadNode; columns: string[]; payload: Record<string, unknown>; limit?: number }
+  | { kind: "delete"; root: ReadNode; limit?: number };
+
+/** What a function's result becomes: rows read like a relation, a JSON array of scalars, or one value. */
+export type CallResult =
+  { kind: "rows"; root: ReadNode; count: boolean } | { kind: "scalars" } | { kind: "value" };
+
+/** `/rpc/<fn>`: the function, its arguments and how its result is read. */
+export interface CallPlan {
+  kind: "call";
+  fn: RestFunction;
+  args: Record<string, unknown>;
+  /** Arguments from the query string arrive as text, cast to the argument types. */
+  viaQuery: boolean;
+  page: Page & { offset: number };
+  result: CallResult;
+}
+
+export type Plan = ReadPlan | MutatePlan | CallPlan;
+
+/** The root page: Range header and limit/offset, capped by max_rows. */
+function rootPage(req: ApiRequest, config: DataApiConfig): Page & { offset: number } {
+  const limitParam = rootLimit(req);
+  if (limitParam !== undefined && limitParam < 0)
+    throw errors.invalidRange("Limit should be greater than or equal to zero.");
+  const offsetParam = Math.max(0, req.offsets.find((o) => o.path.length === 0)?.value ?? 0);
+  const offset = req.range?.offset ?? offsetParam;
+  const limits = [limitParam, req.range?.limit, config.maxRows].filter((x): x is number => x !== undefined);
+  return { offset, limit: limits.length ? Math.min(...limits) : undefined };
+}
+
+const rootLimit = (req: ApiRequest) => req.limits.find((l) => l.path.length === 0)?.value;
+
+function ensureColumns(relation: Relation, columns: string[]): void {
+  for (const c of columns)
+    if (!relation.columns.some((col) => col.name === c)) throw errors.unknownColumn(c, relation.name);
+}
+
+function insertRows(req: ApiRequest): Record<string, unknown>[] {
+  const payload = req.payload ?? {};
+  const rows = Array.isArray(payload) ? payload : [payload];
+  if (!rows.every((r) => r !== null && typeof r === "object" && !Array.isArray(r))) {
+    throw errors.invalidBody("Empty or invalid json");
   }
-  return col;
+  return rows as Record<string, unknown>[];
 }
 
-const sameCols = (a: string[], b: string[]) => a.length === b.length && a.every((c) => b.includes(c));
-const isUnique = (rel: Relation, cols: string[]) => rel.uniques.some((u) => sameCols(u, cols));
-
-/** Every relationship from `parent` to a relation named `target` (PostgREST's relationship discovery). */
-function relationshipsTo(
-  cache: SchemaCache,
-  parent: Relation,
-  target: string,
-): { rel: Relation; r: Relationship }[] {
-  const found: { rel: Relation; r: Relationship }[] = [];
-  const rel = cache.relations.get(qualified(parent.schema, target));
-  const fks = cache.foreignKeys;
-  const onTable = (fk: ForeignKey, r: Relation) => fk.schema === r.schema && fk.table === r.name;
-  const refsTable = (fk: ForeignKey, r: Relation) => fk.refSchema === r.schema && fk.refTable === r.name;
-  if (rel) {
-    for (const fk of fks) {
-      if (onTable(fk, parent) && refsTable(fk, rel)) {
-        found.push({ rel, r: { cardinality: "many-to-one", fk, fkOnChild: false } });
-      }
-      if (onTable(fk, rel) && refsTable(fk, parent)) {
-        const oneToOne = isUnique(rel, fk.columns);
-        found.push({ rel, r: { cardinality: oneToOne ? "one-to-one" : "one-to-many", fk, fkOnChild: true } });
-      }
-    }
-    // many-to-many through a junction whose FK columns to both sides are part of its primary key
-    for (const junction of cache.relations.values()) {
-      const toParent = fks.filter((fk) => onTable(fk, junction) && refsTable(fk, parent));
-      const toChild = fks.filter((fk) => onTable(fk, junction) && refsTable(fk, rel));
-      for (const p of toParent) {
-        for (const c of toChild) {
-          if (p === c) continue;
-          const pk = junction.primaryKey;
-          if (p.columns.every((x) => pk.includes(x)) && c.columns.every((x) => pk.includes(x))) {
-            found.push({
-              rel,
-              r: {
-                cardinality: "many-to-many",
-                fk: p,
-                fkOnChild: false,
-                junction: { relation: junction, toParent: p, toChild: c },
-              },
-            });
-          }
-        }
-      }
-    }
-  }
-  // `rel` may also name a foreign key column or constraint of the parent (`from:sender_id(name)`).
-  for (const fk of fks) {
-    if (
-      onTable(fk, parent) &&
-      (fk.name === target || (fk.columns.length === 1 && fk.columns[0] === target))
-    ) {
-      const refRel = cache.relations.get(qualified(fk.refSchema, fk.refTable));
-      if (refRel) found.push({ rel: refRel, r: { cardinality: "many-to-one", fk, fkOnChild: false } });
+/** `columns=` when given; else the keys of the rows, which must all have the same. */
+function insertColumns(req: ApiRequest, rows: Record<string, unknown>[]): string[] {
+  if (req.columns) return req.columns;
+  const first = Object.keys(rows[0] ?? {});
+  for (const r of rows) {
+    const keys = Object.keys(r);
+    if (keys.length !== first.length || !keys.every((k) => first.includes(k))) {
+      throw errors.invalidBody("All object keys must match");
     }
   }
-  return found;
+  return first;
 }
 
-function matchesHint(r: Relationship, hint: string): boolean {
-  if (r.fk.name === hint) return true;
-  if (r.junction && (r.junction.relation.name === hint || r.junction.toChild.name === hint)) return true;
-  const cols = r.fkOnChild ? r.fk.columns : r.fk.columns;
-  return cols.length === 1 && cols[0] === hint;
-}
-
-function describeRelationship(parent: Relation, child: Relation, r: Relationship) {
+function planInsert(req: ApiRequest, relation: Relation, root: ReadNode): MutatePlan {
+  if (!relation.insertable) throw errors.notInsertable(relation.name);
+  const rows = insertRows(req);
+  const columns = insertColumns(req, rows);
+  ensureColumns(relation, columns);
+  const resolution = req.prefer.resolution;
+  const onConflict = resolution
+    ? {
+        columns: req.onConflict ?? relation.primaryKey,
+        action: resolution === "merge-duplicates" ? ("merge" as const) : ("ignore" as const),
+      }
+    : undefined;
   return {
-    cardinality: r.cardinality,
-    embedding: `${parent.name} with ${child.name}`,
-    relationship: r.junction
-      ? `${r.junction.relation.name} using ${r.junction.toParent.name}(${r.junction.toParent.columns.join(", ")}) and ${r.junction.toChild.name}(${r.junction.toChild.columns.join(", ")})`
-      : `${r.fk.name} using ${r.fk.table}(${r.fk.columns.join(", ")}) and ${r.fk.refTable}(${r.fk.refColumns.join(", ")})`,
+    kind: "insert",
+    root,
+    insert: { columns, rows, missingDefault: req.prefer.missing === "default", onConflict },
   };
 }
 
-function resolveRelationship(
-  cache: SchemaCache,
-  parent: Relation,
-  target: string,
-  hint: string | undefined,
-): { rel: Relation; r: Relationship } {
-  let candidates = relationshipsTo(cache, parent, target);
-  // dedupe identical (fk, cardinality) found by name and by column
-  candidates = candidates.filter(
-    (c, i) =>
-      candidates.findIndex(
-        (d) =>
-          d.r.fk === c.r.fk &&
-          d.r.cardinality === c.r.cardinality &&
-          d.r.junction?.toChild === c.r.junction?.toChild,
-      ) === i,
-  );
-  if (hint) candidates = candidates.filter((c) => matchesHint(c.r, hint) || c.rel.name === hint);
-  if (candidates.length === 0) throw errors.noRelationship(parent.name, target, parent.schema);
-  if (candidates.length > 1) {
-    // A direct relationship wins over many-to-many ones through a junction.
-    const direct = candidates.filter((c) => !c.r.junction);
-    if (direct.length === 1 && !hint) return direct[0];
-    throw errors.ambiguousRelationship(
-      parent.name,
-      target,
-      candidates.map((c) => describeRelationship(parent, c.rel, c.r)),
-      `Try changing '${target}' to one of the following: ${candidates
-        .map((c) => `'${target}!${c.r.junction ? c.r.junction.relation.name : c.r.fk.name}'`)
-        .join(", ")}. Find the desired relationship in the 'details' key.`,
-    );
+function planUpdate(req: ApiRequest, relation: Relation, root: ReadNode): MutatePlan {
+  const payload = (req.payload ?? {}) as Record<string, unknown>;
+  if (typeof payload !== "object" || Array.isArray(payload) || payload === null)
+    throw errors.invalidBody("Empty or invalid json");
+  const columns = req.columns ?? Object.keys(payload);
+  ensureColumns(relation, columns);
+  return { kind: "update", root, columns, payload, limit: rootLimit(req) };
+}
+
+function planCall(cache: SchemaCache, req: ApiRequest, config: DataApiConfig): CallPlan {
+  const fromQuery = splitRpcQuery(req, cache);
+  const payload = req.payload as Record<string, unknown> | undefined;
+  const args = payload ?? Object.fromEntries(fromQuery.args);
+  const fn = resolveFunction(cache, req, Object.keys(args));
+  const page = rootPage(req, config);
+  const plan = { kind: "call" as const, fn, args, viaQuery: payload === undefined, page };
+  if (fn.returnsSet && fn.returnsComposite) {
+    const root = planReadNode(cache, req, resultRelation(cache, fn), fromQuery.filters);
+    return { ...plan, result: { kind: "rows", root, count: !!req.prefer.count } };
   }
-  return candidates[0];
+  return { ...plan, result: { kind: fn.returnsSet ? "scalars" : "value" } };
 }
 
-interface Scope {
-  filters: Map<string, Filter[]>;
-  logic: Map<string, LogicTree[]>;
-  order: Map<string, OrderTerm[]>;
-  limits: Map<string, number>;
-  offsets: Map<string, number>;
-}
-
-function scopeOf(req: ApiRequest): Scope {
-  const group = <T>(items: { path: string[]; value: T }[]) => {
-    const m = new Map<string, T[]>();
-    for (const i of items) m.set(i.path.join("."), [...(m.get(i.path.join(".")) ?? []), i.value]);
-    return m;
-  };
-  return {
-    filters: group(req.filters),
-    logic: group(req.logic),
-    order: new Map([...group(req.order)].map(([k, v]) => [k, v.flat()])),
-    limits: new Map(req.limits.map((l) => [l.path.join("."), l.value])),
-    offsets: new Map(req.offsets.map((l) => [l.path.join("."), l.value])),
-  };
-}
-
-class AliasMaker {
-  private n = 0;
-  next(): string {
-    return `pgrst_${this.n++}`;
+/** Plans one parsed request against the schema cache. */
+export function planRequest(cache: SchemaCache, req: ApiRequest, config: DataApiConfig): Plan {
+  if (req.isRpc) return planCall(cache, req, config);
+  const relation = targetRelation(cache, req);
+  const root = planReadNode(cache, req, relation);
+  const page = rootPage(req, config);
+  switch (req.action) {
+    case "read":
+    case "head":
+      return { kind: "read", root, page, count: !!req.prefer.count };
+    case "insert":
+      return planInsert(req, relation, root);
+    case "update":
+      return planUpdate(req, relation, root);
+    case "delete":
+      return { kind: "delete", root, limit: rootLimit(req) };
+    default:
+      throw new RestError(405, "PGRST117", "Unsupported HTTP method");
   }
-}
-
-function checkField(rel: Relation, field: Field): void {
-  if (rel.columns.length === 0) return; // columns unknown to the catalog: PostgreSQL decides
-  if (!rel.columns.some((c) => c.name === field.name)) {
-    throw new RestError(400, "42703", `column ${rel.name}.${field.name} does not exist`);
-  }
-}
-
-function buildNode(
-  cache: SchemaCache,
-  relation: Relation,
-  select: SelectItem[],
-  path: string[],
-  scope: Scope,
-  aliases: AliasMaker,
-): ReadNode {
-  const key = path.join(".");
-  const node: ReadNode = {
-    relation,
-    alias: aliases.next(),
-    items: [],
-    filters: scope.filters.get(key) ?? [],
-    logic: scope.logic.get(key) ?? [],
-    order: scope.order.get(key) ?? [],
-    limit: scope.limits.get(key),
-    offset: scope.offsets.get(key),
-    children: [],
-  };
-  for (const item of select) {
-    if (item.kind === "star" && relation.columns.length === 0) node.items.push({ kind: "all" });
-    else if (item.kind === "star") {
-      for (const c of relation.columns)
-        node.items.push({ kind: "column", name: c.name, field: { name: c.name, path: [] } });
-    } else if (item.kind === "column") {
-      if (
-        path.length > 0 &&
-        item.field.name === "count" &&
-        item.field.path.length === 0 &&
-        !relation.columns.some((c) => c.name === "count")
-      ) {
-        node.items.push({ kind: "count", name: item.alias ?? "count" });
-        continue;
-      }
-      checkField(relation, item.field);
-      node.items.push({
-        kind: "column",
-        name: outputName(item.field, item.alias),
-        field: item.field,
-        cast: item.cast,
-      });
-    } else {
-      const { rel, r } = resolveRelationship(cache, relation, item.relation, item.hint);
-      const childPath = [...path, item.alias ?? item.relation];
-      const child = buildNode(cache, rel, item.children, childPath, scope, aliases);
-      // Filters may address the embed by its name even when it is aliased.
-      if (item.alias) {
-        const byName = [...path, item.relation].join(".");
-        child.filters.push(...(scope.filters.get(byName) ?? []));
-        child.logic.push(...(scope.logic.get(byName) ?? []));
-        child.order.push(...(scope.order.get(byName) ?? []));
-        child.limit ??= scope.limits.get(byName);
-        child.offset ??= scope.offsets.get(byName);
-      }
-      child.join = {
-        relationship: r,
-        inner: item.inner,
-        spread: item.spread,
-        name: item.children.length === 0 ? undefined : (item.alias ?? item.relation),
-      };
-      node.children.push(child);
-      node.items.push({ kind: "embed", node: child });
-    }
-  }
-  for (const f of node.filters) checkField(relation, f.field);
-  for (const t of node.order) {
-    if (!t.relation) checkField(relation, t.field);
-    else if (!node.children.some((c) => c.join?.name === t.relation || c.relation.name === t.relation)) {
-      throw errors.noRelationship(relation.name, t.relation, relation.schema);
-    }
-  }
-  return node;
-}
-
-export function planRead(cache: SchemaCache, req: ApiRequest, relation: Relation): ReadPlan {
-  return { root: buildNode(cache, relation, req.select, [], scopeOf(req), new AliasMaker()) };
-}
-
-export function targetRelation(cache: SchemaCache, req: ApiRequest): Relation {
-  return relationOf(cache, req.schema, req.target);
-}
-
-/** Resolves `/rpc/<fn>` by name and argument names (overloads by argument set). */
-export function resolveFunction(cache: SchemaCache, req: ApiRequest, argNames: string[]): RestFunction {
-  const candidates = cache.functions.get(qualified(req.schema, req.target)) ?? [];
-  const fits = candidates.filter((fn) => {
-    if (fn.args.length === 1 && fn.args[0].name === "" && /^jsonb?$/.test(fn.args[0].type)) return true;
-    const named = fn.args.map((a) => a.name);
-    return (
-      argNames.every((n) => named.includes(n)) &&
-      fn.args.every((a) => a.hasDefault || argNames.includes(a.name))
-    );
-  });
-  if (fits.length === 0) throw errors.noFunction(req.schema, req.target, argNames);
-  if (fits.length > 1) {
-    const exact = fits.filter((fn) => fn.args.length === argNames.length);
-    if (exact.length === 1) return exact[0];
-    throw errors.ambiguousFunction(req.schema, req.target);
-  }
-  return fits[0];
-}
-
-/** GET /rpc/fn?x=1&id=eq.2: parameters named like an argument are arguments, the rest filter the result. */
-export function splitRpcQuery(req: ApiRequest, cache: SchemaCache): Map<string, string> {
-  const candidates = cache.functions.get(qualified(req.schema, req.target)) ?? [];
-  const argNames = new Set(candidates.flatMap((fn) => fn.args.map((a) => a.name)));
-  const args = new Map<string, string>();
-  for (const [key, value] of req.rpcArgs) {
-    if (argNames.has(key)) args.set(key, value);
-    else req.filters.push({ path: [], value: parseFilterValue(parseField(key, "filter"), value, value) });
-  }
-  return args;
-}
-
-/** The pseudo-relation of a function's result rows, for planning select/filters over it. */
-export function resultRelation(cache: SchemaCache, fn: RestFunction): Relation {
-  if (fn.returnsRelation) {
-    const rel = cache.relations.get(qualified(fn.returnsRelation.schema, fn.returnsRelation.name));
-    if (rel) return rel;
-  }
-  return {
-    schema: fn.schema,
-    name: fn.name,
-    kind: "view",
-    columns: [],
-    primaryKey: [],
-    uniques: [],
-    insertable: false,
-    updatable: false,
-    deletable: false,
-    description: null,
-  };
 }

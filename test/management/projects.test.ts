@@ -75,6 +75,9 @@ describe("projects as real databases", () => {
     const paused = await readTitles(server, ref, anonKey);
     expect(paused.status).toBe(503);
     expect(typeof paused.body.message).toBe("string");
+    // The gate's refusal in each API's own format: the auth server's for /auth/v1.
+    const pausedAuth = await atProjectHost(server, ref, "/auth/v1/settings", { apikey: anonKey });
+    expect(pausedAuth).toMatchObject({ status: 503, body: { code: 503, error_code: "project_paused" } });
     await expect(adminQuery("select 1", [], projectDbUrl)).rejects.toThrow(
       /not currently accepting connections/,
     );

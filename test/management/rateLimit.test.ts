@@ -80,3 +80,25 @@ describe("rate limits shared by Strata processes", () => {
     expect(res.headers.get("x-ratelimit-remaining")).toBe(String(LIMIT - 1));
   });
 });
+
+describe("limits a route declares", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(() => server.stop());
+
+  it("counts database/context against its own limits (1 a second, 10 a minute), apart from the others", async () => {
+    const context = `/v1/projects/${server.ref}/database/context`;
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) {
+      const res = await mgmt(server, "GET", context);
+      if (i === 0) expect(res.headers.get("x-ratelimit-limit")).toBe("1");
+      statuses.push(res.status);
+    }
+    expect(statuses[0]).toBe(200);
+    expect(statuses).toContain(429);
+    const other = await mgmt(server, "GET", `/v1/projects/${server.ref}`);
+    expect(other.status).toBe(200);
+  });
+});

@@ -111,4 +111,35 @@ describe("REST writes through the JavaScript client", () => {
     expect(unknown.status).toBe(400);
     expect(unknown.error?.code).toBe("PGRST204");
   });
+  it("answers EXPLAIN ANALYZE of a write with its plan and writes nothing", async () => {
+    const res = await rest(server, "/teams", {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: 'application/vnd.pgrst.plan+json; for="application/json"; options=analyze|verbose',
+      },
+      body: JSON.stringify({ id: 99, name: "Explained" }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("application/vnd.pgrst.plan+json");
+    const plan = (await res.json()) as { Plan: { "Actual Rows"?: number } }[];
+    expect(plan[0].Plan["Actual Rows"]).toBeDefined();
+    expect((await server.sql("select count(*)::int as n from teams where id = 99")).rows[0].n).toBe(0);
+  });
+
+  it("reads CSV rows whose values hold commas and quotes", async () => {
+    const res = await rest(server, "/teams", {
+      method: "POST",
+      headers: { "content-type": "text/csv", prefer: "return=minimal" },
+      body: 'id,name\n41,"Green, ""the"" team"\n42,Gold\n',
+    });
+    expect(res.status).toBe(201);
+    const { rows } = await server.sql("select id, name from teams where id in (41, 42) order by id");
+    expect(rows).toEqual([
+      { id: 41, name: 'Green, "the" team' },
+      { id: 42, name: "Gold" },
+    ]);
+    const csv = await rest(server, "/teams?id=in.(41,42)&order=id", { headers: { accept: "text/csv" } });
+    expect(await csv.text()).toBe('id,name\n41,"Green, ""the"" team"\n42,Gold');
+  });
 });

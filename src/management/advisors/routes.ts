@@ -1,7 +1,6 @@
 import { Router } from "express";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 
 /** Advisors: lints computed from the project's catalog, in the platform's Lint shape. */
@@ -140,29 +139,33 @@ export function advisorRoutes(ctx: AppContext): Router {
   const router = Router();
   const access = { permission: "advisors_read", scope: "database:read" };
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: "/v1/projects/:ref/advisors/security",
       summary: "Security lints of the project's database",
       access,
       status: 200,
     },
-    async ({ params }) => ({
-      lints: await securityLints(await projectOf(ctx, params.ref, { database: true })),
+    async ({ project }) => ({
+      lints: await securityLints(project),
     }),
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: "/v1/projects/:ref/advisors/performance",
       summary: "Performance lints of the project's database",
       access,
       status: 200,
     },
-    async ({ params }) => ({
-      lints: await performanceLints(await projectOf(ctx, params.ref, { database: true })),
+    async ({ project }) => ({
+      lints: await performanceLints(project),
     }),
   );
   return router;

@@ -2,7 +2,6 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
@@ -72,17 +71,18 @@ export function analyticsRoutes(ctx: AppContext): Router {
   const router = Router();
   const base = "/v1/projects/:ref/analytics/endpoints";
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/logs`,
       summary: "Queries the project's logs (24 hours at most)",
       access: { permission: "analytics_logs_read", scope: "analytics:read" },
       query: LogQuery,
       status: 200,
     },
-    async ({ params, query }) => {
-      await projectOf(ctx, params.ref);
+    async ({ query }) => {
       const end = query.iso_timestamp_end ? Date.parse(query.iso_timestamp_end) : Date.now();
       const start = query.iso_timestamp_start ? Date.parse(query.iso_timestamp_start) : end - 60_000;
       if (end < start) throw new HttpError(400, "iso_timestamp_end must not be before iso_timestamp_start");
@@ -92,10 +92,13 @@ export function analyticsRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/usage.api-counts`,
+      rateLimits: [{ name: "usage.api-counts", points: 30, seconds: 60 }],
       summary: "Requests per service over an interval",
       access: { permission: "analytics_usage_read" },
       query: z.object({
@@ -103,8 +106,7 @@ export function analyticsRoutes(ctx: AppContext): Router {
       }),
       status: 200,
     },
-    async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, query }) => {
       await ctx.usage?.flush();
       const { span, bucket } = INTERVALS[query.interval];
       const { rows } = await ctx.platformPool.query(
@@ -124,16 +126,18 @@ export function analyticsRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/usage.api-requests-count`,
+      rateLimits: [{ name: "usage.api-requests-count", points: 30, seconds: 60 }],
       summary: "Requests of the last 24 hours",
       access: { permission: "analytics_usage_read" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project }) => {
       await ctx.usage?.flush();
       const { rows } = await ctx.platformPool.query(
         "select coalesce(sum(requests), 0)::int as count from platform.api_usage where project_ref = $1 and minute > now() - interval '1 day'",
@@ -149,24 +153,26 @@ export function analyticsRoutes(ctx: AppContext): Router {
   const load = async (ref: string) =>
     (await readSettings(ctx, ref, "log_drains", { items: [] as Drain[] })).items;
   route(
+    ctx,
     router,
-    { method: "get", path: drains, summary: "Lists log drains", access: read, status: 200 },
-    async ({ params }) => ({
-      data: (await load((await projectOf(ctx, params.ref)).ref)).map(drainJson),
+    { method: "get", project: "any", path: drains, summary: "Lists log drains", access: read, status: 200 },
+    async ({ project }) => ({
+      data: (await load(project.ref)).map(drainJson),
     }),
   );
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: drains,
       summary: "Creates a log drain",
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 201,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, body }) => {
       const drain: Drain = { id: crypto.randomUUID(), ...body.data.attributes };
       await writeSettings(
         ctx,
@@ -179,10 +185,17 @@ export function analyticsRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
-    { method: "delete", path: `${drains}/:id`, summary: "Deletes a log drain", access: write, status: 200 },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    {
+      method: "delete",
+      project: "any",
+      path: `${drains}/:id`,
+      summary: "Deletes a log drain",
+      access: write,
+      status: 200,
+    },
+    async ({ project, params }) => {
       const items = await load(project.ref);
       if (!items.some((d) => d.id === params.id))
         throw new HttpError(404, `Log drain ${params.id} not found`);

@@ -6,7 +6,6 @@ import { mintLegacyKey } from "../../auth/legacyKeys";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { projectOf } from "../projectOf";
 import {
   createApiKey,
   deleteApiKey,
@@ -82,17 +81,18 @@ export function apiKeyRoutes(ctx: AppContext): Router {
   const base = "/v1/projects/:ref/api-keys";
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: base,
       summary: "Lists the project's API keys",
       access: READ,
       query: revealQuery,
       status: 200,
     },
-    async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, params, query }) => {
       const reveal = query.reveal ?? false;
       const legacy = project.record.legacyKeysEnabled ? await legacyKeys(project, reveal) : [];
       return [...legacy, ...(await listApiKeys(pool, params.ref)).map((k) => toApiKey(k, reveal))];
@@ -100,39 +100,44 @@ export function apiKeyRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/legacy`,
       summary: "Whether the legacy JWT API keys are enabled",
       access: READ,
       status: 200,
     },
-    async ({ params }) => ({ enabled: (await projectOf(ctx, params.ref)).record.legacyKeysEnabled }),
+    async ({ project }) => ({ enabled: project.record.legacyKeysEnabled }),
   );
 
   route(
+    ctx,
     router,
     {
       method: "put",
+      project: "any",
       path: `${base}/legacy`,
       summary: "Enables or disables the legacy JWT API keys",
       access: WRITE,
       query: z.object({ enabled: booleanString }),
       status: 200,
     },
-    async ({ params, query }) => {
-      await projectOf(ctx, params.ref);
-      await setLegacyKeysEnabled(pool, params.ref, query.enabled);
-      const project = await ctx.registry.refresh(params.ref);
-      return { enabled: project!.record.legacyKeysEnabled };
+    async ({ project, query }) => {
+      await setLegacyKeysEnabled(pool, project.ref, query.enabled);
+      const refreshed = await ctx.registry.refresh(project.ref);
+      return { enabled: refreshed!.record.legacyKeysEnabled };
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: base,
       summary: "Creates a publishable or secret API key",
       access: WRITE,
@@ -146,7 +151,6 @@ export function apiKeyRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ params, query, body }) => {
-      await projectOf(ctx, params.ref);
       const row = await createApiKey(pool, params.ref, body);
       if (!row) throw new HttpError(409, `An API key named ${body.name} already exists`);
       return toApiKey(row, query.reveal ?? false);
@@ -154,17 +158,18 @@ export function apiKeyRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/:id`,
       summary: "Gets an API key",
       access: READ,
       query: revealQuery,
       status: 200,
     },
-    async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, params, query }) => {
       const legacy = (await legacyKeys(project, query.reveal ?? false)).find((k) => k.id === params.id);
       if (legacy) return legacy;
       return toApiKey(found(await getApiKey(pool, params.ref, params.id), params.id), query.reveal ?? false);
@@ -172,9 +177,11 @@ export function apiKeyRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "any",
       path: `${base}/:id`,
       summary: "Updates an API key's name, description or secret JWT template",
       access: WRITE,
@@ -187,7 +194,6 @@ export function apiKeyRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, query, body }) => {
-      await projectOf(ctx, params.ref);
       const row = await updateApiKey(pool, params.ref, params.id, body).catch((e) => {
         if (e.code === "23505") throw new HttpError(409, `An API key named ${body.name} already exists`);
         throw e;
@@ -197,9 +203,11 @@ export function apiKeyRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "any",
       path: `${base}/:id`,
       summary: "Deletes an API key: it stops opening the data APIs on the next request",
       access: WRITE,
@@ -211,7 +219,6 @@ export function apiKeyRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, query }) => {
-      await projectOf(ctx, params.ref);
       if (params.id === "anon" || params.id === "service_role") {
         throw new HttpError(400, "Legacy API keys cannot be deleted; disable them with PUT api-keys/legacy");
       }

@@ -11,7 +11,6 @@ import {
   NUMBER_FIELDS,
   STRING_FIELDS,
 } from "./fields";
-import { projectOf } from "../projectOf";
 
 const READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: { and: ["auth_config_write", "project_admin_write"] }, scope: "auth:write" };
@@ -63,18 +62,27 @@ export function authConfigRoutes(ctx: AppContext): Router {
   const path = "/v1/projects/:ref/config/auth";
 
   route(
+    ctx,
     router,
-    { method: "get", path, summary: "Gets the project's auth config", access: READ, status: 200 },
+    {
+      method: "get",
+      project: "any",
+      path,
+      summary: "Gets the project's auth config",
+      access: READ,
+      status: 200,
+    },
     async ({ params }) => {
-      await projectOf(ctx, params.ref);
       return fullConfig(await storedAuthConfig(ctx.platformPool, params.ref));
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "any",
       path,
       summary: "Changes auth config fields",
       access: WRITE,
@@ -82,7 +90,6 @@ export function authConfigRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, body }) => {
-      await projectOf(ctx, params.ref);
       const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
       return fullConfig(await updateAuthConfig(ctx.platformPool, params.ref, changes));
     },

@@ -2,7 +2,6 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
@@ -50,31 +49,34 @@ export function billingRoutes(ctx: AppContext): Router {
   const load = async (ref: string) =>
     (await readSettings(ctx, ref, "addons", { selected: [] as Selected[] })).selected;
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path,
       summary: "Lists selected and available add-ons",
       access: { permission: "infra_add_ons_read" },
       status: 200,
     },
-    async ({ params }) => ({
-      selected_addons: await load((await projectOf(ctx, params.ref)).ref),
+    async ({ project }) => ({
+      selected_addons: await load(project.ref),
       available_addons: AVAILABLE,
     }),
   );
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "any",
       path,
       summary: "Selects an add-on variant",
       access: { permission: "infra_add_ons_write" },
       body: z.object({ addon_type: z.string(), addon_variant: z.string() }),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, body }) => {
       const addon = AVAILABLE.find((a) => a.type === body.addon_type);
       const variant = addon?.variants.find((v) => v.id === body.addon_variant);
       if (!addon || !variant)
@@ -91,16 +93,17 @@ export function billingRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "any",
       path: `${path}/:variant`,
       summary: "Removes an add-on",
       access: { permission: "infra_add_ons_write" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, params }) => {
       const selected = (await load(project.ref)).filter((s) => s.variant.id !== params.variant);
       await writeSettings(ctx, project.ref, "addons", { selected: [] as Selected[] }, { selected });
       return {};

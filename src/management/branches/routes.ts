@@ -1,7 +1,6 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 
 /** Branches and action runs. Every project has its production branch; preview branches are not built yet. */
@@ -12,16 +11,17 @@ export function branchRoutes(ctx: AppContext): Router {
     scope: "environment:read",
   };
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: "/v1/projects/:ref/branches",
       summary: "Lists the project's branches",
       access: read,
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project }) => {
       const { rows } = await ctx.platformPool.query(
         "select id, created_at, updated_at from platform.projects where ref = $1",
         [project.ref],
@@ -43,9 +43,11 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: "/v1/projects/:ref/actions",
       summary: "Lists action runs",
       access: { permission: "action_runs_read", scope: "environment:read" },
@@ -55,8 +57,7 @@ export function branchRoutes(ctx: AppContext): Router {
       }),
       status: 200,
     },
-    async ({ params }) => {
-      await projectOf(ctx, params.ref);
+    async () => {
       return [];
     },
   );

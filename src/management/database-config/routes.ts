@@ -2,9 +2,9 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
+import { runUtilityStatement } from "../../db/utility";
 
 /**
  * Database configuration: PostgreSQL settings applied to the project database for real
@@ -46,12 +46,9 @@ async function databaseSettings(project: ProjectRuntime): Promise<Record<string,
 async function alterDatabase(project: ProjectRuntime, name: string, value: string | null): Promise<void> {
   const client = await project.adminPool.connect();
   try {
-    const db = client.escapeIdentifier((await client.query("select current_database() as d")).rows[0].d);
-    await client.query(
-      value === null
-        ? `alter database ${db} reset ${client.escapeIdentifier(name)}`
-        : `alter database ${db} set ${client.escapeIdentifier(name)} = ${client.escapeLiteral(value)}`,
-    );
+    const db: string = (await client.query("select current_database() as d")).rows[0].d;
+    if (value === null) await runUtilityStatement(client, "alter database %I reset %I", [db, name]);
+    else await runUtilityStatement(client, "alter database %I set %I = %L", [db, name, value]);
   } finally {
     client.release();
   }
@@ -75,16 +72,18 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
   const base = "/v1/projects/:ref";
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: `${base}/config/database/postgres`,
       summary: "Gets the database's PostgreSQL settings",
       access: { permission: "database_config_read", scope: "database:read" },
       status: 200,
     },
-    async ({ params }) => {
-      const settings = await databaseSettings(await projectOf(ctx, params.ref, { database: true }));
+    async ({ project }) => {
+      const settings = await databaseSettings(project);
       return Object.fromEntries(
         Object.keys(DATABASE_SETTINGS)
           .filter((k) => k in settings)
@@ -98,17 +97,18 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "put",
+      project: "database",
       path: `${base}/config/database/postgres`,
       summary: "Applies PostgreSQL settings to the project database (new sessions see them)",
       access: { permission: "database_config_write", scope: "database:write" },
       body: PostgresConfig.strict(),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       for (const [name, value] of Object.entries(body)) {
         if (name === "restart_database" || value === undefined) continue;
         await alterDatabase(project, name, String(value));
@@ -124,16 +124,17 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
 
   const poolerRead = { permission: "database_pooling_config_read", scope: "database:read" };
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/config/database/pooler`,
       summary: "Lists the project's poolers",
       access: poolerRead,
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project }) => {
       const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
       const url = new URL(project.record.adminUrl);
       const dbName = decodeURIComponent(url.pathname.slice(1));
@@ -157,9 +158,11 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "any",
       path: `${base}/config/database/pooler`,
       summary: "Updates the pooler settings",
       access: { permission: "database_pooling_config_write", scope: "database:write" },
@@ -171,22 +174,24 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
         .strict(),
       status: 200,
     },
-    async ({ params, body }) => {
-      const pooler = await writeSettings(ctx, (await projectOf(ctx, params.ref)).ref, "pooler", POOLER, body);
+    async ({ project, body }) => {
+      const pooler = await writeSettings(ctx, project.ref, "pooler", POOLER, body);
       return { default_pool_size: pooler.default_pool_size, pool_mode: pooler.pool_mode };
     },
   );
   for (const spelling of ["poolb", "pgbouncer"]) {
     route(
+      ctx,
       router,
       {
         method: "get",
+        project: "any",
         path: `${base}/config/database/${spelling}`,
         summary: "Gets the second pooler's config",
         access: { permission: "database_read", scope: "database:read" },
         status: 200,
       },
-      async ({ params }) => readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "poolb", POOLB),
+      async ({ project }) => readSettings(ctx, project.ref, "poolb", POOLB),
     );
   }
 
@@ -196,50 +201,46 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
     appliedSuccessfully: true,
   });
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/ssl-enforcement`,
       summary: "Gets SSL enforcement",
       access: { permission: "database_ssl_config_read", scope: "database:read" },
       status: 200,
     },
-    async ({ params }) =>
-      sslAnswer(await readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "ssl_enforcement", SSL)),
+    async ({ project }) => sslAnswer(await readSettings(ctx, project.ref, "ssl_enforcement", SSL)),
   );
   route(
+    ctx,
     router,
     {
       method: "put",
+      project: "any",
       path: `${base}/ssl-enforcement`,
       summary: "Sets SSL enforcement",
       access: { permission: "database_ssl_config_write", scope: "database:write" },
       body: z.object({ requestedConfig: z.object({ database: z.boolean() }) }),
       status: 200,
     },
-    async ({ params, body }) =>
-      sslAnswer(
-        await writeSettings(
-          ctx,
-          (await projectOf(ctx, params.ref)).ref,
-          "ssl_enforcement",
-          SSL,
-          body.requestedConfig,
-        ),
-      ),
+    async ({ project, body }) =>
+      sslAnswer(await writeSettings(ctx, project.ref, "ssl_enforcement", SSL, body.requestedConfig)),
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: `${base}/readonly`,
       summary: "Gets read-only mode",
       access: { permission: "database_readonly_config_read", scope: "database:read" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       const settings = await databaseSettings(project);
       const state = await readSettings(ctx, project.ref, "readonly", { override_active_until: "" });
       const overrideActive =
@@ -252,16 +253,17 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: `${base}/readonly/temporary-disable`,
       summary: "Lifts read-only mode for 15 minutes",
       access: { permission: "database_readonly_config_write", scope: "database:write" },
       status: 201,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       const until = new Date(Date.now() + 15 * 60_000).toISOString();
       await alterDatabase(project, "default_transaction_read_only", null);
       await writeSettings(
@@ -277,30 +279,33 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
 
   const disk = { permission: "infra_disk_config_read" };
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/config/disk`,
       summary: "Gets the disk config",
       access: disk,
       status: 200,
     },
-    async ({ params }) =>
-      readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "disk", {
+    async ({ project }) =>
+      readSettings(ctx, project.ref, "disk", {
         attributes: { iops: 3000, size_gb: 8, type: "gp3", throughput_mibps: 125 },
       }),
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: `${base}/config/disk/util`,
       summary: "Measures the database's size",
       access: disk,
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       const { rows } = await project.adminPool.query(
         "select pg_database_size(current_database())::bigint as used",
       );
@@ -313,16 +318,18 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/config/disk/autoscale`,
       summary: "Gets disk autoscaling",
       access: disk,
       status: 200,
     },
-    async ({ params }) =>
-      readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "disk_autoscale", {
+    async ({ project }) =>
+      readSettings(ctx, project.ref, "disk_autoscale", {
         growth_percent: 50,
         min_increment_gb: 4,
         max_size_gb: 60,
@@ -330,16 +337,17 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/database/backups`,
       summary: "Lists backups",
       access: { permission: "backups_read", scope: "database:read" },
       status: 200,
     },
-    async ({ params }) => {
-      await projectOf(ctx, params.ref);
+    async () => {
       return {
         region: "local",
         archiver_enabled: false,
@@ -352,16 +360,21 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: `${base}/database/context`,
+      rateLimits: [
+        { name: "context-minute", points: 10, seconds: 60 },
+        { name: "context-second", points: 1, seconds: 1 },
+      ],
       summary: "Lists the project's databases and their schemas",
       access: { permission: "database_read", scope: "projects:read" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       const { rows } = await project.adminPool.query(
         `select current_database() as name,
                 (select coalesce(json_agg(json_build_object('name', nspname) order by nspname), '[]') from pg_namespace
@@ -372,16 +385,17 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: `${base}/database/webhooks/enable`,
       summary: "Enables database webhooks",
       access: { permission: "database_webhooks_config_write", scope: "database:write" },
       status: 201,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       // Database webhooks are triggers calling an HTTP function: the schema that holds them is created for real.
       await project.adminPool.query("create schema if not exists strata_functions");
       await writeSettings(ctx, project.ref, "webhooks", { enabled: false }, { enabled: true });
@@ -390,16 +404,17 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: `${base}/upgrade/eligibility`,
       summary: "Tells whether the database can be upgraded",
       access: { permission: { and: ["project_admin_read", "database_read"] }, scope: "projects:read" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       const { rows } = await project.adminPool.query("select current_setting('server_version') as v");
       const version = String(rows[0].v).split(" ")[0];
       return {
@@ -420,28 +435,30 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/jit-access`,
       summary: "Gets just-in-time access",
       access: { permission: "project_admin_read", scope: "database:read" },
       status: 200,
     },
-    async ({ params }) =>
-      readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "jit_access", { state: "disabled" }),
+    async ({ project }) => readSettings(ctx, project.ref, "jit_access", { state: "disabled" }),
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/database/jit/list`,
       summary: "Lists just-in-time grants",
       access: { permission: "database_jit_read" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project }) => {
       const { items } = await readSettings(ctx, project.ref, "jit_grants", {
         items: [] as { user_id: string; user_roles: unknown[] }[],
       });

@@ -4,8 +4,8 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
+import { withAdminTransaction } from "../../db/transaction";
 
 /**
  * Migrations: SQL applied in one transaction with its record in the project's own database
@@ -35,20 +35,11 @@ async function inTransaction<T>(
   project: ProjectRuntime,
   work: (client: pg.PoolClient) => Promise<T>,
 ): Promise<T> {
-  const client = await project.adminPool.connect();
-  try {
-    await client.query("begin");
-    const result = await work(client);
-    await client.query("commit");
-    return result;
-  } catch (e) {
-    await client.query("rollback").catch(() => {});
-    const err = e as { message: string; code?: string };
-    if (err.code && !(e instanceof HttpError)) throw new HttpError(400, err.message);
+  return withAdminTransaction(project.adminPool, work).catch((e: { message: string; code?: string }) => {
+    // A statement of the migration failed: the caller's SQL, answered as a 400.
+    if (e.code && !(e instanceof HttpError)) throw new HttpError(400, e.message);
     throw e;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 export function migrationRoutes(ctx: AppContext): Router {
@@ -56,10 +47,17 @@ export function migrationRoutes(ctx: AppContext): Router {
   const base = "/v1/projects/:ref/database/migrations";
 
   route(
+    ctx,
     router,
-    { method: "get", path: base, summary: "Lists applied migrations", access: Access.read, status: 200 },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    {
+      method: "get",
+      project: "database",
+      path: base,
+      summary: "Lists applied migrations",
+      access: Access.read,
+      status: 200,
+    },
+    async ({ project }) => {
       const { rows } = await project.adminPool.query(
         "select version, name from strata_migrations.schema_migrations order by version",
       );
@@ -68,17 +66,19 @@ export function migrationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: base,
+      rateLimits: [{ name: "migrations", points: 120, seconds: 180 }],
       summary: "Applies a migration and records it",
       access: Access.write,
       body: MigrationBody,
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       await inTransaction(project, async (client) => {
         await client.query(body.query);
         await client.query(
@@ -93,17 +93,18 @@ export function migrationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "put",
+      project: "database",
       path: base,
       summary: "Records a migration without applying it",
       access: Access.write,
       body: MigrationBody,
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       await inTransaction(project, async (client) => {
         const existing = body.name
           ? await client.query("select version from strata_migrations.schema_migrations where name = $1", [
@@ -133,17 +134,18 @@ export function migrationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "database",
       path: base,
       summary: "Rolls back migrations from version `gte` on, newest first, with their rollback SQL",
       access: Access.write,
       query: z.object({ gte: z.string().regex(/^\d+$/, "must be a migration version") }),
       status: 200,
     },
-    async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, query }) => {
       await inTransaction(project, async (client) => {
         const { rows } = await client.query(
           "select version, rollback, applied from strata_migrations.schema_migrations where version >= $1 order by version desc",
@@ -162,16 +164,17 @@ export function migrationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: `${base}/:version`,
       summary: "Gets one migration with its statements",
       access: Access.read,
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, params }) => {
       const { rows } = await project.adminPool.query(
         `select version, name, statements, coalesce(rollback, '{}') as rollback, created_by, idempotency_key
            from strata_migrations.schema_migrations where version = $1`,
@@ -183,17 +186,18 @@ export function migrationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "database",
       path: `${base}/:version`,
       summary: "Renames a migration or replaces its rollback SQL",
       access: Access.write,
       body: z.object({ name: z.string().max(255).optional(), rollback: z.string().optional() }).strict(),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, params, body }) => {
       const { rowCount } = await project.adminPool.query(
         `update strata_migrations.schema_migrations
             set name = coalesce($2, name), rollback = case when $3::text is null then rollback else array[$3::text] end

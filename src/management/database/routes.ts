@@ -3,11 +3,12 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret } from "../../platform/ids";
-import { buildRestOpenApi } from "../../rest/openapi";
-import { restConfigOf } from "../../rest/config";
-import { projectOf } from "../projectOf";
+import { dataApiConfigOf } from "../../catalog/dataApiConfig";
+import { buildRestOpenApi } from "../../catalog/openapi";
 import { route } from "../route";
 import { runSql } from "./sqlRunner";
+import { withAdminTransaction } from "../../db/transaction";
+import { runUtilityStatement } from "../../db/utility";
 
 /** SQL, the REST layer's OpenAPI document, the owner's password and temporary login roles. */
 
@@ -21,40 +22,32 @@ const QueryBody = z.object({
 export const ownerRole = (project: ProjectRuntime) => `postgres_${project.ref}`;
 const loginRolePrefix = (project: ProjectRuntime) => `cli_login_${project.ref}_`;
 
-/** Runs DDL on the project's database as superuser; `build` receives an identifier/literal escaper. */
-async function adminExec(
-  project: ProjectRuntime,
-  build: (esc: { id(s: string): string; lit(s: string): string }) => string[],
-) {
-  const client = await project.adminPool.connect();
-  try {
-    const statements = build({ id: (s) => client.escapeIdentifier(s), lit: (s) => client.escapeLiteral(s) });
-    await client.query("begin");
-    for (const s of statements) await client.query(s);
-    await client.query("commit");
-  } catch (e) {
-    await client.query("rollback").catch(() => {});
-    throw e;
-  } finally {
-    client.release();
-  }
+/** A utility statement: a `format()` template (`%I` identifiers, `%L` literals) and its values. */
+type Utility = [template: string, ...values: string[]];
+
+/** Runs utility statements on the project's database as superuser, in one transaction. */
+async function adminExec(project: ProjectRuntime, statements: Utility[]) {
+  await withAdminTransaction(project.adminPool, async (client) => {
+    for (const [template, ...values] of statements) await runUtilityStatement(client, template, values);
+  });
 }
 
 export function databaseRoutes(ctx: AppContext): Router {
   const router = Router();
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: "/v1/projects/:ref/database/query",
       summary: "Runs SQL as the project's owner (read-only with `read_only` or a read-only token)",
       access: { permission: { or: ["database_write", "database_read"] }, scope: "database:write" },
       body: QueryBody,
       status: 201,
     },
-    async ({ req, params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, req, body }) => {
       const granted = req.principal?.permissions;
       const mayWrite = !granted || granted.includes("database_write");
       return runSql(ctx, project, {
@@ -66,25 +59,28 @@ export function databaseRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: "/v1/projects/:ref/database/query/read-only",
       summary: "Runs SQL in a read-only transaction as a read-only role",
       access: { permission: "database_read", scope: "database:read" },
       body: QueryBody.omit({ read_only: true }),
       status: 201,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       return runSql(ctx, project, { query: body.query, parameters: body.parameters, readOnly: true });
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: "/v1/projects/:ref/database/openapi",
       summary: "The REST layer's OpenAPI document for one schema",
       access: { permission: "database_read", scope: "database:read" },
@@ -96,44 +92,46 @@ export function databaseRoutes(ctx: AppContext): Router {
       }),
       status: 200,
     },
-    async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
-      const schema = query.schema ?? (await restConfigOf(ctx, project)).schemas[0];
+    async ({ project, query }) => {
+      const schema = query.schema ?? (await dataApiConfigOf(ctx, project)).schemas[0];
       return buildRestOpenApi(project, schema);
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "database",
       path: "/v1/projects/:ref/database/password",
       summary: "Sets the password of the project's owner login role",
       access: { permission: "database_config_write", scope: "database:write" },
       body: z.object({ password: z.string().min(8, "must be at least 8 characters").max(1024) }),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       const role = ownerRole(project);
       const dbName = new URL(project.record.adminUrl).pathname.slice(1);
       const exists = await project.adminPool.query("select 1 from pg_roles where rolname = $1", [role]);
-      await adminExec(project, ({ id, lit }) => [
+      await adminExec(project, [
         exists.rowCount
-          ? `alter role ${id(role)} with login password ${lit(body.password)}`
-          : `create role ${id(role)} login password ${lit(body.password)}`,
-        `grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to ${id(role)}`,
-        `grant all on database ${id(decodeURIComponent(dbName))} to ${id(role)}`,
-        `grant all on schema public to ${id(role)}`,
+          ? ["alter role %I with login password %L", role, body.password]
+          : ["create role %I login password %L", role, body.password],
+        ["grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to %I", role],
+        ["grant all on database %I to %I", decodeURIComponent(dbName), role],
+        ["grant all on schema public to %I", role],
       ]);
       return { message: `Password of ${role} updated` };
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "database",
       path: "/v1/projects/:ref/cli/login-role",
       summary: "Creates a temporary login role (read-only or not) that expires after its TTL",
       access: { permission: "database_write", scope: "database:write" },
@@ -141,8 +139,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       body: z.object({ read_only: z.boolean(), ttl_seconds: z.number().int().min(1).max(86_400).optional() }),
       status: 201,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, body }) => {
       const role =
         loginRolePrefix(project) +
         randomSecret(6)
@@ -151,34 +148,41 @@ export function databaseRoutes(ctx: AppContext): Router {
       const password = randomSecret(24);
       const ttl = body.ttl_seconds ?? 3600;
       const until = new Date(Date.now() + ttl * 1000).toISOString();
-      await adminExec(project, ({ id, lit }) => [
-        `create role ${id(role)} login password ${lit(password)} valid until ${lit(until)}`,
+      await adminExec(project, [
+        ["create role %I login password %L valid until %L", role, password, until],
         body.read_only
-          ? `grant pg_read_all_data to ${id(role)}`
-          : `grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to ${id(role)}`,
-        ...(body.read_only ? [`alter role ${id(role)} set default_transaction_read_only = on`] : []),
+          ? ["grant pg_read_all_data to %I", role]
+          : ["grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to %I", role],
+        ...(body.read_only
+          ? [["alter role %I set default_transaction_read_only = on", role] as Utility]
+          : []),
       ]);
       return { role, password, ttl_seconds: ttl };
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "database",
       path: "/v1/projects/:ref/cli/login-role",
       summary: "Drops the project's temporary login roles",
       access: { permission: "database_write", scope: "database:write" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       const { rows } = await project.adminPool.query(
         "select rolname from pg_roles where starts_with(rolname, $1)",
         [loginRolePrefix(project)],
       );
-      await adminExec(project, ({ id }) =>
-        rows.flatMap((r) => [`drop owned by ${id(r.rolname)}`, `drop role ${id(r.rolname)}`]),
+      await adminExec(
+        project,
+        rows.flatMap((r): Utility[] => [
+          ["drop owned by %I", r.rolname],
+          ["drop role %I", r.rolname],
+        ]),
       );
       return { message: `Dropped ${rows.length} login role(s)` };
     },

@@ -1,7 +1,6 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings } from "../settings";
 
@@ -9,16 +8,17 @@ import { readSettings } from "../settings";
 export function domainRoutes(ctx: AppContext): Router {
   const router = Router();
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: "/v1/projects/:ref/custom-hostname",
       summary: "Gets the custom hostname",
       access: { permission: "custom_domain_read", scope: "domains:read" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project }) => {
       const h = await readSettings(ctx, project.ref, "custom_hostname", { hostname: "" });
       return {
         status: h.hostname ? "2_initiated" : "1_not_started",
@@ -40,16 +40,19 @@ export function domainRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: "/v1/projects/:ref/vanity-subdomain",
+      rateLimits: [{ name: "GET vanity-subdomain", points: 10, seconds: 60 }],
       summary: "Gets the vanity subdomain",
       access: { permission: "vanity_subdomain_read", scope: "domains:read" },
       status: 200,
     },
-    async ({ params }) => {
-      const v = await readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "vanity_subdomain", {
+    async ({ project }) => {
+      const v = await readSettings(ctx, project.ref, "vanity_subdomain", {
         subdomain: "",
       });
       return v.subdomain
@@ -58,9 +61,11 @@ export function domainRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: "/v1/projects/:ref/vanity-subdomain/check-availability",
       summary: "Checks whether a vanity subdomain is free",
       access: { permission: "vanity_subdomain_write", scope: "domains:write" },
@@ -71,8 +76,7 @@ export function domainRoutes(ctx: AppContext): Router {
       }),
       status: 201,
     },
-    async ({ params, body }) => {
-      await projectOf(ctx, params.ref);
+    async ({ body }) => {
       const { rows } = await ctx.platformPool.query(
         "select 1 from platform.project_settings where kind = 'vanity_subdomain' and value ->> 'subdomain' = $1 union all select 1 from platform.projects where ref = $1",
         [body.vanity_subdomain],

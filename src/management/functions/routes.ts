@@ -2,7 +2,7 @@ import express, { Router, type Request } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { projectOf } from "../projectOf";
+import type { ProjectRuntime } from "../../projects/runtime";
 import { route } from "../route";
 
 /** Edge functions: deployed files and metadata are stored; Strata does not run them. */
@@ -59,10 +59,10 @@ export function functionRoutes(ctx: AppContext): Router {
   router.post(`${base}/deploy`, express.raw({ type: "multipart/form-data", limit: "20mb" }));
 
   route(
+    ctx,
     router,
-    { method: "get", path: base, summary: "Lists edge functions", access: read, status: 200 },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    { method: "get", project: "any", path: base, summary: "Lists edge functions", access: read, status: 200 },
+    async ({ project }) => {
       const { rows } = await ctx.platformPool.query(
         "select * from platform.edge_functions where project_ref = $1 order by slug",
         [project.ref],
@@ -72,17 +72,18 @@ export function functionRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: `${base}/deploy`,
       summary: "Deploys (creates or updates) a function from its files",
       access: write,
       query: z.object({ slug: Slug.optional(), bundleOnly: z.string().optional() }),
       status: 201,
     },
-    async ({ req, params, query }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, req, query }) => {
       const { metadata, files } = await readDeploy(req);
       const slug = Slug.safeParse(query.slug ?? metadata.name);
       if (!slug.success) throw new HttpError(400, `Invalid query: slug: ${slug.error.issues[0].message}`);
@@ -108,9 +109,11 @@ export function functionRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "put",
+      project: "any",
       path: base,
       summary: "Bulk-updates functions' metadata",
       access: write,
@@ -127,8 +130,7 @@ export function functionRoutes(ctx: AppContext): Router {
       ),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, body }) => {
       const updated = [];
       for (const f of body) {
         const { rows } = await ctx.platformPool.query(
@@ -144,8 +146,7 @@ export function functionRoutes(ctx: AppContext): Router {
     },
   );
 
-  const one = async (ref: string, slug: string) => {
-    const project = await projectOf(ctx, ref);
+  const one = async (project: ProjectRuntime, slug: string) => {
     const { rows } = await ctx.platformPool.query(
       "select * from platform.edge_functions where project_ref = $1 and slug = $2",
       [project.ref, slug],
@@ -154,26 +155,44 @@ export function functionRoutes(ctx: AppContext): Router {
     return rows[0];
   };
   route(
-    router,
-    { method: "get", path: `${base}/:slug`, summary: "Gets a function", access: read, status: 200 },
-    async ({ params }) => functionJson(await one(params.ref, params.slug)),
-  );
-  route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
+      path: `${base}/:slug`,
+      summary: "Gets a function",
+      access: read,
+      status: 200,
+    },
+    async ({ project, params }) => functionJson(await one(project, params.slug)),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      project: "any",
       path: `${base}/:slug/body`,
       summary: "Gets a function's files",
       access: read,
       status: 200,
     },
-    async ({ params }) => (await one(params.ref, params.slug)).files,
+    async ({ project, params }) => (await one(project, params.slug)).files,
   );
   route(
+    ctx,
     router,
-    { method: "delete", path: `${base}/:slug`, summary: "Deletes a function", access: write, status: 200 },
-    async ({ params }) => {
-      const fn = await one(params.ref, params.slug);
+    {
+      method: "delete",
+      project: "any",
+      path: `${base}/:slug`,
+      summary: "Deletes a function",
+      access: write,
+      status: 200,
+    },
+    async ({ project, params }) => {
+      const fn = await one(project, params.slug);
       await ctx.platformPool.query("delete from platform.edge_functions where id = $1", [fn.id]);
       return {};
     },

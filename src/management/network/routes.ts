@@ -3,7 +3,6 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
@@ -56,17 +55,24 @@ export function networkRoutes(ctx: AppContext): Router {
   const write = { permission: "database_network_restrictions_write", scope: "projects:write" };
 
   route(
+    ctx,
     router,
-    { method: "get", path: base, summary: "Gets the network restrictions", access: read, status: 200 },
-    async ({ params }) =>
-      answer(
-        await readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "network_restrictions", DEFAULTS),
-      ),
+    {
+      method: "get",
+      project: "any",
+      path: base,
+      summary: "Gets the network restrictions",
+      access: read,
+      status: 200,
+    },
+    async ({ project }) => answer(await readSettings(ctx, project.ref, "network_restrictions", DEFAULTS)),
   );
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: `${base}/apply`,
       summary: "Replaces the allowed CIDRs",
       access: write,
@@ -76,23 +82,23 @@ export function networkRoutes(ctx: AppContext): Router {
       }),
       status: 201,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, body }) => {
       return answer(await writeSettings(ctx, project.ref, "network_restrictions", DEFAULTS, body));
     },
   );
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "any",
       path: base,
       summary: "Adds or removes allowed CIDRs",
       access: write,
       body: z.object({ add: Lists.optional(), remove: Lists.optional() }),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, body }) => {
       const add = validate(body.add ?? {});
       const remove = body.remove ?? {};
       const current = await readSettings(ctx, project.ref, "network_restrictions", DEFAULTS);
@@ -109,33 +115,33 @@ export function networkRoutes(ctx: AppContext): Router {
   const bansRead = { permission: "database_network_bans_read", scope: "projects:read" };
   const BANS = { banned: [] as string[] };
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: "/v1/projects/:ref/network-bans/retrieve",
       summary: "Lists banned IPv4 addresses",
       access: bansRead,
       status: 201,
     },
-    async ({ params }) => ({
-      banned_ipv4_addresses: (
-        await readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "network_bans", BANS)
-      ).banned,
+    async ({ project }) => ({
+      banned_ipv4_addresses: (await readSettings(ctx, project.ref, "network_bans", BANS)).banned,
     }),
   );
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: "/v1/projects/:ref/network-bans/retrieve/enriched",
       summary: "Lists banned addresses with details",
       access: bansRead,
       status: 201,
     },
-    async ({ params }) => ({
-      banned_ipv4_addresses: (
-        await readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "network_bans", BANS)
-      ).banned.map((a) => ({
+    async ({ project }) => ({
+      banned_ipv4_addresses: (await readSettings(ctx, project.ref, "network_bans", BANS)).banned.map((a) => ({
         banned_address: a,
         identifier: "database",
         type: "fail2ban",
@@ -143,9 +149,11 @@ export function networkRoutes(ctx: AppContext): Router {
     }),
   );
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "any",
       path: "/v1/projects/:ref/network-bans",
       summary: "Lifts bans of IPv4 addresses",
       access: { permission: "database_network_bans_write", scope: "projects:write" },
@@ -156,8 +164,7 @@ export function networkRoutes(ctx: AppContext): Router {
       }),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, body }) => {
       const current = await readSettings(ctx, project.ref, "network_bans", BANS);
       await writeSettings(ctx, project.ref, "network_bans", BANS, {
         banned: current.banned.filter((a) => !body.ipv4_addresses.includes(a)),

@@ -44,6 +44,7 @@ export function organizationRoutes(ctx: AppContext): Router {
   const db = ctx.platformPool;
 
   route(
+    ctx,
     router,
     {
       method: "post",
@@ -58,6 +59,7 @@ export function organizationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -71,6 +73,7 @@ export function organizationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -93,6 +96,7 @@ export function organizationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -116,6 +120,7 @@ export function organizationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -139,6 +144,7 @@ export function organizationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -171,6 +177,7 @@ export function organizationRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { randomInt } from "node:crypto";
+import { withAdminTransaction } from "../../db/transaction";
 
 export interface OrganizationRow {
   id: string;
@@ -64,9 +65,7 @@ export async function createOrganization(
   userId: string,
   name: string,
 ): Promise<OrganizationRow> {
-  const client = await db.connect();
-  try {
-    await client.query("begin");
+  return withAdminTransaction(db, async (client) => {
     let org: OrganizationRow | undefined;
     for (let attempt = 0; !org; attempt++) {
       const slug = attempt === 0 ? slugBase(name) : `${slugBase(name)}-${suffix()}`;
@@ -81,14 +80,8 @@ export async function createOrganization(
       "insert into platform.organization_members (organization_id, user_id, role_name) values ($1, $2, 'Owner')",
       [org.id, userId],
     );
-    await client.query("commit");
     return org;
-  } catch (e) {
-    await client.query("rollback");
-    throw e;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** Members ordered by user id (the cursor of the v2 listing). */

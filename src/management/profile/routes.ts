@@ -15,6 +15,7 @@ const profile = z.object({
 export function profileRoutes(ctx: AppContext): Router {
   const router = Router();
   route(
+    ctx,
     router,
     {
       method: "get",

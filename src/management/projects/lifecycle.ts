@@ -8,6 +8,7 @@ import {
 } from "../../projects/clusters";
 import { HttpError } from "../http";
 import { deleteProjectRow, projectsComingUp, setStatus, touchProject, type ProjectRow } from "./store";
+import { withAdminTransaction } from "../../db/transaction";
 
 const LIFECYCLE_LOCK = 7_305_100;
 
@@ -122,18 +123,13 @@ export function cancelRestore(ctx: AppContext, project: ProjectRow): Promise<voi
 /** Drops the project's database and its row; the row stays when the drop fails. */
 export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
   refuseDefault(project, "deleted");
-  return withProjectLock(ctx, project, async (db) => {
-    await db.query("begin");
-    try {
-      await deleteProjectRow(db, project.ref);
+  return withProjectLock(ctx, project, (db) =>
+    withAdminTransaction(db, async (client) => {
+      await deleteProjectRow(client, project.ref);
       await ctx.registry.evict(project.ref);
       await dropProjectDatabase(project.cluster, project.database_name);
-      await db.query("commit");
-    } catch (e) {
-      await db.query("rollback");
-      throw e;
-    }
-  });
+    }),
+  );
 }
 
 /**

@@ -76,13 +76,14 @@ export function projectRoutes(ctx: AppContext): Router {
   const db = ctx.platformPool;
 
   /** The project `ref` in one of the caller's organizations, else 404. */
-  async function projectOf(userId: string, ref: string): Promise<ProjectRow> {
+  async function memberProjectRow(userId: string, ref: string): Promise<ProjectRow> {
     const project = /^[a-z]{20}$/.test(ref) ? await findProject(db, userId, ref) : undefined;
     if (!project) throw new HttpError(404, `Project ${ref} not found`);
     return project;
   }
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -96,6 +97,7 @@ export function projectRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
@@ -129,6 +131,7 @@ export function projectRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -154,6 +157,7 @@ export function projectRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -192,6 +196,7 @@ export function projectRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -201,10 +206,11 @@ export function projectRoutes(ctx: AppContext): Router {
       status: 200,
       response: projectDetail,
     },
-    async ({ req, params }) => detail(await projectOf(req.principal!.userId, params.ref)),
+    async ({ req, params }) => detail(await memberProjectRow(req.principal!.userId, params.ref)),
   );
 
   route(
+    ctx,
     router,
     {
       method: "patch",
@@ -216,13 +222,14 @@ export function projectRoutes(ctx: AppContext): Router {
       response: projectRefResponse,
     },
     async ({ req, params, body }) => {
-      const project = await projectOf(req.principal!.userId, params.ref);
+      const project = await memberProjectRow(req.principal!.userId, params.ref);
       await renameProject(db, project.ref, body.name);
       return { id: project.id, ref: project.ref, name: body.name };
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "delete",
@@ -233,13 +240,14 @@ export function projectRoutes(ctx: AppContext): Router {
       response: projectRefResponse,
     },
     async ({ req, params }) => {
-      const project = await projectOf(req.principal!.userId, params.ref);
+      const project = await memberProjectRow(req.principal!.userId, params.ref);
       await deleteProject(ctx, project);
       return { id: project.id, ref: project.ref, name: project.name };
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -251,7 +259,7 @@ export function projectRoutes(ctx: AppContext): Router {
       response: healthItem.array(),
     },
     async ({ req, params, query }) => {
-      const project = await projectOf(req.principal!.userId, params.ref);
+      const project = await memberProjectRow(req.principal!.userId, params.ref);
       const runtime = await ctx.registry.get(project.ref);
       if (!runtime) throw new HttpError(404, `Project ${params.ref} not found`);
       return projectHealth(ctx, runtime, query.services, query.timeout_ms);
@@ -264,6 +272,7 @@ export function projectRoutes(ctx: AppContext): Router {
     action: (ctx: AppContext, project: ProjectRow) => Promise<void>,
   ) =>
     route(
+      ctx,
       router,
       {
         method: "post",
@@ -274,7 +283,7 @@ export function projectRoutes(ctx: AppContext): Router {
         response: emptyObject,
       },
       async ({ req, params }) => {
-        await action(ctx, await projectOf(req.principal!.userId, params.ref));
+        await action(ctx, await memberProjectRow(req.principal!.userId, params.ref));
         return {};
       },
     );
@@ -301,6 +310,7 @@ export function projectRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -311,7 +321,7 @@ export function projectRoutes(ctx: AppContext): Router {
       response: restoreVersionsResponse,
     },
     async ({ req, params }) => {
-      const project = await projectOf(req.principal!.userId, params.ref);
+      const project = await memberProjectRow(req.principal!.userId, params.ref);
       const version = await clusterVersion(project.cluster);
       return {
         available_versions: [

@@ -1,7 +1,6 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
@@ -41,42 +40,47 @@ export function realtimeRoutes(ctx: AppContext): Router {
   const router = Router();
   const path = "/v1/projects/:ref/config/realtime";
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path,
       summary: "Gets the realtime config",
       access: { permission: "realtime_config_read" },
       status: 200,
     },
-    async ({ params }) => readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "realtime", DEFAULTS),
+    async ({ project }) => readSettings(ctx, project.ref, "realtime", DEFAULTS),
   );
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "any",
       path,
       summary: "Updates the realtime config",
       access: { permission: "realtime_config_write" },
       body: Patch,
       status: 204,
     },
-    async ({ params, body }) => {
-      await writeSettings(ctx, (await projectOf(ctx, params.ref)).ref, "realtime", DEFAULTS, body);
+    async ({ project, body }) => {
+      await writeSettings(ctx, project.ref, "realtime", DEFAULTS, body);
       return undefined;
     },
   );
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: `${path}/shutdown`,
       summary: "Shuts down the project's realtime connections",
       access: { permission: "realtime_config_write" },
       status: 204,
     },
-    async ({ params }) => {
-      await projectOf(ctx, params.ref);
+    async () => {
       return undefined;
     },
   );

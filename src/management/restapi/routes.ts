@@ -1,7 +1,7 @@
 import { Router } from "express";
 import { z } from "zod";
+import { readRestapiConfig } from "../../catalog/dataApiConfig";
 import type { AppContext } from "../../context";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 
 /** The REST layer's configuration (`restapi`; the platform spells it `postgrest`). */
@@ -30,38 +30,39 @@ const RestConfig = z.object({
   db_pool: z.number().int().nullable(),
 });
 
-async function readConfig(ctx: AppContext, ref: string) {
-  const { rows } = await ctx.platformPool.query(
-    `select coalesce(c.db_schema, 'public') as db_schema, coalesce(c.db_extra_search_path, 'public, extensions') as db_extra_search_path,
-            coalesce(c.max_rows, 1000) as max_rows, c.db_pool, p.jwt_secret
-       from platform.projects p left join platform.restapi_config c on c.project_ref = p.ref where p.ref = $1`,
-    [ref],
-  );
-  return rows[0];
+async function jwtSecretOf(ctx: AppContext, ref: string): Promise<string> {
+  const { rows } = await ctx.platformPool.query("select jwt_secret from platform.projects where ref = $1", [
+    ref,
+  ]);
+  return rows[0].jwt_secret;
 }
 
 export function restapiRoutes(ctx: AppContext): Router {
   const router = Router();
   for (const spelling of ["restapi", "postgrest"]) {
     route(
+      ctx,
       router,
       {
         method: "get",
+        project: "any",
         path: `/v1/projects/:ref/${spelling}`,
         summary: "Gets the REST layer's config, with the JWT secret",
         access: { permission: "data_api_config_read", scope: "rest:read" },
         status: 200,
         response: RestConfig.extend({ jwt_secret: z.string() }),
       },
-      async ({ params }) => {
-        const project = await projectOf(ctx, params.ref);
-        return readConfig(ctx, project.ref);
+      async ({ project }) => {
+        const config = await readRestapiConfig(ctx.platformPool, project.ref);
+        return { ...config, jwt_secret: await jwtSecretOf(ctx, project.ref) };
       },
     );
     route(
+      ctx,
       router,
       {
         method: "patch",
+        project: "any",
         path: `/v1/projects/:ref/${spelling}`,
         summary: "Updates the REST layer's config; /rest/v1 and /graphql/v1 honour it on the next request",
         access: { permission: "data_api_config_write", scope: "rest:write" },
@@ -69,8 +70,7 @@ export function restapiRoutes(ctx: AppContext): Router {
         status: 200,
         response: RestConfig,
       },
-      async ({ params, body }) => {
-        const project = await projectOf(ctx, params.ref);
+      async ({ project, body }) => {
         await ctx.platformPool.query(
           `insert into platform.restapi_config (project_ref, db_schema, db_extra_search_path, max_rows, db_pool)
            values ($1, coalesce($2, 'public'), coalesce($3, 'public, extensions'), coalesce($4, 1000), $5)
@@ -90,8 +90,7 @@ export function restapiRoutes(ctx: AppContext): Router {
           ],
         );
         project.invalidateSchema("restapi config");
-        const { jwt_secret: _secret, ...config } = await readConfig(ctx, project.ref);
-        return config;
+        return readRestapiConfig(ctx.platformPool, project.ref);
       },
     );
   }

@@ -3,9 +3,9 @@ import type pg from "pg";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { decryptSecret, digestOf, encryptSecret, newRootKey } from "./crypto";
+import { withAdminTransaction } from "../../db/transaction";
 
 /** Project secrets (encrypted at rest) and the root key they are encrypted under (`sodium`/`pgsodium`). */
 
@@ -33,40 +33,23 @@ async function rootKeyOf(client: pg.Pool | pg.PoolClient, ref: string): Promise<
   return rows[0].root_key;
 }
 
-async function inPlatformTransaction<T>(
-  ctx: AppContext,
-  work: (client: pg.PoolClient) => Promise<T>,
-): Promise<T> {
-  const client = await ctx.platformPool.connect();
-  try {
-    await client.query("begin");
-    const result = await work(client);
-    await client.query("commit");
-    return result;
-  } catch (e) {
-    await client.query("rollback").catch(() => {});
-    throw e;
-  } finally {
-    client.release();
-  }
-}
-
 export function secretRoutes(ctx: AppContext): Router {
   const router = Router();
   const read = { permission: "edge_functions_secrets_read", scope: "secrets:read" };
   const write = { permission: "edge_functions_secrets_write", scope: "secrets:write" };
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: "/v1/projects/:ref/secrets",
       summary: "Lists secrets (values as SHA-256 digests)",
       access: read,
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project }) => {
       const { rows } = await ctx.platformPool.query(
         "select name, value_digest as value, updated_at from platform.project_secrets where project_ref = $1 order by name",
         [project.ref],
@@ -76,18 +59,19 @@ export function secretRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: "/v1/projects/:ref/secrets",
       summary: "Creates or replaces secrets in bulk",
       access: write,
       body: SecretsBody,
       status: 201,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
-      await inPlatformTransaction(ctx, async (client) => {
+    async ({ project, body }) => {
+      await withAdminTransaction(ctx.platformPool, async (client) => {
         const key = await rootKeyOf(client, project.ref);
         for (const { name, value } of body) {
           await client.query(
@@ -102,17 +86,18 @@ export function secretRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "any",
       path: "/v1/projects/:ref/secrets",
       summary: "Deletes secrets by name",
       access: write,
       body: z.array(z.string().min(1)).min(1, "must list at least one secret name"),
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, body }) => {
       await ctx.platformPool.query(
         "delete from platform.project_secrets where project_ref = $1 and name = any($2)",
         [project.ref, body],
@@ -124,32 +109,34 @@ export function secretRoutes(ctx: AppContext): Router {
   for (const spelling of ["sodium", "pgsodium"]) {
     const admin = { permission: "project_admin_write" };
     route(
+      ctx,
       router,
       {
         method: "get",
+        project: "any",
         path: `/v1/projects/:ref/${spelling}`,
         summary: "Gets the root key secrets are encrypted under",
         access: { ...admin, scope: "secrets:read" },
         status: 200,
       },
-      async ({ params }) => {
-        const project = await projectOf(ctx, params.ref);
+      async ({ project }) => {
         return { root_key: await rootKeyOf(ctx.platformPool, project.ref) };
       },
     );
     route(
+      ctx,
       router,
       {
         method: "put",
+        project: "any",
         path: `/v1/projects/:ref/${spelling}`,
         summary: "Replaces the root key, re-encrypting every secret in one transaction",
         access: { ...admin, scope: "secrets:write" },
         body: z.object({ root_key: z.string().min(32, "must be at least 32 characters").max(512) }),
         status: 200,
       },
-      async ({ params, body }) => {
-        const project = await projectOf(ctx, params.ref);
-        await inPlatformTransaction(ctx, async (client) => {
+      async ({ project, body }) => {
+        await withAdminTransaction(ctx.platformPool, async (client) => {
           const oldKey = await rootKeyOf(client, project.ref);
           const { rows } = await client.query(
             "select name, ciphertext from platform.project_secrets where project_ref = $1 for update",

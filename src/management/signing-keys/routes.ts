@@ -12,7 +12,6 @@ import {
 } from "../../auth/signingKeys";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { projectOf } from "../projectOf";
 import {
   deleteSigningKey,
   getSigningKey,
@@ -49,18 +48,27 @@ export function signingKeyRoutes(ctx: AppContext): Router {
   const base = "/v1/projects/:ref/config/auth/signing-keys";
 
   route(
+    ctx,
     router,
-    { method: "get", path: base, summary: "Lists the project's signing keys", access: READ, status: 200 },
+    {
+      method: "get",
+      project: "any",
+      path: base,
+      summary: "Lists the project's signing keys",
+      access: READ,
+      status: 200,
+    },
     async ({ params }) => {
-      await projectOf(ctx, params.ref);
       return { keys: (await listSigningKeys(pool, params.ref)).map(toSigningKey) };
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: base,
       summary:
         "Creates a signing key (generated, or imported from private_jwk); standby unless a status is given",
@@ -73,7 +81,6 @@ export function signingKeyRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ params, body }) => {
-      await projectOf(ctx, params.ref);
       let privateJwk = body.private_jwk as JWK | undefined;
       if (privateJwk) {
         await checkPrivateJwk(body.algorithm, privateJwk).catch((e) => {
@@ -95,16 +102,17 @@ export function signingKeyRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/legacy`,
       summary: "The signing key registered from the project's JWT secret",
       access: READ,
       status: 200,
     },
     async ({ params }) => {
-      await projectOf(ctx, params.ref);
       const row = await legacySigningKey(pool, params.ref);
       if (!row) throw new HttpError(404, "The JWT secret is not registered as a signing key");
       return toSigningKey(row);
@@ -112,16 +120,17 @@ export function signingKeyRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: `${base}/legacy`,
       summary: "Registers the project's JWT secret as an in_use HS256 signing key",
       access: WRITE,
       status: 201,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, params }) => {
       const existing = await legacySigningKey(pool, params.ref);
       if (existing) return toSigningKey(existing);
       const secret = Buffer.from(project.record.jwtSecret).toString("base64url");
@@ -138,18 +147,27 @@ export function signingKeyRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
-    { method: "get", path: `${base}/:id`, summary: "Gets a signing key", access: READ, status: 200 },
+    {
+      method: "get",
+      project: "any",
+      path: `${base}/:id`,
+      summary: "Gets a signing key",
+      access: READ,
+      status: 200,
+    },
     async ({ params }) => {
-      await projectOf(ctx, params.ref);
       return toSigningKey(found(await getSigningKey(pool, params.ref, params.id), params.id));
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "any",
       path: `${base}/:id`,
       summary: "Changes a signing key's status; in_use makes the previous in_use key previously_used",
       access: WRITE,
@@ -157,7 +175,6 @@ export function signingKeyRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, body }) => {
-      await projectOf(ctx, params.ref);
       const row = found(await getSigningKey(pool, params.ref, params.id), params.id);
       if (row.status === "revoked" && body.status !== "revoked") {
         throw new HttpError(400, "A revoked signing key cannot be used again");
@@ -169,16 +186,17 @@ export function signingKeyRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "any",
       path: `${base}/:id`,
       summary: "Deletes a signing key that has been revoked for a while",
       access: WRITE,
       status: 200,
     },
     async ({ params }) => {
-      await projectOf(ctx, params.ref);
       const row = found(await getSigningKey(pool, params.ref, params.id), params.id);
       const wait = ctx.config.signingKeyDeleteAfterSeconds * 1000;
       if (row.status !== "revoked" || !row.revoked_at || Date.now() - row.revoked_at.getTime() < wait) {

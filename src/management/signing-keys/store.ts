@@ -1,6 +1,7 @@
 import type { JWK } from "jose";
 import type pg from "pg";
 import type { SigningAlgorithm, SigningKeyRow, SigningKeyStatus } from "../../auth/signingKeys";
+import { withAdminTransaction } from "../../db/transaction";
 
 export async function listSigningKeys(pool: pg.Pool, ref: string): Promise<SigningKeyRow[]> {
   const { rows } = await pool.query(
@@ -40,21 +41,6 @@ async function demoteInUse(client: pg.PoolClient, ref: string, status: SigningKe
   );
 }
 
-async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query("begin");
-    const result = await work(client);
-    await client.query("commit");
-    return result;
-  } catch (e) {
-    await client.query("rollback");
-    throw e;
-  } finally {
-    client.release();
-  }
-}
-
 export function insertSigningKey(
   pool: pg.Pool,
   ref: string,
@@ -67,7 +53,7 @@ export function insertSigningKey(
     isLegacy?: boolean;
   },
 ): Promise<SigningKeyRow> {
-  return inTransaction(pool, async (client) => {
+  return withAdminTransaction(pool, async (client) => {
     await demoteInUse(client, ref, key.status);
     const { rows } = await client.query(
       `insert into platform.signing_keys (id, project_ref, algorithm, status, private_jwk, public_jwk, is_legacy)
@@ -92,7 +78,7 @@ export function setSigningKeyStatus(
   id: string,
   status: SigningKeyStatus,
 ): Promise<SigningKeyRow | undefined> {
-  return inTransaction(pool, async (client) => {
+  return withAdminTransaction(pool, async (client) => {
     await demoteInUse(client, ref, status, id);
     const { rows } = await client.query(
       `update platform.signing_keys

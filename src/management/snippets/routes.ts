@@ -37,6 +37,7 @@ export function snippetRoutes(ctx: AppContext): Router {
   const router = Router();
   const access = { permission: "snippets_read", scope: "database:read" };
   route(
+    ctx,
     router,
     {
       method: "get",
@@ -69,6 +70,7 @@ export function snippetRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "get",

@@ -3,7 +3,6 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
@@ -72,17 +71,18 @@ export function ssoRoutes(ctx: AppContext): Router {
   };
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: base,
       summary: "Creates a SAML provider",
       access: write,
       body: Create,
       status: 201,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, body }) => {
       const now = new Date().toISOString();
       const id = randomUUID();
       const provider: Provider = {
@@ -109,27 +109,37 @@ export function ssoRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
-    { method: "get", path: base, summary: "Lists SSO providers", access: read, status: 200 },
-    async ({ params }) => ({ items: await load((await projectOf(ctx, params.ref)).ref) }),
+    { method: "get", project: "any", path: base, summary: "Lists SSO providers", access: read, status: 200 },
+    async ({ project }) => ({ items: await load(project.ref) }),
   );
   route(
+    ctx,
     router,
-    { method: "get", path: `${base}/:id`, summary: "Gets an SSO provider", access: read, status: 200 },
-    async ({ params }) => find(await load((await projectOf(ctx, params.ref)).ref), params.id),
+    {
+      method: "get",
+      project: "any",
+      path: `${base}/:id`,
+      summary: "Gets an SSO provider",
+      access: read,
+      status: 200,
+    },
+    async ({ project, params }) => find(await load(project.ref), params.id),
   );
   route(
+    ctx,
     router,
     {
       method: "put",
+      project: "any",
       path: `${base}/:id`,
       summary: "Updates an SSO provider",
       access: write,
       body: Update,
       status: 200,
     },
-    async ({ params, body }) => {
-      const project = await projectOf(ctx, params.ref);
+    async ({ project, params, body }) => {
       const items = await load(project.ref);
       const p = find(items, params.id);
       const now = new Date().toISOString();
@@ -147,10 +157,17 @@ export function ssoRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
-    { method: "delete", path: `${base}/:id`, summary: "Deletes an SSO provider", access: write, status: 200 },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref);
+    {
+      method: "delete",
+      project: "any",
+      path: `${base}/:id`,
+      summary: "Deletes an SSO provider",
+      access: write,
+      status: 200,
+    },
+    async ({ project, params }) => {
       const items = await load(project.ref);
       const p = find(items, params.id);
       await save(

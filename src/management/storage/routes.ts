@@ -1,7 +1,6 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
@@ -36,28 +35,32 @@ export function storageRoutes(ctx: AppContext): Router {
   const router = Router();
   const path = "/v1/projects/:ref/config/storage";
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path,
       summary: "Gets the storage config",
       access: { permission: "storage_config_read" },
       status: 200,
     },
-    async ({ params }) => readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "storage", DEFAULTS),
+    async ({ project }) => readSettings(ctx, project.ref, "storage", DEFAULTS),
   );
   route(
+    ctx,
     router,
     {
       method: "patch",
+      project: "any",
       path,
       summary: "Updates the storage config",
       access: { permission: "storage_config_write" },
       body: Patch,
       status: 200,
     },
-    async ({ params, body }) => {
-      const current = await readSettings(ctx, (await projectOf(ctx, params.ref)).ref, "storage", DEFAULTS);
+    async ({ project, params, body }) => {
+      const current = await readSettings(ctx, project.ref, "storage", DEFAULTS);
       const features = body.features ? { ...current.features, ...body.features } : undefined;
       await writeSettings(ctx, params.ref, "storage", DEFAULTS, {
         ...body,
@@ -67,16 +70,17 @@ export function storageRoutes(ctx: AppContext): Router {
     },
   );
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: "/v1/projects/:ref/storage/buckets",
       summary: "Lists storage buckets",
       access: { permission: "storage_read", scope: "storage:read" },
       status: 200,
     },
-    async ({ params }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project }) => {
       const exists = await project.adminPool.query(
         "select to_regclass('storage.buckets') is not null as present",
       );

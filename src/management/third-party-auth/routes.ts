@@ -5,7 +5,6 @@ import type { AppContext } from "../../context";
 import { resolveJwks } from "../../auth/thirdParty";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { projectOf } from "../projectOf";
 
 const READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: "auth_config_write", scope: "auth:write" };
@@ -49,9 +48,11 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
   }
 
   route(
+    ctx,
     router,
     {
       method: "post",
+      project: "any",
       path: base,
       summary: "Adds a third-party auth integration (OIDC issuer, JWKS URL or custom JWKS)",
       access: WRITE,
@@ -59,7 +60,6 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ params, body }) => {
-      await projectOf(ctx, params.ref);
       const source = {
         oidc_issuer_url: body.oidc_issuer_url ?? null,
         jwks_url: body.jwks_url ?? null,
@@ -85,10 +85,17 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
-    { method: "get", path: base, summary: "Lists third-party auth integrations", access: READ, status: 200 },
+    {
+      method: "get",
+      project: "any",
+      path: base,
+      summary: "Lists third-party auth integrations",
+      access: READ,
+      status: 200,
+    },
     async ({ params }) => {
-      await projectOf(ctx, params.ref);
       const { rows } = await pool.query(
         `select ${COLUMNS} from platform.third_party_auth where project_ref = $1 order by inserted_at`,
         [params.ref],
@@ -98,31 +105,33 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
   );
 
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "any",
       path: `${base}/:tpa_id`,
       summary: "Gets a third-party auth integration",
       access: READ,
       status: 200,
     },
     async ({ params }) => {
-      await projectOf(ctx, params.ref);
       return one(params.ref, params.tpa_id);
     },
   );
 
   route(
+    ctx,
     router,
     {
       method: "delete",
+      project: "any",
       path: `${base}/:tpa_id`,
       summary: "Removes a third-party auth integration: its tokens are refused from the next request",
       access: WRITE,
       status: 200,
     },
     async ({ params }) => {
-      await projectOf(ctx, params.ref);
       const row = await one(params.ref, params.tpa_id);
       await pool.query("delete from platform.third_party_auth where id = $1", [row.id]);
       return row;

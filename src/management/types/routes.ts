@@ -1,16 +1,17 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { projectOf } from "../projectOf";
 import { route } from "../route";
 import { generateTypescript } from "./typescript";
 
 export function typeRoutes(ctx: AppContext): Router {
   const router = Router();
   route(
+    ctx,
     router,
     {
       method: "get",
+      project: "database",
       path: "/v1/projects/:ref/types/typescript",
       summary: "Generates TypeScript types of the database for the platform's JavaScript client",
       access: { permission: "database_read", scope: "database:read" },
@@ -25,8 +26,7 @@ export function typeRoutes(ctx: AppContext): Router {
       }),
       status: 200,
     },
-    async ({ params, query }) => {
-      const project = await projectOf(ctx, params.ref, { database: true });
+    async ({ project, query }) => {
       const schemas = (query.included_schemas ?? "public").split(",");
       return { types: await generateTypescript(project, schemas) };
     },

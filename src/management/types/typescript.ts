@@ -5,7 +5,7 @@ import {
   type Relation,
   type RestFunction,
   type SchemaCache,
-} from "../../rest/schemaCache";
+} from "../../catalog/schemaCache";
 
 /**
  * A TypeScript `Database` type in the format of the platform CLI's `gen types typescript`, for the

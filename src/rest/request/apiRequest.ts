@@ -1,5 +1,9 @@
+import { parse as parseCsv } from "csv-parse/sync";
+import Negotiator from "negotiator";
+import parseRangeHeader from "range-parser";
 import { errors, RestError } from "../errors";
 import {
+  parseColumnList,
   parseField,
   parseFilterValue,
   parseLogicTree,
@@ -62,8 +66,6 @@ export interface ApiRequest {
   rpcArgs: Map<string, string>;
   /** Set for `Accept: application/vnd.pgrst.plan+text|json`: answer with the EXPLAIN output. */
   explain?: { format: "text" | "json"; for: string; options: string[] };
-  /** Raw query pairs, for building Location headers. */
-  rawQuery: URLSearchParams;
 }
 
 export interface HttpInput {
@@ -106,7 +108,8 @@ function parsePrefer(value: string | undefined): Preferences {
 
 function parseAccept(value: string | undefined, method: string): MediaType {
   if (!value) return "json";
-  const types = value.split(",").map((t) => t.split(";")[0].trim().toLowerCase());
+  // The client's media types, most preferred first (q-values honoured).
+  const types = new Negotiator({ headers: { accept: value } }).mediaTypes().map((t) => t.toLowerCase());
   for (const t of types) {
     if (t === "application/vnd.pgrst.object+json" || t === "application/vnd.pgrst.object") return "object";
     if (
@@ -143,21 +146,26 @@ function nonNegativeInt(text: string, what: "limit" | "offset"): number {
   return Number(text);
 }
 
+/** Rows have no known count before the query runs: an open range ends at this bound. */
+const UNBOUNDED = Number.MAX_SAFE_INTEGER;
+
+/** `Range: items=0-9` (or `0-9` with `Range-Unit: items`): one range of rows; others are ignored. */
 function parseRange(h: HttpInput["headers"]): ApiRequest["range"] {
   const unit = header(h, "range-unit");
-  const range = header(h, "range");
+  const range = header(h, "range")?.trim();
   if (!range || (unit && unit.toLowerCase() !== "items")) return undefined;
-  const m = /^(?:items=)?\s*(\d+)-(\d*)\s*$/.exec(range);
-  if (!m) return undefined;
-  const from = Number(m[1]);
-  if (m[2] === "") return { offset: from };
-  const to = Number(m[2]);
-  if (to < from) {
+  const spec = range.includes("=") ? range : `items=${range}`;
+  // A suffix range (`-5`, the last rows) has no meaning before the rows are counted.
+  if (/=\s*-/.test(spec)) return undefined;
+  const ranges = parseRangeHeader(UNBOUNDED, spec);
+  if (ranges === -1) {
     throw errors.invalidRange(
       "The lower boundary must be lower than or equal to the upper boundary in the Range header.",
     );
   }
-  return { offset: from, limit: to - from + 1 };
+  if (ranges === -2 || ranges.type !== "items" || ranges.length !== 1) return undefined;
+  const { start, end } = ranges[0];
+  return end === UNBOUNDED - 1 ? { offset: start } : { offset: start, limit: end - start + 1 };
 }
 
 const ACTIONS: Record<string, Action> = {
@@ -182,9 +190,16 @@ function parsePayload(body: Buffer | undefined, contentType: string | undefined)
     return Object.fromEntries(new URLSearchParams(text));
   }
   if (type === "text/csv") {
-    const [head, ...lines] = text.split(/\r?\n/).filter((l) => l !== "");
-    const cols = head.split(",");
-    return lines.map((l) => Object.fromEntries(l.split(",").map((v, i) => [cols[i], v === "" ? null : v])));
+    try {
+      // The header row names the columns; an empty unquoted field is NULL.
+      return parseCsv(text, {
+        columns: true,
+        skip_empty_lines: true,
+        cast: (value, context) => (!context.header && !context.quoting && value === "" ? null : value),
+      });
+    } catch (e) {
+      throw errors.invalidBody(`Invalid CSV: ${(e as Error).message}`);
+    }
   }
   try {
     return JSON.parse(text);
@@ -222,15 +237,14 @@ export function parseApiRequest(input: HttpInput, exposedSchemas: string[]): Api
     prefer: parsePrefer(header(input.headers, "prefer")),
     media: parseAccept(header(input.headers, "accept"), input.method),
     rpcArgs: new Map(),
-    rawQuery: input.query,
   };
   if (req.media === "plan") req.explain = parsePlanAccept(header(input.headers, "accept")!);
 
   for (const [key, value] of input.query) {
     if (key === "apikey") continue;
     if (key === "select") req.select = parseSelect(value);
-    else if (key === "columns") req.columns = value.split(",").map((c) => c.trim().replace(/^"|"$/g, ""));
-    else if (key === "on_conflict") req.onConflict = value.split(",").map((c) => c.trim());
+    else if (key === "columns") req.columns = parseColumnList(value);
+    else if (key === "on_conflict") req.onConflict = parseColumnList(value);
     else {
       const { path, name } = scoped(key);
       if (name === "order") req.order.push({ path, value: parseOrder(value) });

@@ -31,6 +31,12 @@ export type SelectItem =
       children: SelectItem[];
     };
 
+export type IsTest = "null" | "not_null" | "true" | "false" | "unknown";
+
+/** A filter's right-hand side, parsed for its operator: `is` tests, lists for `in` and quantifiers, else text. */
+export type Operand =
+  { kind: "text"; text: string } | { kind: "list"; items: string[] } | { kind: "is"; test: IsTest };
+
 export interface Filter {
   kind: "filter";
   field: Field;
@@ -39,7 +45,7 @@ export interface Filter {
   quantifier?: "any" | "all";
   /** fts language, as in `fts(english)`. */
   language?: string;
-  value: string;
+  operand: Operand;
 }
 
 export interface LogicTree {
@@ -198,17 +204,46 @@ export function parseFilterValue(field: Field, rhs: string, whole: string): Filt
     throw errors.parse("filter", whole, 1, `unknown or malformed operator in "${rhs}"`);
   }
   const [, operator, modifier, value] = m;
-  const filter: Filter = { kind: "filter", field, negate, operator, value };
+  let language: string | undefined;
+  let quantifier: Filter["quantifier"];
   if (modifier !== undefined) {
-    if (["fts", "plfts", "phfts", "wfts"].includes(operator)) filter.language = modifier;
+    if (["fts", "plfts", "phfts", "wfts"].includes(operator)) language = modifier;
     else if (
       (modifier === "any" || modifier === "all") &&
       ["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "match", "imatch"].includes(operator)
     )
-      filter.quantifier = modifier;
+      quantifier = modifier;
     else throw errors.parse("filter", whole, 1, `unexpected modifier "${modifier}" for operator ${operator}`);
   }
+  const filter: Filter = {
+    kind: "filter",
+    field,
+    negate,
+    operator,
+    operand: parseOperand(operator, value, !!quantifier),
+  };
+  if (language !== undefined) filter.language = language;
+  if (quantifier) filter.quantifier = quantifier;
   return filter;
+}
+
+const IS_TESTS = new Set<string>(["null", "not_null", "true", "false", "unknown"]);
+
+function parseOperand(operator: string, value: string, quantified: boolean): Operand {
+  if (operator === "is") {
+    const test = value.toLowerCase();
+    if (!IS_TESTS.has(test)) {
+      throw errors.parse(
+        "filter",
+        `is.${value}`,
+        4,
+        `unexpected "${value}" expecting null, not_null, true, false or unknown`,
+      );
+    }
+    return { kind: "is", test: test as IsTest };
+  }
+  if (operator === "in" || quantified) return { kind: "list", items: parseList(value) };
+  return { kind: "text", text: value };
 }
 
 /** `(a.eq.1,and(b.gt.2,c.is.null))` after `or=` / `and=` / `not.or=`. */
@@ -264,6 +299,11 @@ export function parseOrder(input: string): OrderTerm[] {
     offset += raw.length + 1;
   }
   return terms;
+}
+
+/** A comma-separated list of column names (`columns=`, `on_conflict=`), double quotes allowed. */
+export function parseColumnList(value: string): string[] {
+  return splitTopLevel(value).map(unquote);
 }
 
 /** Items of `in.(a,"b,c")` / quantifier lists `{a,b}`. */

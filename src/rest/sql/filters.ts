@@ -1,6 +1,5 @@
 import { sql, type SQL } from "pg-sql2";
-import { parseList, type Field, type Filter, type LogicTree } from "../request/grammar";
-import { errors } from "../errors";
+import type { Field, Filter, IsTest, LogicTree } from "../request/grammar";
 
 /** `alias."col"->'k'->>0`: a column with its JSON path. */
 export function fieldSql(alias: string, field: Field): SQL {
@@ -10,11 +9,6 @@ export function fieldSql(alias: string, field: Field): SQL {
     expr = step.arrow === "->" ? sql`(${expr} -> ${key})` : sql`(${expr} ->> ${key})`;
   }
   return expr;
-}
-
-/** A PostgreSQL array literal of text items, for `= any($1)`; PostgreSQL casts it to the column's type. */
-export function arrayLiteral(items: string[]): string {
-  return "{" + items.map((i) => '"' + i.replace(/\\/g, "\\\\").replace(/"/g, '\\"') + '"').join(",") + "}";
 }
 
 // Operators as fixed SQL fragments: nothing of the request reaches the SQL text.
@@ -52,51 +46,39 @@ function likePattern(op: string, value: string): string {
   return op === "like" || op === "ilike" ? value.replace(/\*/g, "%") : value;
 }
 
-function isSql(f: Filter, lhs: SQL): SQL {
-  switch (f.value.toLowerCase()) {
-    case "null":
-      return sql`${lhs} is null`;
-    case "not_null":
-      return sql`${lhs} is not null`;
-    case "true":
-      return sql`${lhs} is true`;
-    case "false":
-      return sql`${lhs} is false`;
-    case "unknown":
-      return sql`${lhs} is unknown`;
-    default:
-      throw errors.parse(
-        "filter",
-        `is.${f.value}`,
-        4,
-        `unexpected "${f.value}" expecting null, not_null, true, false or unknown`,
-      );
-  }
-}
+const IS_TESTS: Record<IsTest, SQL> = {
+  null: sql`is null`,
+  not_null: sql`is not null`,
+  true: sql`is true`,
+  false: sql`is false`,
+  unknown: sql`is unknown`,
+};
 
 /** One filter as a boolean SQL expression over `alias`. Values are always bound parameters. */
 export function filterSql(alias: string, f: Filter): SQL {
   const lhs = fieldSql(alias, f.field);
+  const operand = f.operand;
   let cond: SQL;
-  if (f.operator === "is") cond = isSql(f, lhs);
-  else if (f.operator === "isdistinct") cond = sql`${lhs} is distinct from ${sql.value(f.value)}`;
-  else if (f.operator === "in") {
-    const items = parseList(f.value);
-    cond = items.length === 0 ? sql`false` : sql`${lhs} = any(${sql.value(arrayLiteral(items))})`;
-  } else if (FTS[f.operator]) {
+  if (operand.kind === "is") cond = sql`${lhs} ${IS_TESTS[operand.test]}`;
+  else if (operand.kind === "list") {
+    const items = operand.items.map((v) => likePattern(f.operator, v));
+    if (f.quantifier) {
+      const op = COMPARISONS[f.operator];
+      const left = TEXT_OPERATORS.has(f.operator) ? sql`(${lhs})::text` : lhs;
+      cond = sql`${left} ${op} ${QUANTIFIERS[f.quantifier]}(${sql.value(items)})`;
+    } else {
+      cond = items.length === 0 ? sql`false` : sql`${lhs} = any(${sql.value(items)})`;
+    }
+  } else if (f.operator === "isdistinct") cond = sql`${lhs} is distinct from ${sql.value(operand.text)}`;
+  else if (FTS[f.operator]) {
     const fn = FTS[f.operator];
     cond = f.language
-      ? sql`${lhs} @@ ${fn}(${sql.value(f.language)}::regconfig, ${sql.value(f.value)})`
-      : sql`${lhs} @@ ${fn}(${sql.value(f.value)})`;
+      ? sql`${lhs} @@ ${fn}(${sql.value(f.language)}::regconfig, ${sql.value(operand.text)})`
+      : sql`${lhs} @@ ${fn}(${sql.value(operand.text)})`;
   } else {
     const op = COMPARISONS[f.operator];
     const left = TEXT_OPERATORS.has(f.operator) ? sql`(${lhs})::text` : lhs;
-    if (f.quantifier) {
-      const items = parseList(f.value).map((v) => likePattern(f.operator, v));
-      cond = sql`${left} ${op} ${QUANTIFIERS[f.quantifier]}(${sql.value(arrayLiteral(items))})`;
-    } else {
-      cond = sql`${left} ${op} ${sql.value(likePattern(f.operator, f.value))}`;
-    }
+    cond = sql`${left} ${op} ${sql.value(likePattern(f.operator, operand.text))}`;
   }
   return f.negate ? sql`not (${cond})` : cond;
 }

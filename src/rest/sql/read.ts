@@ -1,6 +1,6 @@
 import { sql, type SQL } from "pg-sql2";
 import type { Field, OrderTerm } from "../request/grammar";
-import type { ReadNode, Relationship } from "../plan";
+import type { ReadNode, Relationship } from "../readPlan";
 import { fieldSql, filterSql, logicSql } from "./filters";
 
 /**

@@ -1,7 +1,7 @@
 import { sql, type SQL } from "pg-sql2";
-import { errors } from "../errors";
-import type { ReadNode } from "../plan";
-import type { FunctionArg, Relation, RestFunction } from "../schemaCache";
+import type { InsertSpec, Page, Plan } from "../plan";
+import type { ReadNode } from "../readPlan";
+import type { FunctionArg, Relation, RestFunction } from "../../catalog/schemaCache";
 import { orderSql, pageSql, selectList, whereConditions, whereSql } from "./read";
 
 /**
@@ -9,11 +9,6 @@ import { orderSql, pageSql, selectList, whereConditions, whereSql } from "./read
  * `total` (the requested count, or null), `page` (rows in the body), `body` (JSON text) and, for
  * upserts, `inserted` (rows that were new).
  */
-
-export interface Page {
-  limit?: number;
-  offset?: number;
-}
 
 const relationSql = (rel: Relation) => sql.identifier(rel.schema, rel.name);
 
@@ -23,7 +18,7 @@ function envelope(rows: SQL, count: SQL, inserted: SQL = sql`null::bigint`): SQL
 }
 
 /** GET/HEAD on a relation or on a set-returning function's rows (`source` renders the FROM item). */
-export function readStatement(
+function readStatement(
   root: ReadNode,
   page: Page,
   withCount: boolean,
@@ -47,15 +42,7 @@ function mutationEnvelope(dml: SQL, root: ReadNode, inserted = false): SQL {
     )}`;
 }
 
-export interface InsertSpec {
-  columns: string[];
-  rows: Record<string, unknown>[];
-  /** Missing keys take the column default instead of NULL. */
-  missingDefault: boolean;
-  onConflict?: { columns: string[]; action: "merge" | "ignore" };
-}
-
-export function insertStatement(root: ReadNode, spec: InsertSpec): SQL {
+function insertStatement(root: ReadNode, spec: InsertSpec): SQL {
   const rel = root.relation;
   const target = sql`${relationSql(rel)} as ${sql.identifier(root.alias)}`;
   const cols = sql.join(
@@ -106,7 +93,7 @@ function limitedTarget(root: ReadNode, page: Page): SQL | undefined {
   return sql`${alias}.ctid = any(array(select ${alias}.ctid from ${rel} as ${alias} ${whereSql(whereConditions(root))} ${orderSql(root)} ${pageSql(page.limit, page.offset)}))`;
 }
 
-export function updateStatement(
+function updateStatement(
   root: ReadNode,
   columns: string[],
   payload: Record<string, unknown>,
@@ -123,7 +110,7 @@ export function updateStatement(
   return mutationEnvelope(dml, root);
 }
 
-export function deleteStatement(root: ReadNode, page: Page): SQL {
+function deleteStatement(root: ReadNode, page: Page): SQL {
   const alias = sql.identifier(root.alias);
   const limited = limitedTarget(root, page);
   const where = whereSql(limited ? [limited] : whereConditions(root));
@@ -135,7 +122,7 @@ export function deleteStatement(root: ReadNode, page: Page): SQL {
 const argType = (a: FunctionArg) => sql.identifier(a.typeSchema, a.typeName);
 
 /** The call of `fn` with named arguments; POST arguments arrive as one JSON object, GET ones as text. */
-export function functionCall(fn: RestFunction, args: Record<string, unknown>, fromQuery: boolean): SQL {
+function functionCall(fn: RestFunction, args: Record<string, unknown>, fromQuery: boolean): SQL {
   const name = sql.identifier(fn.schema, fn.name);
   if (fn.args.length === 1 && fn.args[0].name === "" && /^jsonb?$/.test(fn.args[0].type)) {
     return sql`${name}(${sql.value(JSON.stringify(args))}::${argType(fn.args[0])})`;
@@ -159,12 +146,12 @@ export function functionCall(fn: RestFunction, args: Record<string, unknown>, fr
 }
 
 /** A function returning a scalar, an array or a single composite: the body is its JSON value. */
-export function scalarCallStatement(call: SQL): SQL {
+function scalarCallStatement(call: SQL): SQL {
   return sql`select null::bigint as total, 1 as page, to_json(${call})::text as body, null::bigint as inserted`;
 }
 
 /** A set-returning function's rows as a FROM item, for reads over them. */
-export function setCallSource(fn: RestFunction, args: Record<string, unknown>, fromQuery: boolean): SQL {
+function setCallSource(fn: RestFunction, args: Record<string, unknown>, fromQuery: boolean): SQL {
   const call = functionCall(fn, args, fromQuery);
   // `(select f(...) from json_to_record(...))` is a scalar subquery; a FROM item needs the bare call.
   if (
@@ -187,12 +174,30 @@ export function setCallSource(fn: RestFunction, args: Record<string, unknown>, f
 }
 
 /** Rows of a set-returning function of scalars: a JSON array of the values. */
-export function scalarSetStatement(source: SQL, page: Page): SQL {
+function scalarSetStatement(source: SQL, page: Page): SQL {
   return sql`select null::bigint as total, count(*) as page, coalesce(json_agg(pgrst_v), '[]')::text as body, null::bigint as inserted
     from (select pgrst_v from ${source} as pgrst_v ${pageSql(page.limit, page.offset)}) as pgrst_s`;
 }
 
-export function ensureColumns(rel: Relation, columns: string[]): void {
-  for (const c of columns)
-    if (!rel.columns.some((col) => col.name === c)) throw errors.unknownColumn(c, rel.name);
+/** The one statement a plan runs, or undefined when it affects nothing (no rows to insert, no columns to set). */
+export function statementOf(plan: Plan): SQL | undefined {
+  switch (plan.kind) {
+    case "read":
+      return readStatement(plan.root, plan.page, plan.count);
+    case "insert":
+      return plan.insert.rows.length === 0 ? undefined : insertStatement(plan.root, plan.insert);
+    case "update":
+      return plan.columns.length === 0
+        ? undefined
+        : updateStatement(plan.root, plan.columns, plan.payload, { limit: plan.limit });
+    case "delete":
+      return deleteStatement(plan.root, { limit: plan.limit });
+    case "call": {
+      const { fn, args, viaQuery, page, result } = plan;
+      if (result.kind === "rows")
+        return readStatement(result.root, page, result.count, setCallSource(fn, args, viaQuery));
+      if (result.kind === "scalars") return scalarSetStatement(setCallSource(fn, args, viaQuery), page);
+      return scalarCallStatement(functionCall(fn, args, viaQuery));
+    }
+  }
 }

@@ -1,4 +1,3 @@
-import type { AppContext } from "../context";
 import type { ProjectRuntime } from "../projects/runtime";
 import { schemaCacheOf, type Column } from "./schemaCache";
 
@@ -23,8 +22,6 @@ function columnSchema(c: Column): Record<string, unknown> {
 export async function buildRestOpenApi(
   project: ProjectRuntime,
   schema: string,
-  _role?: string,
-  ctx?: AppContext,
 ): Promise<Record<string, unknown>> {
   const cache = await schemaCacheOf(project, [schema]);
   const paths: Record<string, unknown> = {
@@ -111,7 +108,6 @@ export async function buildRestOpenApi(
       };
     }
   }
-  void ctx;
   return {
     swagger: "2.0",
     info: {

@@ -1,7 +1,7 @@
 import type { ProjectRuntime } from "../projects/runtime";
 
 /**
- * What /rest/v1 knows of a project's catalog: relations (tables, views, materialized views, foreign
+ * What the data APIs and type generation know of a project's catalog: relations (tables, views, materialized views, foreign
  * tables), their columns and keys, foreign keys, and functions of the exposed schemas. Loaded with one
  * query per project and kept in the project's schema caches until the next DDL.
  */
@@ -206,7 +206,7 @@ export async function loadSchemaCache(project: ProjectRuntime, schemas: string[]
 
 /** The project's schema cache for `schemas`, shared by requests until the schema changes. */
 export function schemaCacheOf(project: ProjectRuntime, schemas: string[]): Promise<SchemaCache> {
-  const key = `rest:schema:${schemas.join(",")}`;
+  const key = `catalog:schema:${schemas.join(",")}`;
   let cached = project.caches.get(key) as Promise<SchemaCache> | undefined;
   if (!cached) {
     cached = loadSchemaCache(project, schemas);
