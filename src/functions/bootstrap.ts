@@ -35,7 +35,7 @@ async function answer(handler, req, info) {
     console.error(e);
     return Response.json(
       { code: "WORKER_ERROR", message: "Function exited due to an error (please check logs)" },
-      { status: 500 },
+      { status: 500, headers: { "sb-error-code": "EDGE_FUNCTION_ERROR" } },
     );
   }
 }

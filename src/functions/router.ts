@@ -24,10 +24,11 @@ import type { Worker } from "./worker";
  * version, streaming both bodies. The function sees `/<slug>/sub/path?query`, as on the platform.
  */
 
-/** Answers in the platform's error shapes: `{code, message}`. */
+/** Answers in the platform's error shapes: `{code, message}` and the code in `sb-error-code`. */
 function refuse(res: Response, status: number, code: string | number, message: string) {
-  if (!res.headersSent) res.status(status).json({ code, message });
-  else res.destroy();
+  if (res.headersSent) return res.destroy();
+  if (typeof code === "string") res.setHeader("sb-error-code", code);
+  res.status(status).json({ code, message });
 }
 
 const HOP_BY_HOP = new Set([
@@ -84,10 +85,10 @@ function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Pro
       stopWatching();
       resolve(status);
     };
-    const limit = (why: string) => {
+    const stopped = (status: number, code: string, why: string) => {
       upstream.destroy();
-      refuse(res, 546, "WORKER_LIMIT", why);
-      finish(546);
+      refuse(res, status, code, why);
+      finish(status);
     };
     const headers = {
       ...forwardable(req.headers),
@@ -95,10 +96,14 @@ function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Pro
       "x-forwarded-for": req.ip ?? "",
     };
     const upstream = worker.request({ method: req.method, path: req.url, headers });
-    const wall = setTimeout(() => limit("Function exceeded the wall clock limit"), wallMs);
+    const wall = setTimeout(
+      () => stopped(504, "IDLE_TIMEOUT", "Function did not answer within the request time limit"),
+      wallMs,
+    );
     const stopWatching = worker.onEnd((why) => {
-      if (why === "limit") limit("Function exceeded a resource limit (CPU time or memory)");
-      else limit("Function stopped before it answered (please check logs)");
+      if (why === "limit")
+        stopped(546, "WORKER_RESOURCE_LIMIT", "Function exceeded a resource limit (CPU time or memory)");
+      else stopped(500, "WORKER_ERROR", "Function exited before it answered (please check logs)");
     });
     upstream.on("response", (answer: IncomingMessage) => {
       res.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
@@ -176,7 +181,7 @@ export function functionsRouter(ctx: AppContext): Router {
     } catch (e) {
       if (e instanceof InvalidJwt) return refuse(res, 401, 401, e.message);
       if (e instanceof ProjectUnavailable) return refuse(res, e.status, e.status, e.message);
-      if (e instanceof PoolExhausted) return refuse(res, 503, "WORKER_LIMIT", e.message);
+      if (e instanceof PoolExhausted) return refuse(res, 503, "WORKER_RESOURCE_LIMIT", e.message);
       ctx.log.error({ err: e }, "function invocation failed");
       refuse(res, 500, "INTERNAL_ERROR", "Internal server error");
     }

@@ -34,6 +34,7 @@ export interface RuntimeFiles {
 export type WorkerEnd = "boot_error" | "limit" | "exited";
 
 const CPU_SAMPLE_MS = 100;
+const OUT_OF_MEMORY = /out of memory|heap limit/i;
 const CLOCK_TICKS_PER_SECOND = 100;
 
 /** CPU time (ms) a process has used, from /proc; undefined where /proc is not available. */
@@ -104,7 +105,10 @@ export class Worker {
       if (this.stderrTail.length > 20) this.stderrTail.shift();
       onLine("error", l);
     });
-    this.child.on("exit", () => this.end(this.ended ?? "exited"));
+    // V8 ends a process that reaches its heap limit: that is the memory limit, not a crash.
+    this.child.on("exit", () =>
+      this.end(this.ended ?? (this.stderrTail.some((l) => OUT_OF_MEMORY.test(l)) ? "limit" : "exited")),
+    );
     this.child.on("error", () => this.end("boot_error"));
     this.ready = this.waitForSocket();
   }

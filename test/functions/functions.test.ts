@@ -31,7 +31,11 @@ describe("Edge functions", () => {
   beforeAll(async () => {
     // A variable of the server process that no function may see.
     process.env.STRATA_FUNCTIONS_TEST_SENTINEL = sentinel;
-    server = await startTestServer({ FUNCTIONS_CPU_MS: "1000", FUNCTIONS_WALL_MS: "20000" });
+    server = await startTestServer({
+      FUNCTIONS_CPU_MS: "1000",
+      FUNCTIONS_WALL_MS: "20000",
+      FUNCTIONS_MEMORY_MB: "64",
+    });
     client = createClient(server.url, server.anonKey);
   });
   afterAll(async () => {
@@ -160,13 +164,28 @@ describe("Edge functions", () => {
     });
     const stuck = await client.functions.invoke("spin?forever", { method: "GET" });
     expect(stuck.error).not.toBeNull();
-    expect((stuck.error as { context: Response }).context.status).toBe(546);
-    expect(await (stuck.error as { context: Response }).context.json()).toMatchObject({
-      code: "WORKER_LIMIT",
-    });
+    const answer = (stuck.error as { context: Response }).context;
+    expect(answer.status).toBe(546);
+    expect(answer.headers.get("sb-error-code")).toBe("WORKER_RESOURCE_LIMIT");
+    expect(await answer.json()).toMatchObject({ code: "WORKER_RESOURCE_LIMIT" });
     const next = await client.functions.invoke("spin", { method: "GET" });
     expect(next.error).toBeNull();
     expect(next.data).toBe("fine");
+  });
+
+  it("stops a function that outgrows the memory limit", async () => {
+    await deploy(server, server.ref, "hog", {
+      "index.ts": [
+        "const kept: string[][] = []",
+        "Deno.serve(() => {",
+        "  for (;;) kept.push(Array.from({ length: 100_000 }, (_, i) => 'item ' + i))",
+        "})",
+      ].join("\n"),
+    });
+    const { error } = await client.functions.invoke("hog", { method: "GET" });
+    const answer = (error as { context: Response }).context;
+    expect(answer.status).toBe(546);
+    expect(answer.headers.get("sb-error-code")).toBe("WORKER_RESOURCE_LIMIT");
   });
 
   it("serves 50 concurrent invocations of one function", async () => {
