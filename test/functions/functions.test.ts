@@ -95,6 +95,16 @@ describe("Edge functions", () => {
       ]),
     );
 
+    const stats = await mgmt(
+      server,
+      "GET",
+      `/v1/projects/${server.ref}/analytics/endpoints/functions.combined-stats?interval=15min&function_id=${deployed.body.id}`,
+    );
+    expect(stats.status).toBe(200);
+    expect(stats.body.result).toEqual([
+      expect.objectContaining({ requests_count: 1, success_count: 1, server_err_count: 0 }),
+    ]);
+
     const body = await mgmt(server, "GET", `/v1/projects/${server.ref}/functions/hello/body`);
     expect(body.status).toBe(200);
     expect(body.body.map((f: { name: string }) => f.name).sort()).toEqual(["index.ts", "lib/greet.ts"]);
