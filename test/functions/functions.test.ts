@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import { startTestServer, type TestServer } from "../helpers/server";
-import { mgmt, waitForStatus } from "../management/client";
+import { atProjectHost, mgmt, waitForStatus } from "../management/client";
 
 /** Deploys files through the Management API as the CLI does: multipart metadata plus one part per file. */
 async function deploy(
@@ -117,9 +117,17 @@ describe("Edge functions", () => {
     expect(created.status).toBe(201);
     const other: string = created.body.ref;
     await waitForStatus(server, other, "ACTIVE_HEALTHY");
-    expect(
-      (await deploy(server, other, "private", { "index.ts": "Deno.serve(() => new Response('x'))" })).status,
-    ).toBe(201);
+    const privateFn = {
+      "index.ts": "Deno.serve((req) => Response.json({ url: Deno.env.get('SUPABASE_URL') }))",
+    };
+    expect((await deploy(server, other, "private", privateFn, { verify_jwt: false })).status).toBe(201);
+    // Each project's functions answer at its own host; the default project has no such function.
+    const atHost = await atProjectHost(server, other, "/functions/v1/private", { apikey: "" });
+    expect(atHost).toEqual({
+      status: 200,
+      body: { url: `http://${other}.localhost` },
+    });
+    expect((await fetch(`${server.url}/functions/v1/private`)).status).toBe(404);
     const otherFile = path.join(
       server.strata.ctx.config.dataDir,
       "functions",
