@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { denoBinary } from "./deno";
@@ -117,6 +117,19 @@ export async function publishVersion(staging: string, dir: string) {
   await rm(dir, { recursive: true, force: true });
   await mkdir(path.dirname(dir), { recursive: true });
   await rename(staging, dir);
+}
+
+/**
+ * Removes the files of versions before `version - 1`: the previous version stays while its worker
+ * finishes the requests it is serving.
+ */
+export async function pruneVersions(dataDir: string, ref: string, slug: string, version: number) {
+  const dir = functionDir(dataDir, ref, slug);
+  for (const name of await readdir(dir)) {
+    if (/^\d+$/.test(name) && Number(name) < version - 1) {
+      await rm(path.join(dir, name), { recursive: true, force: true });
+    }
+  }
 }
 
 /** Writes a version's files when its directory is missing (a data directory moved or cleaned). */

@@ -31,6 +31,8 @@ function refuse(res: Response, status: number, code: string | number, message: s
   res.status(status).json({ code, message });
 }
 
+const WORKER_EXIT_GRACE_MS = 1000;
+
 const HOP_BY_HOP = new Set([
   "connection",
   "keep-alive",
@@ -111,11 +113,13 @@ function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Pro
       answer.on("end", () => finish(answer.statusCode ?? 502));
       answer.on("error", () => finish(answer.statusCode ?? 502));
     });
+    // The connection breaks first when the worker dies: give its exit (and its reason) a moment.
     upstream.on("error", () => {
-      if (!settled) {
+      setTimeout(() => {
+        if (settled) return;
         refuse(res, 502, "WORKER_ERROR", "Function did not answer");
         finish(502);
-      }
+      }, WORKER_EXIT_GRACE_MS).unref();
     });
     // The client went away: stop the function's side of the request too.
     res.on("close", () => {

@@ -105,8 +105,9 @@ export class Worker {
       if (this.stderrTail.length > 20) this.stderrTail.shift();
       onLine("error", l);
     });
-    // V8 ends a process that reaches its heap limit: that is the memory limit, not a crash.
-    this.child.on("exit", () =>
+    // V8 ends a process that reaches its heap limit: that is the memory limit, not a crash. "close"
+    // comes after the last line of stderr, which says so.
+    this.child.on("close", () =>
       this.end(this.ended ?? (this.stderrTail.some((l) => OUT_OF_MEMORY.test(l)) ? "limit" : "exited")),
     );
     this.child.on("error", () => this.end("boot_error"));

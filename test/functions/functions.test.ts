@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { createClient, type SupabaseClient } from "@supabase/supabase-js";
 import { startTestServer, type TestServer } from "../helpers/server";
@@ -239,6 +239,12 @@ describe("Edge functions", () => {
     const fn = await mgmt(server, "GET", `/v1/projects/${server.ref}/functions/versioned`);
     expect(fn.body.version).toBe(2);
     expect((await client.functions.invoke("versioned", { method: "GET" })).data).toBe("two");
+
+    // A third version: its files and the previous version's stay on disk, older ones go.
+    await deploy(server, server.ref, "versioned", { "index.ts": "Deno.serve(() => new Response('three'))" });
+    expect((await client.functions.invoke("versioned", { method: "GET" })).data).toBe("three");
+    const versionsDir = path.join(server.strata.ctx.config.dataDir, "functions", server.ref, "versioned");
+    expect(readdirSync(versionsDir).sort()).toEqual(["2", "3"]);
 
     expect((await mgmt(server, "DELETE", `/v1/projects/${server.ref}/functions/versioned`)).status).toBe(200);
     const gone = await client.functions.invoke("versioned", { method: "GET" });

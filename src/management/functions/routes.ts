@@ -6,6 +6,7 @@ import {
   functionDir,
   InvalidDeployment,
   publishVersion,
+  pruneVersions,
   relativeFilePath,
   removeFunctionFiles,
   stageDeployment,
@@ -136,6 +137,7 @@ export function functionRoutes(ctx: AppContext): Router {
         });
       const fn = stored.rows[0];
       await publishVersion(staging, functionDir(ctx.config.dataDir, project.ref, fn.slug, fn.version));
+      await pruneVersions(ctx.config.dataDir, project.ref, fn.slug, fn.version);
       return functionJson(fn);
     },
   );
