@@ -57,5 +57,9 @@ globalThis.addEventListener("error", (e) => {
   e.preventDefault();
 });
 
-await import(entrypoint);
+// A module may also export its handler (\`export default { fetch(req) {...} }\`) instead of serving it.
+const module = await import(entrypoint);
+if (!serving && typeof module.default?.fetch === "function") {
+  Deno.serve((req, info) => module.default.fetch(req, info));
+}
 `;

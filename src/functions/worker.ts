@@ -93,6 +93,8 @@ export class Worker {
     // Certificates: the host's trust store besides Deno's own, as other programs on the host use it.
     const env = {
       ...spec.env,
+      // Temporary files (Deno.makeTempFile, os.tmpdir()) go to the scratch directory.
+      TMPDIR: this.scratch,
       DENO_DIR: runtime.denoDir,
       DENO_TLS_CA_STORE: "mozilla,system",
       DENO_NO_UPDATE_CHECK: "1",

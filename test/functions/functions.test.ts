@@ -168,6 +168,7 @@ describe("Edge functions", () => {
       "SUPABASE_DB_URL",
       "SUPABASE_SERVICE_ROLE_KEY",
       "SUPABASE_URL",
+      "TMPDIR",
     ]);
   });
 
@@ -204,6 +205,23 @@ describe("Edge functions", () => {
     const answer = (error as { context: Response }).context;
     expect(answer.status).toBe(546);
     expect(answer.headers.get("sb-error-code")).toBe("WORKER_RESOURCE_LIMIT");
+  });
+
+  it("serves a module's exported fetch handler, which may write temporary files", async () => {
+    await deploy(server, server.ref, "exported", {
+      "index.ts": [
+        "export default {",
+        "  async fetch(req: Request): Promise<Response> {",
+        "    const file = await Deno.makeTempFile()",
+        "    await Deno.writeTextFile(file, await req.text())",
+        "    return new Response(await Deno.readTextFile(file))",
+        "  },",
+        "}",
+      ].join("\n"),
+    });
+    const { data, error } = await client.functions.invoke("exported", { body: "kept in a scratch file" });
+    expect(error).toBeNull();
+    expect(data).toBe("kept in a scratch file");
   });
 
   it("serves 50 concurrent invocations of one function", async () => {
