@@ -27,6 +27,7 @@ describe("Edge functions", () => {
   let server: TestServer;
   let client: SupabaseClient;
   const sentinel = "server-only-value-" + Math.random().toString(36).slice(2);
+  let previousDatabaseUrl: string | undefined;
 
   beforeAll(async () => {
     // A variable of the server process that no function may see.
@@ -36,10 +37,15 @@ describe("Edge functions", () => {
       FUNCTIONS_WALL_MS: "20000",
       FUNCTIONS_MEMORY_MB: "64",
     });
+    // The server process's own database URL, as a deployment passing it by environment has it.
+    previousDatabaseUrl = process.env.DATABASE_URL;
+    process.env.DATABASE_URL = server.dbUrl;
     client = createClient(server.url, server.anonKey);
   });
   afterAll(async () => {
     delete process.env.STRATA_FUNCTIONS_TEST_SENTINEL;
+    if (previousDatabaseUrl === undefined) delete process.env.DATABASE_URL;
+    else process.env.DATABASE_URL = previousDatabaseUrl;
     await server.stop();
   });
 
@@ -160,6 +166,7 @@ describe("Edge functions", () => {
     expect(data).toMatchObject({ passwd: "NotCapable", otherProject: "NotCapable", databaseUrl: null });
     expect(data.spawn).not.toBe("allowed");
     expect(Object.values(data.env)).not.toContain(sentinel);
+    expect(Object.values(data.env)).not.toContain(server.dbUrl);
     expect(Object.values(data.env)).not.toContain(server.jwtSecret);
     expect(Object.keys(data.env).sort()).toEqual([
       "DENO_TLS_CA_STORE",
