@@ -50,6 +50,11 @@ export class WorkerPool {
     for (const { fn: f, worker } of this.workers.values()) if (f === fn) worker.stop();
   }
 
+  /** Stops the workers of every function of a project (deleted). */
+  stopProject(ref: string) {
+    for (const { fn, worker } of this.workers.values()) if (fn.startsWith(`${ref}/`)) worker.stop();
+  }
+
   stopAll() {
     clearInterval(this.sweeper);
     for (const { worker } of this.workers.values()) worker.stop();

@@ -1,4 +1,5 @@
 import { mkdirSync, writeFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { AppContext } from "../context";
 import { BOOTSTRAP_SOURCE } from "./bootstrap";
@@ -42,4 +43,10 @@ export async function stopFunctionRuntime(ctx: AppContext) {
   runtimes.delete(ctx);
   runtime.pool.stopAll();
   await runtime.logs.stop();
+}
+
+/** A deleted project: its workers stop and its functions' files go. */
+export async function removeProjectFunctions(ctx: AppContext, ref: string) {
+  runtimes.get(ctx)?.pool.stopProject(ref);
+  await rm(path.join(ctx.config.dataDir, "functions", ref), { recursive: true, force: true });
 }

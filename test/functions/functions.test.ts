@@ -165,6 +165,9 @@ describe("Edge functions", () => {
     expect(error).toBeNull();
     expect(data).toMatchObject({ passwd: "NotCapable", otherProject: "NotCapable", databaseUrl: null });
     expect(data.spawn).not.toBe("allowed");
+    // Deleting the project takes its functions' files with it.
+    expect((await mgmt(server, "DELETE", `/v1/projects/${other}`)).status).toBe(200);
+    expect(existsSync(path.dirname(path.dirname(path.dirname(otherFile))))).toBe(false);
     expect(Object.values(data.env)).not.toContain(sentinel);
     expect(Object.values(data.env)).not.toContain(server.dbUrl);
     expect(Object.values(data.env)).not.toContain(server.jwtSecret);

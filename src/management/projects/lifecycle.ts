@@ -1,5 +1,6 @@
 import pg from "pg";
 import type { AppContext } from "../../context";
+import { removeProjectFunctions } from "../../functions/runtime";
 import {
   closeProjectDatabase,
   createProjectDatabase,
@@ -133,6 +134,7 @@ export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<voi
       await db.query("rollback");
       throw e;
     }
+    await removeProjectFunctions(ctx, project.ref);
   });
 }
 
