@@ -50,6 +50,17 @@ function cpuTimeMs(pid: number): number | undefined {
 }
 
 /**
+ * The deployment's import map when it names one, else the `deno.json` next to its entrypoint (imports,
+ * compiler options), as `supabase functions deploy` uses them; never a configuration outside its files.
+ */
+function configFlags(spec: WorkerSpec): string[] {
+  if (spec.importMap) return ["--no-config", `--import-map=${path.join(spec.dir, spec.importMap)}`];
+  const entryDir = path.dirname(path.join(spec.dir, spec.entrypoint));
+  const config = ["deno.json", "deno.jsonc"].map((f) => path.join(entryDir, f)).find((f) => existsSync(f));
+  return config ? [`--config=${config}`] : ["--no-config"];
+}
+
+/**
  * One Deno process serving one function version on a unix socket in its own scratch directory. It may
  * read only its files, the bootstrap and the scratch directory, write only the scratch directory, see
  * only the environment it is given; it may use the network, not run processes nor load native code.
@@ -76,7 +87,8 @@ export class Worker {
     const args = [
       "run",
       "--no-prompt",
-      "--no-config",
+      ...configFlags(spec),
+      "--no-lock",
       "--quiet",
       "--allow-net",
       "--allow-import",
@@ -84,7 +96,6 @@ export class Worker {
       `--allow-read=${[spec.dir, this.scratch, runtime.bootstrap].join(",")}`,
       `--allow-write=${this.scratch}`,
       `--v8-flags=--max-old-space-size=${limits.memoryMb}`,
-      ...(spec.importMap ? [`--import-map=${path.join(spec.dir, spec.importMap)}`] : []),
       runtime.bootstrap,
       this.socketPath,
       pathToFileURL(path.join(spec.dir, spec.entrypoint)).href,

@@ -234,6 +234,24 @@ describe("Edge functions", () => {
     expect(data).toBe("kept in a scratch file");
   });
 
+  it("resolves imports through the deno.json next to the entrypoint", async () => {
+    await deploy(
+      server,
+      server.ref,
+      "configured",
+      {
+        "fn/deno.json": JSON.stringify({ imports: { "@shared/": "./shared/" } }),
+        "fn/shared/shout.ts": "export const shout = (s: string): string => s.toUpperCase()",
+        "fn/index.ts":
+          "import { shout } from '@shared/shout.ts'\nDeno.serve(async (req) => new Response(shout(await req.text())))",
+      },
+      { entrypoint_path: "fn/index.ts" },
+    );
+    const { data, error } = await client.functions.invoke("configured", { body: "quiet" });
+    expect(error).toBeNull();
+    expect(data).toBe("QUIET");
+  });
+
   it("serves 50 concurrent invocations of one function", async () => {
     await deploy(server, server.ref, "echo", {
       "index.ts": [
