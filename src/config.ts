@@ -28,7 +28,7 @@ export interface StrataConfig {
   managementRateLimit: number;
   /** Limits of edge function workers. */
   functions: {
-    /** Continuous CPU time a worker may spend serving before it is stopped (546 WORKER_LIMIT). */
+    /** Continuous CPU time a worker may spend without answering before it is stopped (546). */
     cpuMs: number;
     /** Wall-clock time of one invocation. */
     wallMs: number;

@@ -16,7 +16,7 @@ export interface WorkerSpec {
 }
 
 export interface WorkerLimits {
-  /** Continuous CPU time a worker may spend while serving before it is stopped. */
+  /** Continuous CPU time a worker may spend without answering before it is stopped. */
   cpuMs: number;
   /** V8 heap limit of a worker. */
   memoryMb: number;
@@ -74,6 +74,8 @@ export class Worker {
   private readonly stderrTail: string[] = [];
   private cpuTimer: NodeJS.Timeout | undefined;
   inFlight = 0;
+  /** Requests answered so far: a busy worker that still answers is working, not stuck. */
+  private completed = 0;
   lastUsed = Date.now();
   ended: WorkerEnd | undefined;
   private readonly endWaiters = new Set<(why: WorkerEnd) => void>();
@@ -164,6 +166,7 @@ export class Worker {
     const done = () => {
       req.off("close", done);
       this.inFlight--;
+      this.completed++;
       this.lastUsed = Date.now();
     };
     req.on("close", done);
@@ -172,7 +175,8 @@ export class Worker {
 
   /**
    * While requests are in flight, samples the process's CPU time: a worker that keeps a core busy for
-   * longer than the CPU limit (an endless loop, a runaway computation) is stopped.
+   * longer than the CPU limit without answering any request (an endless loop, a runaway computation)
+   * is stopped. A worker busy with many requests that it keeps answering is not.
    */
   private watchCpu() {
     if (this.cpuTimer || this.child.pid === undefined) return;
@@ -180,6 +184,7 @@ export class Worker {
     let last = cpuTimeMs(pid);
     if (last === undefined) return;
     let busyMs = 0;
+    let completed = this.completed;
     this.cpuTimer = setInterval(() => {
       const now = cpuTimeMs(pid);
       if (now === undefined || this.inFlight === 0) {
@@ -187,8 +192,10 @@ export class Worker {
         this.cpuTimer = undefined;
         return;
       }
-      busyMs = now - last! >= CPU_SAMPLE_MS * 0.8 ? busyMs + (now - last!) : 0;
+      const progressed = this.completed !== completed;
+      busyMs = now - last! >= CPU_SAMPLE_MS * 0.8 && !progressed ? busyMs + (now - last!) : 0;
       last = now;
+      completed = this.completed;
       if (busyMs >= this.limits.cpuMs) this.stop("limit");
     }, CPU_SAMPLE_MS);
     this.cpuTimer.unref();
