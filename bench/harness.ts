@@ -37,13 +37,13 @@ export const SEED_SQL = `
   insert into books select g, 'book ' || g, 1 + (g % 1000), 1950 + (g % 70) from generate_series(1, 10000) g;
   analyze;`;
 
-interface Stats {
+export interface Stats {
   rps: number;
   p50: number;
   p99: number;
 }
 
-async function load(send: () => Promise<Response>): Promise<Stats> {
+export async function load(send: () => Promise<Response>): Promise<Stats> {
   const latencies: number[] = [];
   const end = Date.now() + DURATION_MS;
   const worker = async () => {

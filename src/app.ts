@@ -11,6 +11,7 @@ import { createLogger, type Logger } from "./log";
 import { ensureFirstStart } from "./platform/firstStart";
 import { ProjectRegistry } from "./projects/registry";
 import { UsageRecorder } from "./projects/usage";
+import { stopFunctionRuntime } from "./functions/runtime";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 
@@ -163,6 +164,7 @@ export async function startStrata(
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       setTimeout(() => server.closeAllConnections(), 5000).unref();
       await closed;
+      await stopFunctionRuntime(ctx);
       await usage.stop();
       await registry.closeAll();
       await db.platformPool.end().catch(() => {});

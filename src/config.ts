@@ -26,6 +26,17 @@ export interface StrataConfig {
   signingKeyDeleteAfterSeconds: number;
   /** Management API requests per minute per identity and project/organization scope (spec: 120). */
   managementRateLimit: number;
+  /** Limits of edge function workers. */
+  functions: {
+    /** Continuous CPU time a worker may spend without answering before it is stopped (546). */
+    cpuMs: number;
+    /** Wall-clock time of one invocation. */
+    wallMs: number;
+    memoryMb: number;
+    /** Warm workers kept at most, and how long an idle one is kept. */
+    maxWorkers: number;
+    idleMs: number;
+  };
 }
 
 export class ConfigError extends Error {}
@@ -36,6 +47,12 @@ const port = (name: string) =>
     .int(`${name} must be a port number (1-65535)`)
     .min(0, `${name} must be a port number (1-65535)`)
     .max(65535, `${name} must be a port number (1-65535)`);
+
+const positiveInt = (name: string) =>
+  z.coerce
+    .number({ error: `${name} must be a positive whole number` })
+    .int(`${name} must be a positive whole number`)
+    .positive(`${name} must be a positive whole number`);
 
 const schema = z.object({
   DATABASE_URL: z
@@ -70,6 +87,11 @@ const schema = z.object({
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .positive("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .default(120),
+  FUNCTIONS_CPU_MS: positiveInt("FUNCTIONS_CPU_MS").default(2000),
+  FUNCTIONS_WALL_MS: positiveInt("FUNCTIONS_WALL_MS").default(150_000),
+  FUNCTIONS_MEMORY_MB: positiveInt("FUNCTIONS_MEMORY_MB").default(256),
+  FUNCTIONS_MAX_WORKERS: positiveInt("FUNCTIONS_MAX_WORKERS").default(32),
+  FUNCTIONS_IDLE_MS: positiveInt("FUNCTIONS_IDLE_MS").default(60_000),
 });
 
 /** Reads the configuration; `overrides` come from graphile.config.ts and lose against the environment. */
@@ -102,5 +124,12 @@ export function loadConfig(
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
+    functions: {
+      cpuMs: c.FUNCTIONS_CPU_MS,
+      wallMs: c.FUNCTIONS_WALL_MS,
+      memoryMb: c.FUNCTIONS_MEMORY_MB,
+      maxWorkers: c.FUNCTIONS_MAX_WORKERS,
+      idleMs: c.FUNCTIONS_IDLE_MS,
+    },
   };
 }

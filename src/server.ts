@@ -2,6 +2,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import { pinoHttp } from "pino-http";
 import type { AppContext } from "./context";
 import { authRouter } from "./auth/router";
+import { functionsRouter } from "./functions/router";
 import { graphqlRouter } from "./graphql/router";
 import { refOfHost } from "./http/gate";
 import { interfaceOf, Metrics } from "./http/metrics";
@@ -73,6 +74,7 @@ export function createApp(ctx: AppContext): Express {
   });
   app.get("/metrics", metrics.handler());
 
+  app.use("/functions/v1", functionsRouter(ctx));
   app.use(graphqlRouter(ctx));
   app.use("/rest/v1", restRouter(ctx));
   app.use("/auth/v1", authRouter(ctx));

@@ -39,6 +39,7 @@ export function interfaceOf(path: string): string {
   if (path.startsWith("/graphql/")) return "graphql";
   if (path.startsWith("/rest/")) return "rest";
   if (path.startsWith("/auth/")) return "auth";
+  if (path.startsWith("/functions/")) return "functions";
   if (path.startsWith("/v1/") || path.startsWith("/v2/")) return "management";
   return "other";
 }

@@ -1,13 +1,16 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
+import { functionRuntimeOf } from "../../functions/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
 /**
- * Analytics: log queries (time-range rules of the spec; Strata keeps no log store yet, so results are
- * empty), usage counters from `platform.api_usage` (counted by the HTTP layer) and log drains (stored).
+ * Analytics: log queries (time-range rules of the spec; Strata does not run the platform's log SQL, so
+ * results are empty), usage counters from `platform.api_usage` (counted by the HTTP layer), edge
+ * function invocation stats from `platform.function_logs` (written by src/functions) and log drains
+ * (stored).
  */
 
 const INTERVALS: Record<string, { span: string; bucket: string }> = {
@@ -118,6 +121,44 @@ export function analyticsRoutes(ctx: AppContext): Router {
            from platform.api_usage where project_ref = $1 and minute > now() - $2::interval
           group by 1 order by 1`,
         [project.ref, span, bucket],
+      );
+      return {
+        result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp).toISOString() })),
+        error: null,
+      };
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      project: "any",
+      path: `${base}/functions.combined-stats`,
+      summary: "Invocations of one edge function per time bucket: status classes and execution time",
+      access: { permission: "analytics_usage_read" },
+      query: z.object({
+        interval: z.enum(["15min", "1hr", "3hr", "1day"]),
+        function_id: z.string().uuid(),
+      }),
+      status: 200,
+    },
+    async ({ project, query }) => {
+      await functionRuntimeOf(ctx).logs.flush();
+      const { span, bucket } = INTERVALS[query.interval];
+      const { rows } = await ctx.platformPool.query(
+        `select date_trunc($4, created_at) as timestamp,
+                count(*)::int as requests_count,
+                count(*) filter (where status between 200 and 299)::int as success_count,
+                count(*) filter (where status between 300 and 399)::int as redirect_count,
+                count(*) filter (where status between 400 and 499)::int as client_err_count,
+                count(*) filter (where status >= 500)::int as server_err_count,
+                coalesce(avg(duration_ms), 0)::float8 as avg_execution_time,
+                coalesce(max(duration_ms), 0)::int as max_execution_time
+           from platform.function_logs
+          where project_ref = $1 and function_id = $2 and kind = 'invocation' and created_at > now() - $3::interval
+          group by 1 order by 1`,
+        [project.ref, query.function_id, span, bucket],
       );
       return {
         result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp).toISOString() })),

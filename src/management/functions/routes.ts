@@ -1,11 +1,26 @@
+import { rm } from "node:fs/promises";
 import express, { Router, type Request } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
+import {
+  functionDir,
+  InvalidDeployment,
+  publishVersion,
+  pruneVersions,
+  relativeFilePath,
+  removeFunctionFiles,
+  stageDeployment,
+} from "../../functions/files";
+import { functionRuntimeOf } from "../../functions/runtime";
 import { HttpError } from "../http";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { route } from "../route";
 
-/** Edge functions: deployed files and metadata are stored; Strata does not run them. */
+/**
+ * Edge functions: metadata and files in the control plane; each version's files are also written
+ * under the data directory, where workers run them (src/functions). A deployment that does not parse
+ * is refused and the previous version keeps serving.
+ */
 
 const Slug = z
   .string()
@@ -87,24 +102,44 @@ export function functionRoutes(ctx: AppContext): Router {
       const { metadata, files } = await readDeploy(req);
       const slug = Slug.safeParse(query.slug ?? metadata.name);
       if (!slug.success) throw new HttpError(400, `Invalid query: slug: ${slug.error.issues[0].message}`);
-      const { rows } = await ctx.platformPool.query(
-        `insert into platform.edge_functions (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files)
+      const entrypoint = String(metadata.entrypoint_path ?? "index.ts");
+      const importMap = metadata.import_map_path ? String(metadata.import_map_path) : undefined;
+      const staging = await stageDeployment(
+        ctx.config.dataDir,
+        project.ref,
+        files,
+        entrypoint,
+        importMap,
+      ).catch((e) => {
+        if (e instanceof InvalidDeployment) throw new HttpError(400, `Invalid deployment: ${e.message}`);
+        throw e;
+      });
+      const stored = await ctx.platformPool
+        .query(
+          `insert into platform.edge_functions (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files)
          values ($1, $2, $3, $4, $5, $6, $7)
          on conflict (project_ref, slug) do update set name = excluded.name, verify_jwt = excluded.verify_jwt,
            entrypoint_path = excluded.entrypoint_path, import_map_path = excluded.import_map_path, files = excluded.files,
            version = edge_functions.version + 1, updated_at = now()
          returning *`,
-        [
-          project.ref,
-          slug.data,
-          String(metadata.name ?? slug.data),
-          metadata.verify_jwt !== false,
-          metadata.entrypoint_path ?? "index.ts",
-          metadata.import_map_path ?? null,
-          JSON.stringify(files),
-        ],
-      );
-      return functionJson(rows[0]);
+          [
+            project.ref,
+            slug.data,
+            String(metadata.name ?? slug.data),
+            metadata.verify_jwt !== false,
+            relativeFilePath(entrypoint),
+            importMap === undefined ? null : relativeFilePath(importMap),
+            JSON.stringify(files),
+          ],
+        )
+        .catch(async (e) => {
+          await rm(staging, { recursive: true, force: true });
+          throw e;
+        });
+      const fn = stored.rows[0];
+      await publishVersion(staging, functionDir(ctx.config.dataDir, project.ref, fn.slug, fn.version));
+      await pruneVersions(ctx.config.dataDir, project.ref, fn.slug, fn.version);
+      return functionJson(fn);
     },
   );
 
@@ -194,6 +229,8 @@ export function functionRoutes(ctx: AppContext): Router {
     async ({ project, params }) => {
       const fn = await one(project, params.slug);
       await ctx.platformPool.query("delete from platform.edge_functions where id = $1", [fn.id]);
+      functionRuntimeOf(ctx).pool.stopFunction(`${fn.project_ref}/${fn.slug}`);
+      await removeFunctionFiles(ctx.config.dataDir, fn.project_ref, fn.slug);
       return {};
     },
   );

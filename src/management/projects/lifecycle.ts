@@ -1,5 +1,6 @@
 import pg from "pg";
 import type { AppContext } from "../../context";
+import { removeProjectFunctions } from "../../functions/runtime";
 import {
   closeProjectDatabase,
   createProjectDatabase,
@@ -129,7 +130,7 @@ export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<voi
       await ctx.registry.evict(project.ref);
       await dropProjectDatabase(project.cluster, project.database_name);
     }),
-  );
+  ).then(() => removeProjectFunctions(ctx, project.ref));
 }
 
 /**

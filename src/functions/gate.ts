@@ -1,0 +1,129 @@
+import type { Request } from "express";
+import { mintLegacyKey } from "../auth/legacyKeys";
+import { verifyJwt } from "../auth/verifyJwt";
+import type { AppContext } from "../context";
+import { openProject } from "../http/gate";
+import { decryptSecret } from "../management/secrets/crypto";
+import type { ProjectRuntime } from "../projects/runtime";
+import type { DeployedFile } from "./files";
+
+/** Every call from functions to the data platform: project, JWT, deployed function, secrets, logs. */
+
+/** The project an invocation addresses (Host), through the data gate; a refusal is a GateError. */
+export const projectOf = (ctx: AppContext, req: Request) => openProject(ctx, req);
+
+/** A refused invocation: the platform's 401 before the function runs. */
+export class InvalidJwt extends Error {}
+
+/** verify_jwt: the Authorization header must carry a JWT the project accepts. */
+export async function checkJwt(project: ProjectRuntime, authorization: string | undefined) {
+  const token = /^bearer\s+(.+)$/i.exec(authorization ?? "")?.[1]?.trim();
+  if (!token) throw new InvalidJwt("Missing authorization header");
+  await verifyJwt(project, token).catch(() => {
+    throw new InvalidJwt("Invalid JWT");
+  });
+}
+
+/** A deployed function as the runtime needs it. */
+export interface DeployedFunction {
+  id: string;
+  slug: string;
+  version: number;
+  verifyJwt: boolean;
+  entrypoint: string;
+  importMap: string | undefined;
+}
+
+export async function deployedFunction(
+  ctx: AppContext,
+  ref: string,
+  slug: string,
+): Promise<DeployedFunction | undefined> {
+  const { rows } = await ctx.platformPool.query(
+    `select id, slug, version, verify_jwt, entrypoint_path, import_map_path from platform.edge_functions
+     where project_ref = $1 and slug = $2 and status = 'ACTIVE'`,
+    [ref, slug],
+  );
+  const r = rows[0];
+  if (!r) return undefined;
+  return {
+    id: r.id,
+    slug: r.slug,
+    version: r.version,
+    verifyJwt: r.verify_jwt,
+    entrypoint: r.entrypoint_path ?? "index.ts",
+    importMap: r.import_map_path ?? undefined,
+  };
+}
+
+export async function deployedFiles(ctx: AppContext, id: string, version: number): Promise<DeployedFile[]> {
+  const { rows } = await ctx.platformPool.query(
+    "select files from platform.edge_functions where id = $1 and version = $2",
+    [id, version],
+  );
+  if (!rows.length) throw new Error("The function was redeployed or deleted meanwhile");
+  return rows[0].files;
+}
+
+/** The project's secrets, decrypted, read on every invocation so that changes apply at once. */
+export async function projectSecrets(ctx: AppContext, ref: string): Promise<Record<string, string>> {
+  const { rows } = await ctx.platformPool.query(
+    `select s.name, s.ciphertext, k.root_key from platform.project_secrets s
+     join platform.project_root_keys k using (project_ref) where s.project_ref = $1`,
+    [ref],
+  );
+  return Object.fromEntries(rows.map((r) => [r.name, decryptSecret(r.root_key, r.ciphertext)]));
+}
+
+/** The defaults every function gets: this Strata's URL for the project, its keys and its database. */
+export async function defaultEnv(project: ProjectRuntime, baseUrl: string): Promise<Record<string, string>> {
+  const { jwtSecret, legacyKeysIat, dataUrl } = project.record;
+  return {
+    SUPABASE_URL: baseUrl,
+    SUPABASE_ANON_KEY: await mintLegacyKey(jwtSecret, "anon", legacyKeysIat),
+    SUPABASE_SERVICE_ROLE_KEY: await mintLegacyKey(jwtSecret, "service_role", legacyKeysIat),
+    SUPABASE_DB_URL: dataUrl,
+  };
+}
+
+/** A row of platform.function_logs. */
+export interface FunctionLogRow {
+  ref: string;
+  functionId: string;
+  slug: string;
+  version: number;
+  kind: "console" | "invocation";
+  level?: string;
+  message?: string;
+  method?: string;
+  path?: string;
+  status?: number;
+  durationMs?: number;
+  at: Date;
+}
+
+export async function writeFunctionLogs(ctx: AppContext, rows: FunctionLogRow[]) {
+  await ctx.platformPool.query(
+    `insert into platform.function_logs
+       (project_ref, function_id, slug, version, kind, level, message, method, path, status, duration_ms, created_at)
+     select * from unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[],
+       $8::text[], $9::text[], $10::int[], $11::int[], $12::timestamptz[])
+       as t (ref, function_id, slug, version, kind, level, message, method, path, status, duration_ms, created_at)
+     -- A project deleted meanwhile takes its logs with it.
+     where exists (select 1 from platform.projects p where p.ref = t.ref)`,
+    [
+      rows.map((r) => r.ref),
+      rows.map((r) => r.functionId),
+      rows.map((r) => r.slug),
+      rows.map((r) => r.version),
+      rows.map((r) => r.kind),
+      rows.map((r) => r.level ?? null),
+      rows.map((r) => r.message ?? null),
+      rows.map((r) => r.method ?? null),
+      rows.map((r) => r.path ?? null),
+      rows.map((r) => r.status ?? null),
+      rows.map((r) => r.durationMs ?? null),
+      rows.map((r) => r.at),
+    ],
+  );
+}

@@ -1,0 +1,194 @@
+import { createHash } from "node:crypto";
+import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
+import { Router, type Request, type Response } from "express";
+import type { AppContext } from "../context";
+import { GateError } from "../http/gate";
+import { functionDir, materialise } from "./files";
+import {
+  checkJwt,
+  defaultEnv,
+  deployedFiles,
+  deployedFunction,
+  InvalidJwt,
+  projectOf,
+  projectSecrets,
+  type DeployedFunction,
+} from "./gate";
+import { PoolExhausted } from "./pool";
+import { functionRuntimeOf, type FunctionRuntime } from "./runtime";
+import type { Worker } from "./worker";
+
+/**
+ * /functions/v1/<slug>[/sub/path]: finds the project (Host) and the deployed function, checks the JWT
+ * when the function asks for it, then proxies the request to a warm worker of the function's current
+ * version, streaming both bodies. The function sees `/<slug>/sub/path?query`, as on the platform.
+ */
+
+/** Answers in the platform's error shapes: `{code, message}` and the code in `sb-error-code`. */
+function refuse(res: Response, status: number, code: string | number, message: string) {
+  if (res.headersSent) return res.destroy();
+  if (typeof code === "string") res.setHeader("sb-error-code", code);
+  res.status(status).json({ code, message });
+}
+
+const WORKER_EXIT_GRACE_MS = 1000;
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+  "te",
+  "trailer",
+]);
+
+function forwardable(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  return Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name)));
+}
+
+/** The slug: the first segment of the path under /functions/v1. */
+function slugOf(req: Request): string | undefined {
+  const first = req.path.split("/")[1];
+  try {
+    return first ? decodeURIComponent(first) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Plan: the function, its environment and the key of the worker that runs them. */
+async function plan(ctx: AppContext, req: Request, res: Response) {
+  const slug = slugOf(req);
+  const project = await projectOf(ctx, req);
+  const fn = slug ? await deployedFunction(ctx, project.ref, slug) : undefined;
+  if (!fn) {
+    refuse(res, 404, "NOT_FOUND", "Requested function was not found");
+    return undefined;
+  }
+  // A CORS preflight carries no Authorization: it reaches the function's own handler.
+  if (fn.verifyJwt && req.method !== "OPTIONS") await checkJwt(project, req.headers.authorization);
+  const env = {
+    ...(await projectSecrets(ctx, project.ref)),
+    ...(await defaultEnv(project, `${req.protocol}://${req.headers.host}`)),
+  };
+  const envHash = createHash("sha256").update(JSON.stringify(env)).digest("hex");
+  return { project, fn, env, key: `${project.ref}/${fn.slug}/${fn.version}/${envHash}` };
+}
+
+/** Act: proxies to the worker; resolves with the status the client got. */
+function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Promise<number> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const finish = (status: number) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(wall);
+      stopWatching();
+      resolve(status);
+    };
+    const stopped = (status: number, code: string, why: string) => {
+      upstream.destroy();
+      refuse(res, status, code, why);
+      finish(status);
+    };
+    const headers = {
+      ...forwardable(req.headers),
+      "x-forwarded-proto": req.protocol,
+      "x-forwarded-for": req.ip ?? "",
+    };
+    const upstream = worker.request({ method: req.method, path: req.url, headers });
+    const wall = setTimeout(
+      () => stopped(504, "IDLE_TIMEOUT", "Function did not answer within the request time limit"),
+      wallMs,
+    );
+    const stopWatching = worker.onEnd((why) => {
+      if (why === "limit")
+        stopped(546, "WORKER_RESOURCE_LIMIT", "Function exceeded a resource limit (CPU time or memory)");
+      else stopped(500, "WORKER_ERROR", "Function exited before it answered (please check logs)");
+    });
+    upstream.on("response", (answer: IncomingMessage) => {
+      res.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
+      answer.pipe(res);
+      answer.on("end", () => finish(answer.statusCode ?? 502));
+      answer.on("error", () => finish(answer.statusCode ?? 502));
+    });
+    // The connection breaks first when the worker dies: give its exit (and its reason) a moment.
+    upstream.on("error", () => {
+      setTimeout(() => {
+        if (settled) return;
+        refuse(res, 502, "WORKER_ERROR", "Function did not answer");
+        finish(502);
+      }, WORKER_EXIT_GRACE_MS).unref();
+    });
+    // The client went away: stop the function's side of the request too.
+    res.on("close", () => {
+      if (!res.writableFinished) upstream.destroy();
+      finish(res.statusCode);
+    });
+    req.pipe(upstream);
+  });
+}
+
+async function invoke(ctx: AppContext, runtime: FunctionRuntime, req: Request, res: Response) {
+  const started = Date.now();
+  const planned = await plan(ctx, req, res);
+  if (!planned) return;
+  const { project, fn, env, key } = planned;
+  const log = (status: number) =>
+    runtime.logs.add({
+      ref: project.ref,
+      functionId: fn.id,
+      slug: fn.slug,
+      version: fn.version,
+      kind: "invocation",
+      method: req.method,
+      path: req.path,
+      status,
+      durationMs: Date.now() - started,
+    });
+  const dir = functionDir(ctx.config.dataDir, project.ref, fn.slug, fn.version);
+  await materialise(dir, () => deployedFiles(ctx, fn.id, fn.version));
+  const worker = runtime.pool.workerFor(
+    `${project.ref}/${fn.slug}`,
+    key,
+    { dir, entrypoint: fn.entrypoint, importMap: fn.importMap, env },
+    (level, message) => runtime.logs.add(consoleRow(project.ref, fn, level, message)),
+  );
+  try {
+    await worker.booted();
+  } catch {
+    refuse(res, 503, "BOOT_ERROR", "Worker failed to boot (please check logs)");
+    log(503);
+    return;
+  }
+  log(await proxy(req, res, worker, ctx.config.functions.wallMs));
+}
+
+function consoleRow(ref: string, fn: DeployedFunction, level: string, message: string) {
+  return {
+    ref,
+    functionId: fn.id,
+    slug: fn.slug,
+    version: fn.version,
+    kind: "console" as const,
+    level,
+    message,
+  };
+}
+
+export function functionsRouter(ctx: AppContext): Router {
+  const router = Router();
+  router.use(async (req, res) => {
+    try {
+      await invoke(ctx, functionRuntimeOf(ctx), req, res);
+    } catch (e) {
+      if (e instanceof InvalidJwt) return refuse(res, 401, 401, e.message);
+      if (e instanceof GateError) return refuse(res, e.status, e.status, e.message);
+      if (e instanceof PoolExhausted) return refuse(res, 503, "WORKER_RESOURCE_LIMIT", e.message);
+      ctx.log.error({ err: e }, "function invocation failed");
+      refuse(res, 500, "INTERNAL_ERROR", "Internal server error");
+    }
+  });
+  return router;
+}

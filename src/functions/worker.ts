@@ -1,0 +1,220 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import { createInterface } from "node:readline";
+import { pathToFileURL } from "node:url";
+
+/** What a worker runs: one version of one function, with its environment. */
+export interface WorkerSpec {
+  /** Directory holding the version's deployed files (read-only for the function). */
+  dir: string;
+  entrypoint: string;
+  importMap: string | undefined;
+  env: Record<string, string>;
+}
+
+export interface WorkerLimits {
+  /** Continuous CPU time a worker may spend without answering before it is stopped. */
+  cpuMs: number;
+  /** V8 heap limit of a worker. */
+  memoryMb: number;
+  bootMs: number;
+}
+
+/** Where the runtime keeps its own files: the bootstrap module and Deno's module cache. */
+export interface RuntimeFiles {
+  deno: string;
+  bootstrap: string;
+  denoDir: string;
+}
+
+/** Why a worker stopped serving, as the platform names it. */
+export type WorkerEnd = "boot_error" | "limit" | "exited";
+
+const CPU_SAMPLE_MS = 100;
+const OUT_OF_MEMORY = /out of memory|heap limit/i;
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** CPU time (ms) a process has used, from /proc; undefined where /proc is not available. */
+function cpuTimeMs(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // utime and stime are fields 14 and 15 of the line (11 and 12 after the command name).
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The deployment's import map when it names one, else the `deno.json` next to its entrypoint (imports,
+ * compiler options), as `supabase functions deploy` uses them; never a configuration outside its files.
+ */
+function configFlags(spec: WorkerSpec): string[] {
+  if (spec.importMap) return ["--no-config", `--import-map=${path.join(spec.dir, spec.importMap)}`];
+  const entryDir = path.dirname(path.join(spec.dir, spec.entrypoint));
+  const config = ["deno.json", "deno.jsonc"].map((f) => path.join(entryDir, f)).find((f) => existsSync(f));
+  return config ? [`--config=${config}`] : ["--no-config"];
+}
+
+/**
+ * One Deno process serving one function version on a unix socket in its own scratch directory. It may
+ * read only its files, the bootstrap and the scratch directory, write only the scratch directory, see
+ * only the environment it is given; it may use the network, not run processes nor load native code.
+ */
+export class Worker {
+  readonly scratch = mkdtempSync(path.join(os.tmpdir(), "strata-fn-"));
+  readonly socketPath = path.join(this.scratch, "worker.sock");
+  private readonly child: ChildProcess;
+  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  private readonly ready: Promise<void>;
+  private readonly stderrTail: string[] = [];
+  private cpuTimer: NodeJS.Timeout | undefined;
+  inFlight = 0;
+  /** Requests answered so far: a busy worker that still answers is working, not stuck. */
+  private completed = 0;
+  lastUsed = Date.now();
+  ended: WorkerEnd | undefined;
+  private readonly endWaiters = new Set<(why: WorkerEnd) => void>();
+
+  constructor(
+    spec: WorkerSpec,
+    private readonly limits: WorkerLimits,
+    runtime: RuntimeFiles,
+    onLine: (level: "log" | "error", line: string) => void,
+  ) {
+    const args = [
+      "run",
+      "--no-prompt",
+      ...configFlags(spec),
+      "--no-lock",
+      "--quiet",
+      "--allow-net",
+      "--allow-import",
+      "--allow-env",
+      `--allow-read=${[spec.dir, this.scratch, runtime.bootstrap].join(",")}`,
+      `--allow-write=${this.scratch}`,
+      `--v8-flags=--max-old-space-size=${limits.memoryMb}`,
+      runtime.bootstrap,
+      this.socketPath,
+      pathToFileURL(path.join(spec.dir, spec.entrypoint)).href,
+    ];
+    // A clean environment: the function's own variables and what Deno needs for its module cache.
+    // Certificates: the host's trust store besides Deno's own, as other programs on the host use it.
+    const env = {
+      ...spec.env,
+      // Temporary files (Deno.makeTempFile, os.tmpdir()) go to the scratch directory.
+      TMPDIR: this.scratch,
+      DENO_DIR: runtime.denoDir,
+      DENO_TLS_CA_STORE: "mozilla,system",
+      DENO_NO_UPDATE_CHECK: "1",
+      NO_COLOR: "1",
+    };
+    this.child = spawn(runtime.deno, args, { cwd: this.scratch, env, stdio: ["ignore", "pipe", "pipe"] });
+    createInterface({ input: this.child.stdout! }).on("line", (l) => onLine("log", l));
+    createInterface({ input: this.child.stderr! }).on("line", (l) => {
+      this.stderrTail.push(l);
+      if (this.stderrTail.length > 20) this.stderrTail.shift();
+      onLine("error", l);
+    });
+    // V8 ends a process that reaches its heap limit: that is the memory limit, not a crash. "close"
+    // comes after the last line of stderr, which says so.
+    this.child.on("close", () =>
+      this.end(this.ended ?? (this.stderrTail.some((l) => OUT_OF_MEMORY.test(l)) ? "limit" : "exited")),
+    );
+    this.child.on("error", () => this.end("boot_error"));
+    this.ready = this.waitForSocket();
+  }
+
+  /** Resolves once the function listens; rejects with the boot error otherwise. */
+  booted(): Promise<void> {
+    return this.ready;
+  }
+
+  private async waitForSocket(): Promise<void> {
+    const deadline = Date.now() + this.limits.bootMs;
+    while (!this.ended) {
+      if (existsSync(this.socketPath)) return;
+      if (Date.now() > deadline) {
+        this.stop("boot_error");
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    throw new Error(this.stderrTail.join("\n") || "The function did not call Deno.serve");
+  }
+
+  /** Resolves with the reason when the worker stops. */
+  onEnd(listener: (why: WorkerEnd) => void): () => void {
+    if (this.ended) {
+      listener(this.ended);
+      return () => {};
+    }
+    this.endWaiters.add(listener);
+    return () => this.endWaiters.delete(listener);
+  }
+
+  /** Sends one request to the function; the caller pipes bodies both ways. */
+  request(options: http.RequestOptions): http.ClientRequest {
+    this.inFlight++;
+    this.lastUsed = Date.now();
+    this.watchCpu();
+    const req = http.request({ ...options, socketPath: this.socketPath, agent: this.agent });
+    const done = () => {
+      req.off("close", done);
+      this.inFlight--;
+      this.completed++;
+      this.lastUsed = Date.now();
+    };
+    req.on("close", done);
+    return req;
+  }
+
+  /**
+   * While requests are in flight, samples the process's CPU time: a worker that keeps a core busy for
+   * longer than the CPU limit without answering any request (an endless loop, a runaway computation)
+   * is stopped. A worker busy with many requests that it keeps answering is not.
+   */
+  private watchCpu() {
+    if (this.cpuTimer || this.child.pid === undefined) return;
+    const pid = this.child.pid;
+    let last = cpuTimeMs(pid);
+    if (last === undefined) return;
+    let busyMs = 0;
+    let completed = this.completed;
+    this.cpuTimer = setInterval(() => {
+      const now = cpuTimeMs(pid);
+      if (now === undefined || this.inFlight === 0) {
+        clearInterval(this.cpuTimer);
+        this.cpuTimer = undefined;
+        return;
+      }
+      const progressed = this.completed !== completed;
+      busyMs = now - last! >= CPU_SAMPLE_MS * 0.8 && !progressed ? busyMs + (now - last!) : 0;
+      last = now;
+      completed = this.completed;
+      if (busyMs >= this.limits.cpuMs) this.stop("limit");
+    }, CPU_SAMPLE_MS);
+    this.cpuTimer.unref();
+  }
+
+  stop(why: WorkerEnd = "exited") {
+    this.ended ??= why;
+    this.child.kill("SIGKILL");
+    this.end(why);
+  }
+
+  private end(why: WorkerEnd) {
+    this.ended ??= why;
+    clearInterval(this.cpuTimer);
+    this.agent.destroy();
+    for (const listener of this.endWaiters) listener(this.ended);
+    this.endWaiters.clear();
+    if (this.child.exitCode !== null || this.child.signalCode !== null) {
+      rmSync(this.scratch, { recursive: true, force: true });
+    }
+  }
+}
