@@ -11,11 +11,12 @@ async function deploy(
   slug: string,
   files: Record<string, string>,
   metadata: Record<string, unknown> = {},
+  query = "",
 ) {
   const form = new FormData();
   form.append("metadata", JSON.stringify({ entrypoint_path: "index.ts", name: slug, ...metadata }));
   for (const [name, content] of Object.entries(files)) form.append("file", new Blob([content]), name);
-  const res = await fetch(`${server.url}/v1/projects/${ref}/functions/deploy?slug=${slug}`, {
+  const res = await fetch(`${server.url}/v1/projects/${ref}/functions/deploy?slug=${slug}${query}`, {
     method: "POST",
     headers: { authorization: `Bearer ${server.managementToken}` },
     body: form,
@@ -298,6 +299,64 @@ describe("Edge functions", () => {
     expect(
       existsSync(path.join(server.strata.ctx.config.dataDir, "functions", server.ref, "versioned")),
     ).toBe(false);
+  });
+
+  it("serves bundles uploaded with bundleOnly only once a bulk update names them, all or none", async () => {
+    await deploy(server, server.ref, "bundled-a", { "index.ts": "Deno.serve(() => new Response('a1'))" });
+    const a = await deploy(
+      server,
+      server.ref,
+      "bundled-a",
+      { "index.ts": "Deno.serve(() => new Response('a2'))" },
+      {},
+      "&bundleOnly=true",
+    );
+    const b = await deploy(
+      server,
+      server.ref,
+      "bundled-b",
+      { "index.ts": "Deno.serve(() => new Response('b1'))" },
+      {},
+      "&bundleOnly=true",
+    );
+    expect(a.status).toBe(201);
+    expect(a.body).toMatchObject({ slug: "bundled-a", version: 2 });
+    expect(b.body).toMatchObject({ slug: "bundled-b", version: 1 });
+    // Uploaded, not served: the old version answers, the new function does not exist yet.
+    expect((await client.functions.invoke("bundled-a", { method: "GET" })).data).toBe("a1");
+    const missing = await client.functions.invoke("bundled-b", { method: "GET" });
+    expect((missing.error as { context: Response }).context.status).toBe(404);
+
+    const entry = (r: { body: any }) => {
+      const { id, slug, name, status, version, verify_jwt, entrypoint_path } = r.body;
+      return { id, slug, name, status, version, verify_jwt, entrypoint_path };
+    };
+    // One unknown entry refuses the whole update.
+    const refused = await mgmt(server, "PUT", `/v1/projects/${server.ref}/functions`, {
+      body: [entry(a), { ...entry(b), slug: "nowhere" }],
+    });
+    expect(refused.status).toBe(404);
+    expect((await client.functions.invoke("bundled-a", { method: "GET" })).data).toBe("a1");
+
+    const updated = await mgmt(server, "PUT", `/v1/projects/${server.ref}/functions`, {
+      body: [entry(a), entry(b)],
+    });
+    expect(updated.status).toBe(200);
+    expect(updated.body.functions.map((f: any) => [f.slug, f.version])).toEqual([
+      ["bundled-a", 2],
+      ["bundled-b", 1],
+    ]);
+    expect((await client.functions.invoke("bundled-a", { method: "GET" })).data).toBe("a2");
+    expect((await client.functions.invoke("bundled-b", { method: "GET" })).data).toBe("b1");
+    const { rows } = await server.strata.ctx.platformPool.query(
+      `select slug, version from platform.edge_functions where project_ref = $1 and slug like 'bundled-%'
+       union all select slug, -version from platform.edge_function_bundles where project_ref = $1 order by 1, 2`,
+      [server.ref],
+    );
+    expect(rows).toEqual([
+      { slug: "bundled-a", version: 2 },
+      { slug: "bundled-b", version: 1 },
+    ]);
   });
 
   it("refuses a missing or invalid JWT before the function runs unless verify_jwt is false", async () => {

@@ -2,7 +2,9 @@ import { rm } from "node:fs/promises";
 import express, { Router, type Request } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
+import pg from "pg";
 import {
+  type DeployedFile,
   functionDir,
   InvalidDeployment,
   publishVersion,
@@ -12,6 +14,7 @@ import {
   stageDeployment,
 } from "../../functions/files";
 import { functionRuntimeOf } from "../../functions/runtime";
+import { withAdminTransaction } from "../../db/transaction";
 import { HttpError } from "../http";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { route } from "../route";
@@ -68,6 +71,112 @@ async function readDeploy(req: Request) {
   return { metadata, files };
 }
 
+interface Deployment {
+  ref: string;
+  slug: string;
+  name: string;
+  verifyJwt: boolean;
+  entrypoint: string;
+  importMap: string | null;
+  files: DeployedFile[];
+}
+
+/**
+ * The version a new upload of a function gets: after the served one and after every bundle still waiting,
+ * so that no two uploads share a version directory.
+ */
+const NEXT_VERSION = `greatest(
+    coalesce((select version from platform.edge_functions where project_ref = $1 and slug = $2), 0),
+    coalesce((select max(version) from platform.edge_function_bundles where project_ref = $1 and slug = $2), 0)
+  ) + 1`;
+
+/** A deploy: the function is created or its next version served at once. */
+async function storeFunction(ctx: AppContext, d: Deployment) {
+  const { rows } = await ctx.platformPool.query(
+    `insert into platform.edge_functions
+       (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files, version)
+     values ($1, $2, $3, $4, $5, $6, $7, ${NEXT_VERSION})
+     on conflict (project_ref, slug) do update set name = excluded.name, verify_jwt = excluded.verify_jwt,
+       entrypoint_path = excluded.entrypoint_path, import_map_path = excluded.import_map_path, files = excluded.files,
+       version = excluded.version, updated_at = now()
+     returning *`,
+    [d.ref, d.slug, d.name, d.verifyJwt, d.entrypoint, d.importMap, JSON.stringify(d.files)],
+  );
+  return rows[0];
+}
+
+/**
+ * A deploy with `bundleOnly=true`: the files are kept as the function's next version but not served until a
+ * bulk update (PUT) names that id and version; the answer is the function as it will be then.
+ */
+async function storeBundle(ctx: AppContext, d: Deployment) {
+  const { rows } = await ctx.platformPool.query(
+    `insert into platform.edge_function_bundles
+       (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files, id, version)
+     values ($1, $2, $3, $4, $5, $6, $7,
+       coalesce((select id from platform.edge_functions where project_ref = $1 and slug = $2), gen_random_uuid()),
+       ${NEXT_VERSION})
+     returning *, 'ACTIVE' as status, false as import_map, created_at as updated_at`,
+    [d.ref, d.slug, d.name, d.verifyJwt, d.entrypoint, d.importMap, JSON.stringify(d.files)],
+  );
+  return rows[0];
+}
+
+interface BulkUpdate {
+  id: string;
+  slug: string;
+  name: string;
+  status: string;
+  version: number;
+  verify_jwt?: boolean;
+  entrypoint_path?: string;
+}
+
+/**
+ * One entry of a bulk update: a waiting bundle with that id and version becomes the served version of its
+ * function (created when new); otherwise the existing function's metadata changes.
+ */
+async function activateOrUpdate(client: pg.PoolClient, ref: string, f: BulkUpdate) {
+  const bundle = await client.query(
+    `delete from platform.edge_function_bundles where project_ref = $1 and slug = $2 and id = $3 and version = $4
+     returning *`,
+    [ref, f.slug, f.id, f.version],
+  );
+  const b = bundle.rows[0];
+  const { rows } = b
+    ? await client.query(
+        `insert into platform.edge_functions
+           (id, project_ref, slug, name, status, version, verify_jwt, entrypoint_path, import_map_path, files)
+         values ($1, $2, $3, $4, $5, $6, coalesce($7::boolean, $8::boolean), coalesce($9::text, $10::text), $11, $12)
+         on conflict (project_ref, slug) do update set name = excluded.name, status = excluded.status,
+           version = excluded.version, verify_jwt = excluded.verify_jwt, entrypoint_path = excluded.entrypoint_path,
+           import_map_path = excluded.import_map_path, files = excluded.files, updated_at = now()
+         returning *`,
+        [
+          b.id,
+          ref,
+          f.slug,
+          f.name,
+          f.status,
+          f.version,
+          f.verify_jwt ?? null,
+          b.verify_jwt,
+          f.entrypoint_path ?? null,
+          b.entrypoint_path,
+          b.import_map_path,
+          JSON.stringify(b.files),
+        ],
+      )
+    : await client.query(
+        `update platform.edge_functions set name = $3, status = $4, version = $5, verify_jwt = coalesce($6, verify_jwt),
+           entrypoint_path = coalesce($7, entrypoint_path), updated_at = now()
+         where project_ref = $1 and slug = $2 returning *`,
+        [ref, f.slug, f.name, f.status, f.version, f.verify_jwt ?? null, f.entrypoint_path ?? null],
+      );
+  if (!rows.length) throw new HttpError(404, `Function ${f.slug} not found: deploy it first`);
+  return rows[0];
+}
+
 export function functionRoutes(ctx: AppContext): Router {
   const router = Router();
   const base = "/v1/projects/:ref/functions";
@@ -114,31 +223,24 @@ export function functionRoutes(ctx: AppContext): Router {
         if (e instanceof InvalidDeployment) throw new HttpError(400, `Invalid deployment: ${e.message}`);
         throw e;
       });
-      const stored = await ctx.platformPool
-        .query(
-          `insert into platform.edge_functions (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files)
-         values ($1, $2, $3, $4, $5, $6, $7)
-         on conflict (project_ref, slug) do update set name = excluded.name, verify_jwt = excluded.verify_jwt,
-           entrypoint_path = excluded.entrypoint_path, import_map_path = excluded.import_map_path, files = excluded.files,
-           version = edge_functions.version + 1, updated_at = now()
-         returning *`,
-          [
-            project.ref,
-            slug.data,
-            String(metadata.name ?? slug.data),
-            metadata.verify_jwt !== false,
-            relativeFilePath(entrypoint),
-            importMap === undefined ? null : relativeFilePath(importMap),
-            JSON.stringify(files),
-          ],
-        )
-        .catch(async (e) => {
+      const deployment = {
+        ref: project.ref,
+        slug: slug.data,
+        name: String(metadata.name ?? slug.data),
+        verifyJwt: metadata.verify_jwt !== false,
+        entrypoint: relativeFilePath(entrypoint),
+        importMap: importMap === undefined ? null : relativeFilePath(importMap),
+        files,
+      };
+      const fn = await (query.bundleOnly === "true" ? storeBundle : storeFunction)(ctx, deployment).catch(
+        async (e) => {
           await rm(staging, { recursive: true, force: true });
           throw e;
-        });
-      const fn = stored.rows[0];
+        },
+      );
       await publishVersion(staging, functionDir(ctx.config.dataDir, project.ref, fn.slug, fn.version));
-      await pruneVersions(ctx.config.dataDir, project.ref, fn.slug, fn.version);
+      if (query.bundleOnly !== "true")
+        await pruneVersions(ctx.config.dataDir, project.ref, fn.slug, fn.version);
       return functionJson(fn);
     },
   );
@@ -166,18 +268,13 @@ export function functionRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ project, body }) => {
-      const updated = [];
-      for (const f of body) {
-        const { rows } = await ctx.platformPool.query(
-          `update platform.edge_functions set name = $3, status = $4, version = $5, verify_jwt = coalesce($6, verify_jwt),
-             entrypoint_path = coalesce($7, entrypoint_path), updated_at = now()
-           where project_ref = $1 and slug = $2 returning *`,
-          [project.ref, f.slug, f.name, f.status, f.version, f.verify_jwt ?? null, f.entrypoint_path ?? null],
-        );
-        if (!rows.length) throw new HttpError(404, `Function ${f.slug} not found`);
-        updated.push(functionJson(rows[0]));
-      }
-      return { functions: updated };
+      const updated = await withAdminTransaction(ctx.platformPool, async (client) => {
+        const rows = [];
+        for (const f of body) rows.push(await activateOrUpdate(client, project.ref, f));
+        return rows;
+      });
+      for (const fn of updated) await pruneVersions(ctx.config.dataDir, project.ref, fn.slug, fn.version);
+      return { functions: updated.map(functionJson) };
     },
   );
 
