@@ -359,6 +359,32 @@ describe("Edge functions", () => {
     ]);
   });
 
+  it("creates a function from one source file through the deprecated create, once", async () => {
+    const create = (slug: string, source: string) =>
+      fetch(`${server.url}/v1/projects/${server.ref}/functions?slug=${slug}&verify_jwt=false`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${server.managementToken}`,
+          "content-type": "application/typescript",
+        },
+        body: source,
+      });
+    const created = await create("legacy", "Deno.serve(() => new Response('legacy'))");
+    expect(created.status).toBe(201);
+    expect(await created.json()).toMatchObject({ slug: "legacy", version: 1, verify_jwt: false });
+    const res = await fetch(`${server.url}/functions/v1/legacy`);
+    expect(await res.text()).toBe("legacy");
+    const again = await create("legacy", "Deno.serve(() => new Response('other'))");
+    expect(again.status).toBe(400);
+    const broken = await create("legacy-broken", "Deno.serve(() => new Response('x'");
+    expect(broken.status).toBe(400);
+    const { rows } = await server.strata.ctx.platformPool.query(
+      "select slug from platform.edge_functions where project_ref = $1 and slug like 'legacy%'",
+      [server.ref],
+    );
+    expect(rows).toEqual([{ slug: "legacy" }]);
+  });
+
   it("refuses a missing or invalid JWT before the function runs unless verify_jwt is false", async () => {
     await deploy(server, server.ref, "guarded", {
       "index.ts": "Deno.serve((req) => Response.json({ auth: req.headers.get('authorization') }))",

@@ -122,6 +122,39 @@ async function storeBundle(ctx: AppContext, d: Deployment) {
   return rows[0];
 }
 
+/**
+ * Checks and stores a deployment's files (paths as sent), then publishes them as the function's next version (served at once,
+ * or kept as a bundle). A deployment that does not parse is refused and leaves nothing behind.
+ */
+async function deployFiles(
+  ctx: AppContext,
+  ref: string,
+  files: DeployedFile[],
+  meta: Omit<Deployment, "ref" | "files"> & { bundleOnly: boolean },
+) {
+  const staging = await stageDeployment(
+    ctx.config.dataDir,
+    ref,
+    files,
+    meta.entrypoint,
+    meta.importMap ?? undefined,
+  ).catch((e) => {
+    if (e instanceof InvalidDeployment) throw new HttpError(400, `Invalid deployment: ${e.message}`);
+    throw e;
+  });
+  // Staging checked the paths: stored relative to the function's root.
+  const entrypoint = relativeFilePath(meta.entrypoint);
+  const importMap = meta.importMap === null ? null : relativeFilePath(meta.importMap);
+  const store = meta.bundleOnly ? storeBundle : storeFunction;
+  const fn = await store(ctx, { ...meta, entrypoint, importMap, ref, files }).catch(async (e) => {
+    await rm(staging, { recursive: true, force: true });
+    throw e;
+  });
+  await publishVersion(staging, functionDir(ctx.config.dataDir, ref, fn.slug, fn.version));
+  if (!meta.bundleOnly) await pruneVersions(ctx.config.dataDir, ref, fn.slug, fn.version);
+  return functionJson(fn);
+}
+
 interface BulkUpdate {
   id: string;
   slug: string;
@@ -195,6 +228,47 @@ export function functionRoutes(ctx: AppContext): Router {
     },
   );
 
+  // The deprecated create: one source file as the raw body, the rest in the query string.
+  router.post(base, express.text({ type: () => true, limit: "20mb" }));
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "any",
+      path: base,
+      summary: "Creates a function from one source file (deprecated: use deploy)",
+      access: write,
+      query: z.object({
+        slug: Slug,
+        name: z.string().optional(),
+        entrypoint_path: z.string().optional(),
+        import_map_path: z.string().optional(),
+        verify_jwt: z.enum(["true", "false"]).optional(),
+      }),
+      status: 201,
+    },
+    async ({ project, req, query }) => {
+      if (typeof req.body !== "string" || !req.body.trim())
+        throw new HttpError(400, "Invalid body: the function's source is required");
+      const entrypoint = query.entrypoint_path ?? "index.ts";
+      const exists = await ctx.platformPool.query(
+        "select 1 from platform.edge_functions where project_ref = $1 and slug = $2",
+        [project.ref, query.slug],
+      );
+      if (exists.rows.length)
+        throw new HttpError(400, `Function ${query.slug} already exists: deploy updates it`);
+      return deployFiles(ctx, project.ref, [{ name: entrypoint, content: req.body }], {
+        slug: query.slug,
+        name: query.name ?? query.slug,
+        verifyJwt: query.verify_jwt !== "false",
+        entrypoint,
+        importMap: query.import_map_path ?? null,
+        bundleOnly: false,
+      });
+    },
+  );
+
   route(
     ctx,
     router,
@@ -213,35 +287,14 @@ export function functionRoutes(ctx: AppContext): Router {
       if (!slug.success) throw new HttpError(400, `Invalid query: slug: ${slug.error.issues[0].message}`);
       const entrypoint = String(metadata.entrypoint_path ?? "index.ts");
       const importMap = metadata.import_map_path ? String(metadata.import_map_path) : undefined;
-      const staging = await stageDeployment(
-        ctx.config.dataDir,
-        project.ref,
-        files,
-        entrypoint,
-        importMap,
-      ).catch((e) => {
-        if (e instanceof InvalidDeployment) throw new HttpError(400, `Invalid deployment: ${e.message}`);
-        throw e;
-      });
-      const deployment = {
-        ref: project.ref,
+      return deployFiles(ctx, project.ref, files, {
         slug: slug.data,
         name: String(metadata.name ?? slug.data),
         verifyJwt: metadata.verify_jwt !== false,
-        entrypoint: relativeFilePath(entrypoint),
-        importMap: importMap === undefined ? null : relativeFilePath(importMap),
-        files,
-      };
-      const fn = await (query.bundleOnly === "true" ? storeBundle : storeFunction)(ctx, deployment).catch(
-        async (e) => {
-          await rm(staging, { recursive: true, force: true });
-          throw e;
-        },
-      );
-      await publishVersion(staging, functionDir(ctx.config.dataDir, project.ref, fn.slug, fn.version));
-      if (query.bundleOnly !== "true")
-        await pruneVersions(ctx.config.dataDir, project.ref, fn.slug, fn.version);
-      return functionJson(fn);
+        entrypoint,
+        importMap: importMap ?? null,
+        bundleOnly: query.bundleOnly === "true",
+      });
     },
   );
 
