@@ -1,3 +1,4 @@
+import pg from "pg";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { AppContext } from "../context";
 import { sha256 } from "../platform/ids";
@@ -144,6 +145,11 @@ export function managementErrorHandler(ctx: AppContext) {
     if (typeof status === "number" && status >= 400 && status < 500) {
       // body-parser errors: malformed JSON, body too large
       res.status(status).json({ message: `Bad request: ${(err as Error).message}` });
+      return;
+    }
+    if (err instanceof pg.DatabaseError && err.code?.startsWith("22")) {
+      // A data exception (a NUL byte, an out-of-range or malformed value) comes from the caller's input.
+      res.status(400).json({ message: `Invalid input: ${err.message}` });
       return;
     }
     ctx.log.error({ err }, "management request failed");
