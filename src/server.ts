@@ -27,6 +27,8 @@ export function createApp(ctx: AppContext): Express {
   // PostgREST sends no ETag, and hashing every response body costs each request.
   app.set("etag", false);
   app.set("query parser", "simple");
+  // Paths match exactly as the spec writes them: `/v1/PROJECTS/...` is not `/v1/projects/...`.
+  app.set("case sensitive routing", true);
 
   // Request log: method and path only (the query string may carry an apikey, headers carry tokens).
   app.use(

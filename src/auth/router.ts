@@ -132,7 +132,7 @@ async function currentUser(project: ProjectRuntime, req: Request) {
 
 /** The project's auth endpoints, as `@supabase/auth-js` calls them. Every call needs a valid API key. */
 export function authRouter(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const limiters = new Map<string, RateLimiterPostgres>();
 
   /** Anonymous sign-in (auth-js signInAnonymously): when enabled, within rate_limit_anonymous_users per hour. */

@@ -100,6 +100,14 @@ export function withAdminTransaction<T>(
     : transact(db, "begin", onClient);
 }
 
+/** A text value holding a NUL byte, which PostgreSQL text cannot hold: its own SQLSTATE and message. */
+export class NulInText extends Error {
+  readonly code = "22021";
+  constructor() {
+    super('invalid byte sequence for encoding "UTF8": 0x00');
+  }
+}
+
 /**
  * A value as an SQL literal, for the messages that travel in the simple protocol (which binds no
  * parameters): the text pg itself would send for it, quoted by pg's own `escapeLiteral`. The one place
@@ -108,6 +116,8 @@ export function withAdminTransaction<T>(
 function literalOf(client: pg.ClientBase, value: unknown): string {
   const prepared = prepareValue(value);
   if (prepared === null || prepared === undefined) return "null";
+  // A NUL would end the simple-protocol message early: refused as PostgreSQL refuses it in a bound value.
+  if (typeof prepared === "string" && prepared.includes("\u0000")) throw new NulInText();
   return client.escapeLiteral(Buffer.isBuffer(prepared) ? `\\x${prepared.toString("hex")}` : prepared);
 }
 

@@ -178,7 +178,7 @@ function consoleRow(ref: string, fn: DeployedFunction, level: string, message: s
 }
 
 export function functionsRouter(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   router.use(async (req, res) => {
     try {
       await invoke(ctx, functionRuntimeOf(ctx), req, res);

@@ -6,7 +6,7 @@ import { executeGraphql } from "./endpoint";
 
 /** `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200. */
 export function graphqlRouter(ctx: AppContext): Router {
-  const router = Router({ strict: true });
+  const router = Router({ strict: true, caseSensitive: true });
   // The body parser is scoped to this route: other routers read their bodies themselves.
   router.post("/graphql/v1", express.json({ limit: "5mb" }), async (req, res, next) => {
     try {

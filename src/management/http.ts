@@ -25,6 +25,13 @@ export interface Principal {
   oauthAppId: string | null;
 }
 
+/** A member's role, and the project or organization whose membership was checked for this request. */
+export interface Membership {
+  role: string;
+  project?: string;
+  organization?: string;
+}
+
 /** A permission requirement from the spec's P column: one permission, or an `and`/`or` pair. */
 export type PermissionRule = string | { and: string[] } | { or: string[] };
 
@@ -40,8 +47,8 @@ declare module "express-serve-static-core" {
     principal?: Principal;
     /** Why the request carries no valid token (answered with 401 by `requirePrincipal`). */
     authFailure?: string;
-    /** The caller's role in the organization of the addressed project or organization. */
-    membership?: { role: string };
+    /** The caller's role in the organization of the addressed project or organization, and what was checked. */
+    membership?: Membership;
   }
 }
 

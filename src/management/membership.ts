@@ -20,7 +20,7 @@ export function resolveMembership(ctx: AppContext): RequestHandler {
           [req.principal!.userId, ref],
         );
         if (!rows[0]) throw new HttpError(404, `Project ${ref} not found`);
-        req.membership = { role: rows[0].role_name };
+        req.membership = { role: rows[0].role_name, project: ref };
       } else if (slug) {
         const { rows } = await ctx.platformPool.query(
           `select m.role_name from platform.organizations o
@@ -29,7 +29,7 @@ export function resolveMembership(ctx: AppContext): RequestHandler {
           [req.principal!.userId, decodeURIComponent(slug)],
         );
         if (!rows[0]) throw new HttpError(404, `Organization ${slug} not found`);
-        req.membership = { role: rows[0].role_name };
+        req.membership = { role: rows[0].role_name, organization: decodeURIComponent(slug) };
       }
       next();
     } catch (e) {

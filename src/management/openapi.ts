@@ -81,7 +81,7 @@ export function managementOpenApi(): Record<string, unknown> {
 
 /** GET /v1/openapi.json: public, like any API description; built once the routers are registered. */
 export function openApiRoute(): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   let document: Record<string, unknown> | undefined;
   router.get("/v1/openapi.json", (_req, res) => {
     document ??= managementOpenApi();

@@ -76,6 +76,20 @@ async function loadProject(ctx: AppContext, ref: string, need: ProjectNeed): Pro
 }
 
 /**
+ * The membership check ran on the path as sent; the route's own parameters must name what it checked, so that
+ * no spelling of a path (case, encoding) reaches a project or organization that was not checked.
+ */
+function refuseUncheckedMembership(req: Request, path: string, params: Record<string, string>) {
+  if (path.startsWith("/v1/projects/:ref") || path.startsWith("/v2/projects/:ref")) {
+    if (req.membership?.project !== params.ref) throw new HttpError(404, `Project ${params.ref} not found`);
+  } else if (path.startsWith("/v1/organizations/:slug")) {
+    if (req.membership?.organization !== params.slug) {
+      throw new HttpError(404, `Organization ${params.slug} not found`);
+    }
+  }
+}
+
+/**
  * Registers an operation on `router`: checks the token's access, validates body and query (400 naming the
  * field), loads the project the spec asks for, runs the handler and answers its result with the spec's
  * status. A handler that already answered (e.g. 204 with no body) returns undefined after doing so.
@@ -107,6 +121,7 @@ export function route<
         query = parsed.data;
       }
       const params = req.params as Record<string, string>;
+      refuseUncheckedMembership(req, spec.path, params);
       const project = spec.project ? await loadProject(ctx, params.ref, spec.project) : undefined;
       const result = await handler({
         req,

@@ -36,7 +36,7 @@ import { typeRoutes } from "./types/routes";
  * carry the rate-limit headers too), then refused without a valid token; then one router per resource family.
  */
 export function managementRouter(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   router.use(["/v1", "/v2"], identifyCaller(ctx), rateLimit(ctx), express.json({ limit: "10mb" }));
   router.use(openApiRoute());
   router.use(["/v1", "/v2"], requirePrincipal, resolveMembership(ctx));

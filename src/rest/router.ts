@@ -149,7 +149,7 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
 }
 
 export function restRouter(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   router.use(express.raw({ type: () => true, limit: "20mb" }));
   router.use((req, res) => {
     void handle(ctx, req, res);

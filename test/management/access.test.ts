@@ -97,6 +97,37 @@ describe("Management API access", () => {
     ]);
   });
 
+  it("refuses every spelling of a path to a project or organization the caller is not a member of", async () => {
+    const { rows } = await server.sql(
+      `with u as (insert into platform.users (email, username) values ('outsider@example.test', 'outsider') returning id),
+            o as (insert into platform.organizations (name, slug) values ('Outside', 'outside-org') returning id)
+       insert into platform.organization_members (organization_id, user_id, role_name)
+       select o.id, u.id, 'Owner' from o, u returning user_id`,
+    );
+    const token = newAccessToken();
+    await server.sql(
+      "insert into platform.access_tokens (user_id, name, token_hash, token_prefix) values ($1, 'outsider', $2, $3)",
+      [rows[0].user_id, sha256(token), token.slice(0, 8)],
+    );
+    const ref = server.ref;
+    for (const path of [
+      `/v1/projects/${ref}/api-keys`,
+      `/v1/PROJECTS/${ref}/api-keys`,
+      `/v1/Projects/${ref}/secrets`,
+      `/V1/projects/${ref}/api-keys`,
+      `/v1/projects/${ref}/API-KEYS`,
+      `/v1/projects/${ref.toUpperCase()}/api-keys`,
+      `/v1/projects/${encodeURIComponent(ref).replace(/a/g, "%61")}/api-keys`,
+      "/v1/ORGANIZATIONS/default-org/members",
+    ]) {
+      const res = await mgmt(server, "GET", path, { token });
+      expect({ path, status: res.status }).toEqual({ path, status: 404 });
+    }
+    // The member itself gets the spec's spelling only.
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}/api-keys`)).status).toBe(200);
+    expect((await mgmt(server, "GET", `/v1/PROJECTS/${ref}/api-keys`)).status).toBe(404);
+  });
+
   it("creates tokens from the command line, personal or fine-grained", async () => {
     const run = (args: string[]) =>
       promisify(execFile)(

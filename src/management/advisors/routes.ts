@@ -136,7 +136,7 @@ async function performanceLints(project: ProjectRuntime): Promise<Lint[]> {
 }
 
 export function advisorRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const access = { permission: "advisors_read", scope: "database:read" };
   route(
     ctx,

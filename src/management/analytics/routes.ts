@@ -71,7 +71,7 @@ function drainJson(d: Drain) {
 }
 
 export function analyticsRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref/analytics/endpoints";
   route(
     ctx,

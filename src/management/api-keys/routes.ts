@@ -76,7 +76,7 @@ function found<T>(row: T | undefined, id: string): T {
 
 /** API keys: opaque publishable/secret keys of a project, plus the legacy JWT keys and their toggle. */
 export function apiKeyRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/api-keys";
 

@@ -58,7 +58,7 @@ function fullConfig(stored: Record<string, unknown>): Record<string, unknown> {
 
 /** Auth config: read by /auth/v1 on every request, so a change applies at once. */
 export function authConfigRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const path = "/v1/projects/:ref/config/auth";
 
   route(

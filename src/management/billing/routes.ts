@@ -44,7 +44,7 @@ const AVAILABLE = [
 type Selected = { type: string; variant: { id: string; name: string } };
 
 export function billingRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const path = "/v1/projects/:ref/billing/addons";
   const load = async (ref: string) =>
     (await readSettings(ctx, ref, "addons", { selected: [] as Selected[] })).selected;

@@ -5,7 +5,7 @@ import { route } from "../route";
 
 /** Branches and action runs. Every project has its production branch; preview branches are not built yet. */
 export function branchRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const read = {
     permission: { or: ["branching_production_read", "branching_development_read"] },
     scope: "environment:read",

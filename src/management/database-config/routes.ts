@@ -68,7 +68,7 @@ const POOLB = {
 };
 
 export function databaseConfigRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref";
 
   route(

@@ -43,7 +43,7 @@ async function inTransaction<T>(
 }
 
 export function migrationRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref/database/migrations";
 
   route(

@@ -33,7 +33,7 @@ async function adminExec(project: ProjectRuntime, statements: Utility[]) {
 }
 
 export function databaseRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
 
   route(
     ctx,

@@ -6,7 +6,7 @@ import { readSettings } from "../settings";
 
 /** Custom hostname and vanity subdomain (stored; availability is checked against every project's choice). */
 export function domainRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   route(
     ctx,
     router,

@@ -211,7 +211,7 @@ async function activateOrUpdate(client: pg.PoolClient, ref: string, f: BulkUpdat
 }
 
 export function functionRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref/functions";
   router.post(`${base}/deploy`, express.raw({ type: "multipart/form-data", limit: "20mb" }));
 

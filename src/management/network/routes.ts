@@ -49,7 +49,7 @@ function validate(lists: z.infer<typeof Lists>) {
 }
 
 export function networkRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref/network-restrictions";
   const read = { permission: "database_network_restrictions_read", scope: "projects:read" };
   const write = { permission: "database_network_restrictions_write", scope: "projects:write" };

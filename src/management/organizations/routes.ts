@@ -40,7 +40,7 @@ const summary = (o: OrganizationRow) => ({ id: o.id, slug: o.slug, name: o.name 
 
 /** Organizations, their members and roles. */
 export function organizationRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const db = ctx.platformPool;
 
   route(

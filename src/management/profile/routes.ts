@@ -13,7 +13,7 @@ const profile = z.object({
 
 /** The caller's own profile. */
 export function profileRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   route(
     ctx,
     router,

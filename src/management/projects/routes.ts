@@ -72,7 +72,7 @@ async function detail(p: ProjectRow) {
 
 /** Projects: lifecycle, listings, health. */
 export function projectRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const db = ctx.platformPool;
 
   /** The project `ref` in one of the caller's organizations, else 404. */

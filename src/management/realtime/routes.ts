@@ -37,7 +37,7 @@ const Patch = z
   .strict();
 
 export function realtimeRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const path = "/v1/projects/:ref/config/realtime";
   route(
     ctx,

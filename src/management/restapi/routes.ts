@@ -38,7 +38,7 @@ async function jwtSecretOf(ctx: AppContext, ref: string): Promise<string> {
 }
 
 export function restapiRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   for (const spelling of ["restapi", "postgrest"]) {
     route(
       ctx,

@@ -34,7 +34,7 @@ async function rootKeyOf(client: pg.Pool | pg.PoolClient, ref: string): Promise<
 }
 
 export function secretRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const read = { permission: "edge_functions_secrets_read", scope: "secrets:read" };
   const write = { permission: "edge_functions_secrets_write", scope: "secrets:write" };
 

@@ -43,7 +43,7 @@ function found(row: SigningKeyRow | undefined, id: string): SigningKeyRow {
 
 /** Signing keys: the keys that sign and verify the project's JWTs (JWKS publishes their public halves). */
 export function signingKeyRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/config/auth/signing-keys";
 

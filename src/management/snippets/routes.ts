@@ -34,7 +34,7 @@ function snippetJson(r: any) {
 }
 
 export function snippetRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const access = { permission: "snippets_read", scope: "database:read" };
   route(
     ctx,

@@ -56,7 +56,7 @@ const domainsOf = (names: string[], now: string) =>
   names.map((domain) => ({ id: randomUUID(), domain, created_at: now, updated_at: now }));
 
 export function ssoRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref/config/auth/sso/providers";
   const read = { permission: "auth_config_read", scope: "auth:read" };
   const write = { permission: "auth_config_write", scope: "auth:write" };

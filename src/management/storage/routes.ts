@@ -32,7 +32,7 @@ const Patch = z
   .strict();
 
 export function storageRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const path = "/v1/projects/:ref/config/storage";
   route(
     ctx,

@@ -34,7 +34,7 @@ function typeOf(body: z.infer<typeof createBody>): string {
 
 /** Third-party auth: issuers whose JWTs the data APIs accept (the verifier reads these rows). */
 export function thirdPartyAuthRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/config/auth/third-party-auth";
 

@@ -5,7 +5,7 @@ import { route } from "../route";
 import { generateTypescript } from "./typescript";
 
 export function typeRoutes(ctx: AppContext): Router {
-  const router = Router();
+  const router = Router({ caseSensitive: true });
   route(
     ctx,
     router,
