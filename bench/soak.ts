@@ -96,7 +96,7 @@ async function timed(kind: string, run: () => Promise<Response>): Promise<void> 
   tallies.set(kind, t);
   const start = performance.now();
   let status = 0;
-  let body = "";
+  let body: string;
   try {
     const res = await run();
     status = res.status;
