@@ -109,7 +109,7 @@ const DEVELOPER_DENIED = new Set([
   "project_admin_write",
 ]);
 
-function roleGrants(role: string, permission: string): boolean {
+export function roleGrants(role: string, permission: string): boolean {
   if (role === "Owner" || role === "Administrator") return true;
   if (role === "Developer") return !DEVELOPER_DENIED.has(permission);
   return permission.endsWith("_read");

@@ -69,6 +69,31 @@ export async function createProjectDatabase(cluster: Cluster, database: string):
 }
 
 /**
+ * Brings an opened project's database up to date: bootstrap files added since it was created, then its own
+ * roles (sql/project/010_project_roles.sql): owner, SQL login and read-only login, CONNECT for them only.
+ */
+export async function prepareProjectDatabase(
+  databaseUrl: string,
+  roles: { ref: string; sqlPassword: string; readPassword: string },
+): Promise<void> {
+  await retryingRoleChanges(() => applyBootstrap(databaseUrl, ["project"]));
+  await retryingRoleChanges(async () => {
+    const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 10_000 });
+    client.on("error", () => {});
+    await client.connect();
+    try {
+      await client.query("select _strata.ensure_project_roles($1, $2, $3)", [
+        roles.ref,
+        roles.sqlPassword,
+        roles.readPassword,
+      ]);
+    } finally {
+      await client.end().catch(() => {});
+    }
+  });
+}
+
+/**
  * Runs `work`, which changes cluster-wide roles (the role grants of the project bootstrap). Roles are shared by every database of the cluster, so several projects may be set up at
  * once; Postgres refuses the loser ("tuple concurrently updated"), which then tries again.
  */
@@ -87,6 +112,18 @@ async function retryingRoleChanges<T>(work: () => Promise<T>): Promise<T> {
 export async function dropProjectDatabase(cluster: Cluster, database: string): Promise<void> {
   await onCluster(cluster, async (c) => {
     await runUtilityStatement(c, "drop database if exists %I with (force)", [database]);
+  });
+}
+
+/** Drops a deleted project's roles (after its database): owner, SQL and read-only logins, temporary logins. */
+export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<void> {
+  await onCluster(cluster, async (c) => {
+    const { rows } = await c.query(
+      `select rolname from pg_roles
+        where rolname = any($1) or starts_with(rolname, $2)`,
+      [[`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`], `cli_login_${ref}_`],
+    );
+    for (const { rolname } of rows) await runUtilityStatement(c, "drop role if exists %I", [rolname]);
   });
 }
 

@@ -1,11 +1,14 @@
 import pg from "pg";
 import type { Logger } from "../log";
 import { withCredentials, withDatabase } from "../db/urls";
+import { randomSecret } from "../platform/ids";
+import { prepareProjectDatabase } from "./clusters";
 import { ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
 
 const PROJECT_SELECT = `
   select p.id, p.ref, p.name, p.organization_id, p.status, p.is_default, p.jwt_secret, p.legacy_keys_iat,
-         p.legacy_keys_enabled, p.database_name, c.admin_url, c.authenticator_password
+         p.legacy_keys_enabled, p.database_name, p.sql_role_password, p.read_role_password, c.admin_url,
+         c.authenticator_password
     from platform.projects p join platform.clusters c on c.id = p.cluster_id`;
 
 function toRecord(row: any): ProjectRecord {
@@ -22,7 +25,22 @@ function toRecord(row: any): ProjectRecord {
     legacyKeysEnabled: row.legacy_keys_enabled,
     adminUrl,
     dataUrl: withCredentials(adminUrl, "authenticator", row.authenticator_password),
+    ownerRole: `postgres_${row.ref}`,
+    sqlUrl: withCredentials(adminUrl, `strata_sql_${row.ref}`, row.sql_role_password ?? ""),
+    readUrl: withCredentials(adminUrl, `strata_read_${row.ref}`, row.read_role_password ?? ""),
   };
+}
+
+/** Gives a project row the passwords of its SQL roles the first time it is opened. */
+async function withRolePasswords(pool: pg.Pool, row: any): Promise<any> {
+  if (row.sql_role_password && row.read_role_password) return row;
+  const { rows } = await pool.query(
+    `update platform.projects set sql_role_password = coalesce(sql_role_password, $2),
+       read_role_password = coalesce(read_role_password, $3)
+     where ref = $1 returning sql_role_password, read_role_password`,
+    [row.ref, randomSecret(24), randomSecret(24)],
+  );
+  return { ...row, ...rows[0] };
 }
 
 /**
@@ -136,11 +154,19 @@ export class ProjectRegistry {
   }
 
   private async load(ref: string): Promise<ProjectRuntime | undefined> {
-    const row = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
-    if (!row) return undefined;
+    const found = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
+    if (!found) return undefined;
+    const row = await withRolePasswords(this.platformPool, found);
     const runtime = new ProjectRuntime(toRecord(row), this.log, this.platformPool);
     // A paused or provisioning database accepts no connections; its row's next change reloads the runtime.
-    if (runtime.record.status === "ACTIVE_HEALTHY") await runtime.watchSchema();
+    if (runtime.record.status === "ACTIVE_HEALTHY") {
+      await prepareProjectDatabase(runtime.record.adminUrl, {
+        ref,
+        sqlPassword: row.sql_role_password,
+        readPassword: row.read_role_password,
+      });
+      await runtime.watchSchema();
+    }
     return runtime;
   }
 }

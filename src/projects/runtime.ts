@@ -17,6 +17,12 @@ export interface ProjectRecord {
   adminUrl: string;
   /** URL of the project's database as `authenticator`, the role data requests log in as. */
   dataUrl: string;
+  /** The project's owner role (`postgres_<ref>`, not a superuser). */
+  ownerRole: string;
+  /** URL as `strata_sql_<ref>`, a member of the owner: the Management API's SQL and migrations. */
+  sqlUrl: string;
+  /** URL as `strata_read_<ref>`: read-only SQL, SELECT on the project's own schemas only. */
+  readUrl: string;
 }
 
 /** How long a replaced pool or runtime stays open for the requests still running on it. */

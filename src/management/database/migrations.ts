@@ -6,6 +6,7 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { withAdminTransaction } from "../../db/transaction";
+import { withProjectSqlClient } from "./sqlRunner";
 
 /**
  * Migrations: SQL applied in one transaction with its record in the project's own database
@@ -33,13 +34,16 @@ async function nextVersion(client: pg.ClientBase): Promise<string> {
 
 async function inTransaction<T>(
   project: ProjectRuntime,
-  work: (client: pg.PoolClient) => Promise<T>,
+  work: (client: pg.ClientBase) => Promise<T>,
 ): Promise<T> {
-  return withAdminTransaction(project.adminPool, work).catch((e: { message: string; code?: string }) => {
-    // A statement of the migration failed: the caller's SQL, answered as a 400.
-    if (e.code && !(e instanceof HttpError)) throw new HttpError(400, e.message);
-    throw e;
-  });
+  // The migration's SQL runs as the project's owner, on a connection of its own.
+  return withProjectSqlClient(project, false, (client) => withAdminTransaction(client, work)).catch(
+    (e: { message: string; code?: string }) => {
+      // A statement of the migration failed: the caller's SQL, answered as a 400.
+      if (e.code && !(e instanceof HttpError)) throw new HttpError(400, e.message);
+      throw e;
+    },
+  );
 }
 
 export function migrationRoutes(ctx: AppContext): Router {

@@ -5,6 +5,7 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret } from "../../platform/ids";
 import { dataApiConfigOf } from "../../catalog/dataApiConfig";
 import { buildRestOpenApi } from "../../catalog/openapi";
+import { roleGrants } from "../http";
 import { route } from "../route";
 import { runSql } from "./sqlRunner";
 import { withAdminTransaction } from "../../db/transaction";
@@ -18,8 +19,8 @@ const QueryBody = z.object({
   read_only: z.boolean().optional(),
 });
 
-/** The project's owner login role (decision: one per project, since projects share a cluster). */
-export const ownerRole = (project: ProjectRuntime) => `postgres_${project.ref}`;
+/** The project's read-only role (sql/project/010_project_roles.sql). */
+const readRole = (project: ProjectRuntime) => `strata_read_${project.ref}`;
 const loginRolePrefix = (project: ProjectRuntime) => `cli_login_${project.ref}_`;
 
 /** A utility statement: a `format()` template (`%I` identifiers, `%L` literals) and its values. */
@@ -48,9 +49,13 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ project, req, body }) => {
+      // Writing takes database_write from the token and from the member's organization role; OAuth tokens
+      // need the database:write scope to get here at all.
       const granted = req.principal?.permissions;
-      const mayWrite = !granted || granted.includes("database_write");
-      return runSql(ctx, project, {
+      const role = req.membership?.role;
+      const mayWrite =
+        (!granted || granted.includes("database_write")) && (!role || roleGrants(role, "database_write"));
+      return runSql(project, {
         query: body.query,
         parameters: body.parameters,
         readOnly: body.read_only === true || !mayWrite,
@@ -71,7 +76,7 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ project, body }) => {
-      return runSql(ctx, project, { query: body.query, parameters: body.parameters, readOnly: true });
+      return runSql(project, { query: body.query, parameters: body.parameters, readOnly: true });
     },
   );
 
@@ -111,17 +116,9 @@ export function databaseRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ project, body }) => {
-      const role = ownerRole(project);
-      const dbName = new URL(project.record.adminUrl).pathname.slice(1);
-      const exists = await project.adminPool.query("select 1 from pg_roles where rolname = $1", [role]);
-      await adminExec(project, [
-        exists.rowCount
-          ? ["alter role %I with login password %L", role, body.password]
-          : ["create role %I login password %L", role, body.password],
-        ["grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to %I", role],
-        ["grant all on database %I to %I", decodeURIComponent(dbName), role],
-        ["grant all on schema public to %I", role],
-      ]);
+      // The owner role exists since the project was opened (its privileges are set there); this lets it log in.
+      const role = project.record.ownerRole;
+      await adminExec(project, [["alter role %I with login password %L", role, body.password]]);
       return { message: `Password of ${role} updated` };
     },
   );
@@ -150,9 +147,8 @@ export function databaseRoutes(ctx: AppContext): Router {
       const until = new Date(Date.now() + ttl * 1000).toISOString();
       await adminExec(project, [
         ["create role %I login password %L valid until %L", role, password, until],
-        body.read_only
-          ? ["grant pg_read_all_data to %I", role]
-          : ["grant pg_read_all_data, pg_write_all_data, anon, authenticated, service_role to %I", role],
+        // The project's read-only or owner role, and with it CONNECT on this project's database only.
+        ["grant %I to %I", body.read_only ? readRole(project) : project.record.ownerRole, role],
         ...(body.read_only
           ? [["alter role %I set default_transaction_read_only = on", role] as Utility]
           : []),

@@ -1,8 +1,6 @@
 import pg from "pg";
-import { ensureLoginPassword } from "../../db/loginRoles";
-import type { AppContext } from "../../context";
+import { runUtilityStatement } from "../../db/utility";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { randomSecret } from "../../platform/ids";
 import { HttpError } from "../http";
 
 /** Runs SQL from the Management API in a project's database and answers rows as JSON objects. */
@@ -43,13 +41,28 @@ function changedSchema(result: pg.QueryResult | pg.QueryResult[]): boolean {
   return results.some((r) => r.command && !NON_DDL.has(r.command));
 }
 
-async function readOnlyUrl(ctx: AppContext, project: ProjectRuntime): Promise<string> {
-  const { rows } = await ctx.platformPool.query(
-    `update platform.clusters c set readonly_password = coalesce(c.readonly_password, $2)
-       from platform.projects p where p.ref = $1 and c.id = p.cluster_id returning c.readonly_password`,
-    [project.ref, randomSecret(24)],
-  );
-  return ensureLoginPassword(project.record.adminUrl, "strata_readonly", rows[0].readonly_password);
+/**
+ * Runs `work` on a connection of its own as the project's SQL login (acting as the project's owner, never a
+ * superuser) or, for read-only work, as its read-only login. The connection ends afterwards, so nothing a
+ * statement leaves in the session (SET, an open transaction) reaches another call.
+ */
+export async function withProjectSqlClient<T>(
+  project: ProjectRuntime,
+  readOnly: boolean,
+  work: (client: pg.Client) => Promise<T>,
+): Promise<T> {
+  const client = new pg.Client({
+    connectionString: readOnly ? project.record.readUrl : project.record.sqlUrl,
+  });
+  // A connection lost mid-call is the call's error, never the process's.
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    if (!readOnly) await runUtilityStatement(client, "set role %I", [project.record.ownerRole]);
+    return await work(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
 }
 
 export interface SqlRequest {
@@ -59,27 +72,22 @@ export interface SqlRequest {
 }
 
 /**
- * Runs `query` as the project's owner, or as the read-only login role when `readOnly` (it cannot write,
- * whatever the SQL does). Several statements are allowed without parameters. DDL invalidates the
+ * Runs `query` as the project's owner, or as its read-only login role when `readOnly` (it can only read the
+ * project's own schemas, whatever the SQL does). Several statements are allowed without parameters. DDL invalidates the
  * project's API caches before answering, so the next data request sees it.
  */
-export async function runSql(ctx: AppContext, project: ProjectRuntime, req: SqlRequest): Promise<unknown[]> {
-  const client = req.readOnly
-    ? new pg.Client({ connectionString: await readOnlyUrl(ctx, project) })
-    : new pg.Client({ connectionString: project.record.adminUrl });
-  await client.connect();
-  try {
+export async function runSql(project: ProjectRuntime, req: SqlRequest): Promise<unknown[]> {
+  return withProjectSqlClient(project, req.readOnly, async (client) => {
     const params = req.parameters ?? [];
-    const result = params.length
-      ? await client.query({ text: req.query, values: params, types })
-      : await client.query({ text: req.query, types });
+    const result = await (
+      params.length
+        ? client.query({ text: req.query, values: params, types })
+        : client.query({ text: req.query, types })
+    ).catch((e: { message: string; code?: string }) => {
+      if (e.code) throw new HttpError(400, e.message);
+      throw e;
+    });
     if (!req.readOnly && changedSchema(result)) project.invalidateSchema("database/query");
     return rowsOf(result);
-  } catch (e) {
-    const err = e as { message: string; code?: string };
-    if (err.code) throw new HttpError(400, err.message);
-    throw e;
-  } finally {
-    await client.end().catch(() => {});
-  }
+  });
 }

@@ -4,6 +4,7 @@ import { removeProjectFunctions } from "../../functions/runtime";
 import {
   closeProjectDatabase,
   createProjectDatabase,
+  dropProjectRoles,
   dropProjectDatabase,
   openProjectDatabase,
 } from "../../projects/clusters";
@@ -129,6 +130,7 @@ export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<voi
       await deleteProjectRow(client, project.ref);
       await ctx.registry.evict(project.ref);
       await dropProjectDatabase(project.cluster, project.database_name);
+      await dropProjectRoles(project.cluster, project.ref);
     }),
   ).then(() => removeProjectFunctions(ctx, project.ref));
 }
