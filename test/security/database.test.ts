@@ -150,6 +150,12 @@ describe("Least privilege in the database", () => {
       [`postgres_${server.ref}`, `strata_%_${server.ref}`, `cli_login_${server.ref}_%`],
     );
     expect(memberships.rows).toEqual([]);
+    // No shared role reads every database any more.
+    const shared = await server.sql(
+      `select r.rolname from pg_auth_members m join pg_roles g on g.oid = m.roleid join pg_roles r on r.oid = m.member
+        where g.rolname in ('pg_read_all_data', 'pg_write_all_data') and not r.rolsuper`,
+    );
+    expect(shared.rows).toEqual([]);
 
     expect((await mgmt(server, "DELETE", `/v1/projects/${other}`)).status).toBe(200);
     const left = await server.sql("select rolname from pg_roles where rolname like '%' || $1 || '%'", [
