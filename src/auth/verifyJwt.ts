@@ -7,6 +7,8 @@ import { keySetOf, thirdPartyIntegrations } from "./thirdParty";
 export class JwtRejected extends Error {}
 
 const ASYMMETRIC = new Set(["ES256", "RS256", "EdDSA"]);
+/** Every accepted token expires: a token without `exp` would be valid forever. */
+const REQUIRED = { requiredClaims: ["exp"] };
 
 function reason(e: unknown): string {
   if (e instanceof JwtRejected) return e.message;
@@ -18,7 +20,7 @@ function reason(e: unknown): string {
 
 async function verifyWithSecret(project: ProjectRuntime, token: string): Promise<JWTPayload> {
   const secret = new TextEncoder().encode(project.record.jwtSecret);
-  return (await jwtVerify(token, secret, { algorithms: ["HS256"] })).payload;
+  return (await jwtVerify(token, secret, { algorithms: ["HS256"], ...REQUIRED })).payload;
 }
 
 /** Tries the project's third-party integrations; the first whose keys verify the token wins. */
@@ -26,7 +28,7 @@ async function verifyThirdParty(project: ProjectRuntime, token: string): Promise
   for (const integration of await thirdPartyIntegrations(project.platformPool, project.ref)) {
     try {
       const keys = await keySetOf(integration);
-      return (await jwtVerify(token, keys, { algorithms: [...ASYMMETRIC] })).payload;
+      return (await jwtVerify(token, keys, { algorithms: [...ASYMMETRIC], ...REQUIRED })).payload;
     } catch (e) {
       if (!(e instanceof joseErrors.JWKSNoMatchingKey)) throw e;
     }
@@ -47,8 +49,13 @@ export async function verifyJwt(project: ProjectRuntime, token: string): Promise
     if (key) {
       if (key.algorithm !== alg)
         throw new JwtRejected(`algorithm ${alg} does not belong to key ${header.kid}`);
-      return (await jwtVerify(token, await keyOf(key, "verify"), { algorithms: [key.algorithm] })).payload;
+      return (
+        await jwtVerify(token, await keyOf(key, "verify"), { algorithms: [key.algorithm], ...REQUIRED })
+      ).payload;
     }
+    // A kid names a key: one that is unknown (deleted, revoked, made up) verifies nothing, not even with the
+    // JWT secret.
+    if (alg === "HS256" && header.kid) throw new JwtRejected(`unknown signing key ${header.kid}`);
     if (alg === "HS256") return await verifyWithSecret(project, token);
     const payload = ASYMMETRIC.has(alg) ? await verifyThirdParty(project, token) : undefined;
     if (!payload)
