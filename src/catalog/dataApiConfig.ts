@@ -13,6 +13,7 @@ export interface RestapiConfigRow {
   db_extra_search_path: string;
   max_rows: number;
   db_pool: number | null;
+  db_plan_enabled: boolean;
 }
 
 /** The settings as the data APIs use them. */
@@ -21,6 +22,8 @@ export interface DataApiConfig {
   schemas: string[];
   extraSearchPath: string[];
   maxRows: number;
+  /** `Accept: application/vnd.pgrst.plan` answers a query plan (off unless the project turns it on). */
+  planEnabled: boolean;
 }
 
 const DEFAULT_ROW: RestapiConfigRow = {
@@ -28,11 +31,13 @@ const DEFAULT_ROW: RestapiConfigRow = {
   db_extra_search_path: "public, extensions",
   max_rows: 1000,
   db_pool: null,
+  db_plan_enabled: false,
 };
 
 export async function readRestapiConfig(platformPool: pg.Pool, ref: string): Promise<RestapiConfigRow> {
   const { rows } = await platformPool.query<RestapiConfigRow>(
-    "select db_schema, db_extra_search_path, max_rows, db_pool from platform.restapi_config where project_ref = $1",
+    `select db_schema, db_extra_search_path, max_rows, db_pool, db_plan_enabled
+       from platform.restapi_config where project_ref = $1`,
     [ref],
   );
   return rows[0] ?? DEFAULT_ROW;
@@ -51,6 +56,7 @@ async function loadDataApiConfig(ctx: AppContext, ref: string): Promise<DataApiC
     schemas: schemas.length ? schemas : ["public"],
     extraSearchPath: list(row.db_extra_search_path),
     maxRows: row.max_rows,
+    planEnabled: row.db_plan_enabled,
   };
 }
 

@@ -145,6 +145,7 @@ function planCall(cache: SchemaCache, req: ApiRequest, config: DataApiConfig): C
 
 /** Plans one parsed request against the schema cache. */
 export function planRequest(cache: SchemaCache, req: ApiRequest, config: DataApiConfig): Plan {
+  if (req.explain && !config.planEnabled) throw errors.unacceptableMedia("application/vnd.pgrst.plan");
   if (req.isRpc) return planCall(cache, req, config);
   const relation = targetRelation(cache, req);
   const root = planReadNode(cache, req, relation);

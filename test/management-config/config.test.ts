@@ -21,6 +21,7 @@ describe("Management API: REST-layer config and secrets", () => {
       db_extra_search_path: "public, extensions",
       max_rows: 1000,
       db_pool: null,
+      db_plan_enabled: false,
       jwt_secret: server.jwtSecret,
     });
     const patched = await mgmt(server, "PATCH", `${base}/restapi`, { max_rows: 3 });
@@ -29,6 +30,7 @@ describe("Management API: REST-layer config and secrets", () => {
       db_extra_search_path: "public, extensions",
       max_rows: 3,
       db_pool: null,
+      db_plan_enabled: false,
     });
     const rows = await fetch(`${server.url}/rest/v1/numbers?order=n`, {
       headers: { apikey: server.anonKey },

@@ -1,4 +1,5 @@
 import { startTestServer, type TestServer } from "../helpers/server";
+import { mgmt } from "../management/client";
 import { clientFor, rest, waitForTable } from "./fixtures";
 
 describe("REST writes through the JavaScript client", () => {
@@ -111,15 +112,25 @@ describe("REST writes through the JavaScript client", () => {
     expect(unknown.status).toBe(400);
     expect(unknown.error?.code).toBe("PGRST204");
   });
-  it("answers EXPLAIN ANALYZE of a write with its plan and writes nothing", async () => {
-    const res = await rest(server, "/teams", {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        accept: 'application/vnd.pgrst.plan+json; for="application/json"; options=analyze|verbose',
-      },
-      body: JSON.stringify({ id: 99, name: "Explained" }),
+  it("answers EXPLAIN ANALYZE of a write with its plan, once plans are enabled, and writes nothing", async () => {
+    const explain = () =>
+      rest(server, "/teams", {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          accept: 'application/vnd.pgrst.plan+json; for="application/json"; options=analyze|verbose',
+        },
+        body: JSON.stringify({ id: 99, name: "Explained" }),
+      });
+    // Off by default: a plan would show anyone table sizes and policies.
+    const refused = await explain();
+    expect(refused.status).toBe(406);
+    expect(((await refused.json()) as { code: string }).code).toBe("PGRST107");
+    const enable = await mgmt(server, "PATCH", `/v1/projects/${server.ref}/postgrest`, {
+      body: { db_plan_enabled: true },
     });
+    expect(enable.body.db_plan_enabled).toBe(true);
+    const res = await explain();
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("application/vnd.pgrst.plan+json");
     const plan = (await res.json()) as { Plan: { "Actual Rows"?: number } }[];

@@ -20,6 +20,8 @@ const RestConfigPatch = z
       .optional(),
     max_rows: z.number().int().min(1).max(1_000_000).optional(),
     db_pool: z.number().int().min(1).max(1000).nullable().optional(),
+    // Strata's addition, PostgREST's own setting: query plans for `Accept: application/vnd.pgrst.plan`.
+    db_plan_enabled: z.boolean().optional(),
   })
   .strict();
 
@@ -28,6 +30,7 @@ const RestConfig = z.object({
   db_extra_search_path: z.string(),
   max_rows: z.number().int(),
   db_pool: z.number().int().nullable(),
+  db_plan_enabled: z.boolean(),
 });
 
 async function jwtSecretOf(ctx: AppContext, ref: string): Promise<string> {
@@ -72,13 +75,16 @@ export function restapiRoutes(ctx: AppContext): Router {
       },
       async ({ project, body }) => {
         await ctx.platformPool.query(
-          `insert into platform.restapi_config (project_ref, db_schema, db_extra_search_path, max_rows, db_pool)
-           values ($1, coalesce($2, 'public'), coalesce($3, 'public, extensions'), coalesce($4, 1000), $5)
+          `insert into platform.restapi_config
+             (project_ref, db_schema, db_extra_search_path, max_rows, db_pool, db_plan_enabled)
+           values ($1, coalesce($2, 'public'), coalesce($3, 'public, extensions'), coalesce($4, 1000), $5,
+             coalesce($7, false))
            on conflict (project_ref) do update set
              db_schema = coalesce($2, restapi_config.db_schema),
              db_extra_search_path = coalesce($3, restapi_config.db_extra_search_path),
              max_rows = coalesce($4, restapi_config.max_rows),
              db_pool = case when $6 then $5 else restapi_config.db_pool end,
+             db_plan_enabled = coalesce($7, restapi_config.db_plan_enabled),
              updated_at = now()`,
           [
             project.ref,
@@ -87,6 +93,7 @@ export function restapiRoutes(ctx: AppContext): Router {
             body.max_rows ?? null,
             body.db_pool ?? null,
             "db_pool" in body,
+            body.db_plan_enabled ?? null,
           ],
         );
         project.invalidateSchema("restapi config");
