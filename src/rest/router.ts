@@ -122,7 +122,7 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
     auth = opened.auth;
     const config = await dataApiConfigOf(ctx, project);
     if ((req.path === "/" || req.path === "") && (req.method === "GET" || req.method === "HEAD")) {
-      const doc = await buildRestOpenApi(project, config.schemas[0]);
+      const doc = await buildRestOpenApi(project, config.schemas[0], auth.role);
       res
         .status(200)
         .type("application/openapi+json; charset=utf-8")

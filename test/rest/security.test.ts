@@ -25,6 +25,24 @@ describe("REST under grants and row level security", () => {
   });
   afterAll(() => server.stop());
 
+  it("describes in its OpenAPI document only what the caller's role may use", async () => {
+    const docOf = async (key: string) => {
+      const res = await fetch(`${server.url}/rest/v1/`, {
+        headers: { apikey: key, authorization: `Bearer ${key}` },
+      });
+      return (await res.json()) as { paths: Record<string, Record<string, unknown>> };
+    };
+    const anon = await docOf(server.anonKey);
+    expect(Object.keys(anon.paths)).toContain("/todos");
+    expect(Object.keys(anon.paths)).not.toContain("/secrets");
+    const service = await docOf(server.serviceKey);
+    expect(Object.keys(service.paths)).toContain("/secrets");
+    await server.sql("revoke insert, update, delete on todos from anon");
+    const readOnly = await docOf(server.anonKey);
+    expect(Object.keys(readOnly.paths["/todos"]).sort()).toEqual(["get"]);
+    await server.sql("grant insert, update, delete on todos to anon");
+  });
+
   it("lets each signed-in user see and write only their own rows", async () => {
     const asAlice = clientFor(server, server.anonKey, await userToken(server, alice));
     const asBob = clientFor(server, server.anonKey, await userToken(server, bob));
