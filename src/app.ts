@@ -5,6 +5,16 @@ import { mintLegacyKey } from "./auth/legacyKeys";
 import type { StrataConfig } from "./config";
 import type { AppContext } from "./context";
 import { applyBootstrap } from "./db/bootstrap";
+import { withAdminTransaction } from "./db/transaction";
+import {
+  attachKek,
+  finishInterruptedRotation,
+  isSealed,
+  kekOf,
+  loadKek,
+  resealColumns,
+  type KeyEncryptionKey,
+} from "./platform/kek";
 import { ensureLoginPassword } from "./db/loginRoles";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
 import { createLogger, type Logger } from "./log";
@@ -64,7 +74,37 @@ async function setAuthenticatorPassword(pool: pg.Pool, adminUrl: string): Promis
   const { rows } = await pool.query(
     "select authenticator_password from platform.clusters where id = 'local'",
   );
-  await ensureLoginPassword(adminUrl, "authenticator", rows[0].authenticator_password);
+  const password = kekOf(pool).open(
+    rows[0].authenticator_password,
+    "platform.clusters.authenticator_password",
+  );
+  await ensureLoginPassword(adminUrl, "authenticator", password);
+}
+
+/**
+ * The installation's key-encryption key, after finishing a rotation that was interrupted, and with every
+ * secret still stored in plain text (an installation from before sealing) sealed by it.
+ */
+async function openKek(pool: pg.Pool, config: StrataConfig): Promise<KeyEncryptionKey> {
+  const probe = await pool.query("select jwt_secret from platform.projects where is_default");
+  if (!config.kek)
+    finishInterruptedRotation(config.dataDir, probe.rows[0]?.jwt_secret, "platform.projects.jwt_secret");
+  const kek = loadKek(config.dataDir, config.kek);
+  const sealed = probe.rows[0]?.jwt_secret;
+  if (sealed && isSealed(sealed)) {
+    try {
+      kek.open(sealed, "platform.projects.jwt_secret");
+    } catch {
+      throw new StartupError(
+        "The key-encryption key does not open this installation's secrets: set STRATA_KEK (or restore the data directory's kek file) to the key they were sealed with.",
+      );
+    }
+  }
+  await withAdminTransaction(pool, async (client) => {
+    await client.query("select pg_advisory_xact_lock(7305003)");
+    await resealColumns(client, kek);
+  });
+  return kek;
 }
 
 /** Derives the banner's values for the default project. */
@@ -109,10 +149,12 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
     if (applied.length) log.info({ applied }, "bootstrap applied");
     const platformPool = new pg.Pool({ connectionString: adminUrl, max: 5 });
     platformPool.on("error", (e) => log.warn({ err: e.message }, "idle control-plane connection lost"));
+    const kek = await openKek(platformPool, config);
+    attachKek(platformPool, kek);
     const client = await platformPool.connect();
     let first;
     try {
-      first = await ensureFirstStart(client, {
+      first = await ensureFirstStart(client, kek, {
         adminUrl,
         jwtSecret: config.jwtSecret,
         managementToken: config.managementToken,

@@ -22,6 +22,8 @@ export interface StrataConfig {
    * Set it when several Strata installations share one cluster.
    */
   authenticatorPassword: string | undefined;
+  /** The key-encryption key (`STRATA_KEK`); unset: the data directory's key file. */
+  kek: string | undefined;
   /** How long a signing key must have been revoked before it may be deleted (tokens it signed expire). */
   signingKeyDeleteAfterSeconds: number;
   /** Management API requests per minute per identity and project/organization scope (spec: 120). */
@@ -73,6 +75,7 @@ const schema = z.object({
     .default("info"),
   STRATA_DATA_DIR: z.string().default(".strata"),
   STRATA_PG_PORT: port("STRATA_PG_PORT").default(54322),
+  STRATA_KEK: z.string().min(32, "STRATA_KEK must be at least 32 characters long").optional(),
   AUTHENTICATOR_PASSWORD: z
     .string()
     .min(12, "AUTHENTICATOR_PASSWORD must be at least 12 characters long")
@@ -122,6 +125,7 @@ export function loadConfig(
     dataDir: path.resolve(c.STRATA_DATA_DIR),
     embeddedPgPort: c.STRATA_PG_PORT,
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
+    kek: c.STRATA_KEK,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
     functions: {

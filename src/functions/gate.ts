@@ -4,6 +4,7 @@ import { verifyJwt } from "../auth/verifyJwt";
 import type { AppContext } from "../context";
 import { openProject } from "../http/gate";
 import { decryptSecret } from "../management/secrets/crypto";
+import { kekOf } from "../platform/kek";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { DeployedFile } from "./files";
 
@@ -72,7 +73,13 @@ export async function projectSecrets(ctx: AppContext, ref: string): Promise<Reco
      join platform.project_root_keys k using (project_ref) where s.project_ref = $1`,
     [ref],
   );
-  return Object.fromEntries(rows.map((r) => [r.name, decryptSecret(r.root_key, r.ciphertext)]));
+  const kek = kekOf(ctx.platformPool);
+  return Object.fromEntries(
+    rows.map((r) => [
+      r.name,
+      decryptSecret(kek.open(r.root_key, "platform.project_root_keys.root_key"), r.ciphertext),
+    ]),
+  );
 }
 
 /** The defaults every function gets: this Strata's URL for the project, its keys and its database. */

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import type { KeyEncryptionKey } from "./kek";
 import pg from "pg";
 import { databaseName } from "../db/urls";
 import { newAccessToken, newProjectRef, randomSecret, sha256 } from "./ids";
@@ -39,6 +40,7 @@ export interface FirstStartResult {
  */
 export async function ensureFirstStart(
   client: pg.ClientBase,
+  kek: KeyEncryptionKey,
   opts: {
     adminUrl: string;
     jwtSecret?: string;
@@ -55,12 +57,26 @@ export async function ensureFirstStart(
     if (cluster.rowCount === 0) {
       await client.query(
         "insert into platform.clusters (id, region, admin_url, authenticator_password) values ($1, $2, $3, $4)",
-        [DEFAULT_CLUSTER_ID, DEFAULT_REGION, opts.adminUrl, opts.authenticatorPassword ?? randomSecret(24)],
+        [
+          DEFAULT_CLUSTER_ID,
+          DEFAULT_REGION,
+          kek.seal(opts.adminUrl, "platform.clusters.admin_url"),
+          kek.seal(
+            opts.authenticatorPassword ?? randomSecret(24),
+            "platform.clusters.authenticator_password",
+          ),
+        ],
       );
     } else {
       await client.query(
         "update platform.clusters set admin_url = $2, authenticator_password = coalesce($3, authenticator_password) where id = $1",
-        [DEFAULT_CLUSTER_ID, opts.adminUrl, opts.authenticatorPassword ?? null],
+        [
+          DEFAULT_CLUSTER_ID,
+          kek.seal(opts.adminUrl, "platform.clusters.admin_url"),
+          opts.authenticatorPassword === undefined
+            ? null
+            : kek.seal(opts.authenticatorPassword, "platform.clusters.authenticator_password"),
+        ],
       );
     }
 
@@ -90,14 +106,17 @@ export async function ensureFirstStart(
           org.rows[0].id,
           DEFAULT_CLUSTER_ID,
           databaseName(opts.adminUrl),
-          opts.jwtSecret ?? randomSecret(32),
+          kek.seal(opts.jwtSecret ?? randomSecret(32), "platform.projects.jwt_secret"),
         ],
       );
     } else if (opts.jwtSecret) {
-      await client.query(
-        "update platform.projects set jwt_secret = $1, updated_at = now() where is_default and jwt_secret <> $1",
-        [opts.jwtSecret],
-      );
+      const current = await client.query("select jwt_secret from platform.projects where is_default");
+      if (kek.open(current.rows[0].jwt_secret, "platform.projects.jwt_secret") !== opts.jwtSecret) {
+        await client.query(
+          "update platform.projects set jwt_secret = $1, updated_at = now() where is_default",
+          [kek.seal(opts.jwtSecret, "platform.projects.jwt_secret")],
+        );
+      }
     }
 
     const local = readLocalState(opts.dataDir);

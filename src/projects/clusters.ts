@@ -3,6 +3,7 @@ import { applyBootstrap } from "../db/bootstrap";
 import { ensureLoginPassword } from "../db/loginRoles";
 import { withDatabase } from "../db/urls";
 import { runUtilityStatement } from "../db/utility";
+import type { KeyEncryptionKey } from "../platform/kek";
 
 /** A Postgres cluster projects live on (a row of platform.clusters). */
 export interface Cluster {
@@ -13,17 +14,15 @@ export interface Cluster {
   authenticatorPassword: string;
 }
 
-export function clusterOfRow(row: {
-  cluster_id: string;
-  region: string;
-  admin_url: string;
-  authenticator_password: string;
-}): Cluster {
+export function clusterOfRow(
+  row: { cluster_id: string; region: string; admin_url: string; authenticator_password: string },
+  kek: KeyEncryptionKey,
+): Cluster {
   return {
     id: row.cluster_id,
     region: row.region,
-    adminUrl: row.admin_url,
-    authenticatorPassword: row.authenticator_password,
+    adminUrl: kek.open(row.admin_url, "platform.clusters.admin_url"),
+    authenticatorPassword: kek.open(row.authenticator_password, "platform.clusters.authenticator_password"),
   };
 }
 

@@ -2,6 +2,7 @@ import pg from "pg";
 import type { Logger } from "../log";
 import { withCredentials, withDatabase } from "../db/urls";
 import { randomSecret } from "../platform/ids";
+import { kekOf, type KeyEncryptionKey } from "../platform/kek";
 import { prepareProjectDatabase } from "./clusters";
 import { ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
 
@@ -11,8 +12,9 @@ const PROJECT_SELECT = `
          c.authenticator_password
     from platform.projects p join platform.clusters c on c.id = p.cluster_id`;
 
-function toRecord(row: any): ProjectRecord {
-  const adminUrl = withDatabase(row.admin_url, row.database_name);
+function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
+  const open = (value: string | null, purpose: string) => (value === null ? "" : kek.open(value, purpose));
+  const adminUrl = withDatabase(open(row.admin_url, "platform.clusters.admin_url"), row.database_name);
   return {
     id: row.id,
     ref: row.ref,
@@ -20,25 +22,41 @@ function toRecord(row: any): ProjectRecord {
     organizationId: row.organization_id,
     status: row.status,
     isDefault: row.is_default,
-    jwtSecret: row.jwt_secret,
+    jwtSecret: open(row.jwt_secret, "platform.projects.jwt_secret"),
     legacyKeysIat: Number(row.legacy_keys_iat),
     legacyKeysEnabled: row.legacy_keys_enabled,
     adminUrl,
-    dataUrl: withCredentials(adminUrl, "authenticator", row.authenticator_password),
+    dataUrl: withCredentials(
+      adminUrl,
+      "authenticator",
+      open(row.authenticator_password, "platform.clusters.authenticator_password"),
+    ),
     ownerRole: `postgres_${row.ref}`,
-    sqlUrl: withCredentials(adminUrl, `strata_sql_${row.ref}`, row.sql_role_password ?? ""),
-    readUrl: withCredentials(adminUrl, `strata_read_${row.ref}`, row.read_role_password ?? ""),
+    sqlUrl: withCredentials(
+      adminUrl,
+      `strata_sql_${row.ref}`,
+      open(row.sql_role_password, "platform.projects.sql_role_password"),
+    ),
+    readUrl: withCredentials(
+      adminUrl,
+      `strata_read_${row.ref}`,
+      open(row.read_role_password, "platform.projects.read_role_password"),
+    ),
   };
 }
 
 /** Gives a project row the passwords of its SQL roles the first time it is opened. */
-async function withRolePasswords(pool: pg.Pool, row: any): Promise<any> {
+async function withRolePasswords(pool: pg.Pool, kek: KeyEncryptionKey, row: any): Promise<any> {
   if (row.sql_role_password && row.read_role_password) return row;
   const { rows } = await pool.query(
     `update platform.projects set sql_role_password = coalesce(sql_role_password, $2),
        read_role_password = coalesce(read_role_password, $3)
      where ref = $1 returning sql_role_password, read_role_password`,
-    [row.ref, randomSecret(24), randomSecret(24)],
+    [
+      row.ref,
+      kek.seal(randomSecret(24), "platform.projects.sql_role_password"),
+      kek.seal(randomSecret(24), "platform.projects.read_role_password"),
+    ],
   );
   return { ...row, ...rows[0] };
 }
@@ -91,7 +109,7 @@ export class ProjectRegistry {
       await this.evict(ref);
       return undefined;
     }
-    runtime.record = toRecord(row);
+    runtime.record = toRecord(row, kekOf(this.platformPool));
     return runtime;
   }
 
@@ -156,14 +174,15 @@ export class ProjectRegistry {
   private async load(ref: string): Promise<ProjectRuntime | undefined> {
     const found = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
     if (!found) return undefined;
-    const row = await withRolePasswords(this.platformPool, found);
-    const runtime = new ProjectRuntime(toRecord(row), this.log, this.platformPool);
+    const kek = kekOf(this.platformPool);
+    const row = await withRolePasswords(this.platformPool, kek, found);
+    const runtime = new ProjectRuntime(toRecord(row, kek), this.log, this.platformPool);
     // A paused or provisioning database accepts no connections; its row's next change reloads the runtime.
     if (runtime.record.status === "ACTIVE_HEALTHY") {
       await prepareProjectDatabase(runtime.record.adminUrl, {
         ref,
-        sqlPassword: row.sql_role_password,
-        readPassword: row.read_role_password,
+        sqlPassword: kek.open(row.sql_role_password, "platform.projects.sql_role_password"),
+        readPassword: kek.open(row.read_role_password, "platform.projects.read_role_password"),
       });
       await runtime.watchSchema();
     }

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { newAccessToken, sha256 } from "../../src/platform/ids";
-import { startTestServer, type TestServer } from "../helpers/server";
+import { startTestServer, type TestServer, TEST_KEK } from "../helpers/server";
 import { mgmt } from "./client";
 
 /** Stores a token for the bootstrap admin the way the CLI and the OAuth server do. */
@@ -139,6 +139,7 @@ describe("Management API access", () => {
             DATABASE_URL: server.dbUrl,
             STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-cli-")),
             AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
+            STRATA_KEK: TEST_KEK,
           },
         },
       );

@@ -45,16 +45,18 @@ describe("projects as real databases", () => {
     await waitForStatus(server, ref, "ACTIVE_HEALTHY");
 
     const { rows } = await server.sql(
-      "select database_name, jwt_secret, legacy_keys_iat from platform.projects where ref = $1",
+      "select database_name, legacy_keys_iat from platform.projects where ref = $1",
       [ref],
     );
+    // The JWT secret is stored sealed: the Management API is where it is read.
+    const jwtSecret = (await mgmt(server, "GET", `/v1/projects/${ref}/postgrest`)).body.jwt_secret;
     const projectDbUrl = withDatabase(server.dbUrl, rows[0].database_name);
     await adminQuery(
       "create table public.notes (id serial primary key, title text not null); insert into public.notes (title) values ('first'), ('second')",
       [],
       projectDbUrl,
     );
-    const anonKey = await mintLegacyKey(rows[0].jwt_secret, "anon", Number(rows[0].legacy_keys_iat));
+    const anonKey = await mintLegacyKey(jwtSecret, "anon", Number(rows[0].legacy_keys_iat));
     expect(anonKey).not.toBe(server.anonKey);
 
     const read = await readTitles(server, ref, anonKey);

@@ -5,7 +5,7 @@ import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { adminQuery } from "../helpers/db";
-import { startTestServer, TEST_JWT_SECRET, type TestServer } from "../helpers/server";
+import { startTestServer, TEST_JWT_SECRET, type TestServer, TEST_KEK } from "../helpers/server";
 import { mgmt, waitForStatus } from "./client";
 
 describe("project creation interrupted by a dying process", () => {
@@ -37,6 +37,7 @@ describe("project creation interrupted by a dying process", () => {
         PORT: "0",
         JWT_SECRET: TEST_JWT_SECRET,
         AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
+        STRATA_KEK: TEST_KEK,
         STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-resume-")),
       }),
       createLogger("silent"),

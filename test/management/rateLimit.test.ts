@@ -2,7 +2,13 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { startTestServer, TEST_JWT_SECRET, TEST_MANAGEMENT_TOKEN, type TestServer } from "../helpers/server";
+import {
+  startTestServer,
+  TEST_JWT_SECRET,
+  TEST_MANAGEMENT_TOKEN,
+  type TestServer,
+  TEST_KEK,
+} from "../helpers/server";
 import { mgmt } from "./client";
 
 const LIMIT = 5;
@@ -20,6 +26,7 @@ async function startSecondProcess(server: TestServer): Promise<{ url: string; ch
         JWT_SECRET: TEST_JWT_SECRET,
         MANAGEMENT_TOKEN: TEST_MANAGEMENT_TOKEN,
         AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
+        STRATA_KEK: TEST_KEK,
         STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-second-")),
         MANAGEMENT_RATE_LIMIT: String(LIMIT),
         LOG_LEVEL: "silent",

@@ -122,6 +122,16 @@ describe("Least privilege in the database", () => {
     const otherDb = (await server.sql("select database_name from platform.projects where ref = $1", [other]))
       .rows[0].database_name as string;
     const ownDb = new URL(server.dbUrl).pathname.slice(1);
+    // db_pass is the new project's owner password (set right after it becomes active).
+    let owner = "";
+    for (let i = 0; i < 50 && owner !== "connected"; i++) {
+      owner = await tryConnect(server, `postgres_${other}`, "neighbour-password", otherDb);
+      if (owner !== "connected") await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(owner).toBe("connected");
+    expect(await tryConnect(server, `postgres_${other}`, "neighbour-password", ownDb)).toMatch(
+      /permission denied/,
+    );
 
     const login = await mgmt(server, "POST", `/v1/projects/${server.ref}/cli/login-role`, {
       body: { read_only: false },

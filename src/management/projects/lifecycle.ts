@@ -11,6 +11,7 @@ import {
 import { HttpError } from "../http";
 import { deleteProjectRow, projectsComingUp, setStatus, touchProject, type ProjectRow } from "./store";
 import { withAdminTransaction } from "../../db/transaction";
+import { runUtilityStatement } from "../../db/utility";
 
 const LIFECYCLE_LOCK = 7_305_100;
 
@@ -48,7 +49,12 @@ function refuseDefault(project: ProjectRow, action: string): void {
  * COMING_UP → ACTIVE_HEALTHY once its database exists and is bootstrapped; INIT_FAILED (nothing left) else.
  * A database left half-made by a process that died while creating it is dropped and made again.
  */
-export async function provisionProject(ctx: AppContext, project: ProjectRow, tryOnly = false): Promise<void> {
+export async function provisionProject(
+  ctx: AppContext,
+  project: ProjectRow,
+  tryOnly = false,
+  ownerPassword?: string,
+): Promise<void> {
   await withProjectLock(
     ctx,
     project,
@@ -67,6 +73,31 @@ export async function provisionProject(ctx: AppContext, project: ProjectRow, try
   ).catch((e) =>
     ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed"),
   );
+  // The project is usable without it; a failure is logged and PATCH .../database/password sets it later.
+  if (ownerPassword !== undefined) {
+    await setOwnerPassword(ctx, project.ref, ownerPassword).catch((e) =>
+      ctx.log.error({ ref: project.ref, err: (e as Error).message }, "setting the owner's password failed"),
+    );
+  }
+}
+
+/**
+ * `db_pass` of a new project: the password its owner role (the platform's `postgres`) logs in with. Opening
+ * the now active project creates its roles; the password itself is not kept anywhere.
+ */
+async function setOwnerPassword(ctx: AppContext, ref: string, password: string): Promise<void> {
+  await ctx.registry.evict(ref);
+  const runtime = await ctx.registry.get(ref);
+  if (!runtime) return;
+  const client = await runtime.adminPool.connect();
+  try {
+    await runUtilityStatement(client, "alter role %I with login password %L", [
+      runtime.record.ownerRole,
+      password,
+    ]);
+  } finally {
+    client.release();
+  }
 }
 
 /** At start: finishes creating projects that no process is creating any more (their creator died). */

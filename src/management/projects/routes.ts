@@ -125,7 +125,7 @@ export function projectRoutes(ctx: AppContext): Router {
       });
       const project = (await findProject(db, userId, ref))!;
       // Clients poll GET /v1/projects/{ref} until ACTIVE_HEALTHY.
-      void provisionProject(ctx, project);
+      void provisionProject(ctx, project, false, body.db_pass);
       return summary(project);
     },
   );

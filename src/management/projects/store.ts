@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { kekOf, type KeyEncryptionKey } from "../../platform/kek";
 import { clusterOfRow, type Cluster } from "../../projects/clusters";
 
 type Queryable = pg.Pool | pg.PoolClient | pg.Client;
@@ -29,13 +30,13 @@ const SELECT = `
 const VISIBLE = `exists (select from platform.organization_members m
                           where m.organization_id = p.organization_id and m.user_id = $1)`;
 
-function toProject(row: any): ProjectRow {
-  return { ...row, cluster: clusterOfRow(row) };
+function toProject(row: any, kek: KeyEncryptionKey): ProjectRow {
+  return { ...row, cluster: clusterOfRow(row, kek) };
 }
 
 export async function listProjects(db: pg.Pool, userId: string): Promise<ProjectRow[]> {
   const { rows } = await db.query(`${SELECT} where ${VISIBLE} order by p.created_at, p.id`, [userId]);
-  return rows.map(toProject);
+  return rows.map((r) => toProject(r, kekOf(db)));
 }
 
 export async function findProject(
@@ -44,7 +45,7 @@ export async function findProject(
   ref: string,
 ): Promise<ProjectRow | undefined> {
   const { rows } = await db.query(`${SELECT} where ${VISIBLE} and p.ref = $2`, [userId, ref]);
-  return rows[0] && toProject(rows[0]);
+  return rows[0] && toProject(rows[0], kekOf(db));
 }
 
 const SORTS = {
@@ -57,7 +58,7 @@ const SORTS = {
 /** Every project still being created, whoever's. */
 export async function projectsComingUp(db: pg.Pool): Promise<ProjectRow[]> {
   const { rows } = await db.query(`${SELECT} where p.status = 'COMING_UP' order by p.id`);
-  return rows.map(toProject);
+  return rows.map((r) => toProject(r, kekOf(db)));
 }
 
 export async function listOrganizationProjects(
@@ -77,7 +78,7 @@ export async function listOrganizationProjects(
     ]),
     db.query(`select count(*)::int as count from platform.projects p where ${where}`, params),
   ]);
-  return { rows: page.rows.map(toProject), count: total.rows[0].count };
+  return { rows: page.rows.map((r) => toProject(r, kekOf(db))), count: total.rows[0].count };
 }
 
 /** The cluster a new project goes to: one in the requested region when Strata knows it, else the default. */
@@ -91,7 +92,7 @@ export async function clusterFor(
       order by (region = $1) desc nulls last, (id = $2) desc, id limit 1`,
     [region ?? null, defaultId],
   );
-  return clusterOfRow(rows[0]);
+  return clusterOfRow(rows[0], kekOf(db));
 }
 
 export async function insertProject(
@@ -108,7 +109,14 @@ export async function insertProject(
   await db.query(
     `insert into platform.projects (ref, name, organization_id, cluster_id, database_name, status, jwt_secret)
      values ($1, $2, $3, $4, $5, 'COMING_UP', $6)`,
-    [p.ref, p.name, p.organizationId, p.clusterId, p.databaseName, p.jwtSecret],
+    [
+      p.ref,
+      p.name,
+      p.organizationId,
+      p.clusterId,
+      p.databaseName,
+      kekOf(db).seal(p.jwtSecret, "platform.projects.jwt_secret"),
+    ],
   );
 }
 

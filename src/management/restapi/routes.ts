@@ -2,6 +2,7 @@ import { Router } from "express";
 import { z } from "zod";
 import { readRestapiConfig } from "../../catalog/dataApiConfig";
 import type { AppContext } from "../../context";
+import { kekOf } from "../../platform/kek";
 import { route } from "../route";
 
 /** The REST layer's configuration (`restapi`; the platform spells it `postgrest`). */
@@ -37,7 +38,7 @@ async function jwtSecretOf(ctx: AppContext, ref: string): Promise<string> {
   const { rows } = await ctx.platformPool.query("select jwt_secret from platform.projects where ref = $1", [
     ref,
   ]);
-  return rows[0].jwt_secret;
+  return kekOf(ctx.platformPool).open(rows[0].jwt_secret, "platform.projects.jwt_secret");
 }
 
 export function restapiRoutes(ctx: AppContext): Router {

@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { route } from "../route";
+import { kekOf } from "../../platform/kek";
 import { decryptSecret, digestOf, encryptSecret, newRootKey } from "./crypto";
 import { withAdminTransaction } from "../../db/transaction";
 
@@ -23,14 +24,16 @@ const SecretsBody = z
   .array(z.object({ name: SecretName, value: z.string().max(24 * 1024, "must be at most 24 KiB") }))
   .min(1, "must list at least one secret");
 
-/** The project's root key, created on first use. */
+const ROOT_KEY = "platform.project_root_keys.root_key";
+
+/** The project's root key (stored sealed with the installation's key), created on first use. */
 async function rootKeyOf(client: pg.Pool | pg.PoolClient, ref: string): Promise<string> {
   const { rows } = await client.query(
     `insert into platform.project_root_keys (project_ref, root_key) values ($1, $2)
      on conflict (project_ref) do update set project_ref = excluded.project_ref returning root_key`,
-    [ref, newRootKey()],
+    [ref, kekOf(client).seal(newRootKey(), ROOT_KEY)],
   );
-  return rows[0].root_key;
+  return kekOf(client).open(rows[0].root_key, ROOT_KEY);
 }
 
 export function secretRoutes(ctx: AppContext): Router {
@@ -159,7 +162,7 @@ export function secretRoutes(ctx: AppContext): Router {
           }
           await client.query(
             "update platform.project_root_keys set root_key = $2, updated_at = now() where project_ref = $1",
-            [project.ref, body.root_key],
+            [project.ref, kekOf(client).seal(body.root_key, ROOT_KEY)],
           );
         });
         return { root_key: body.root_key };
