@@ -5,6 +5,8 @@ import { createLogger, maskDatabaseUrl } from "../log";
 import { ProjectRegistry } from "../projects/registry";
 import { createAccessToken, TokenError } from "../management/tokens";
 import graphileConfig from "../../graphile.config";
+import { withAdminTransaction } from "../db/transaction";
+import { commitKeyFile, kekOf, loadKek, prepareNextKey, resealColumns } from "../platform/kek";
 
 function configFromEnvironment(): StrataConfig {
   const strata = (graphileConfig as { strata?: { port?: number; domain?: string } }).strata ?? {};
@@ -107,9 +109,36 @@ async function token(args: string[]): Promise<void> {
   );
 }
 
+class KekError extends Error {}
+
+/**
+ * Re-seals every stored secret under a new key-encryption key in one transaction. With the key file: the new
+ * key is written next to the old one first and takes its place once the database committed (a start after
+ * an interruption finishes the switch). With STRATA_KEK: STRATA_NEW_KEK is the new key, to be set as
+ * STRATA_KEK on every node. Running servers keep the old key in memory: restart them afterwards.
+ */
+async function rotateKek(): Promise<void> {
+  const config = configFromEnvironment();
+  const newFromEnv = process.env.STRATA_NEW_KEK;
+  if (config.kek && (!newFromEnv || newFromEnv.length < 32))
+    throw new KekError("STRATA_KEK is set: give the new key (32+ characters) as STRATA_NEW_KEK");
+  await withDatabase(async (ctx) => {
+    const from = kekOf(ctx.platformPool);
+    const to = config.kek ? loadKek(config.dataDir, newFromEnv) : prepareNextKey(config.dataDir);
+    await withAdminTransaction(ctx.platformPool, (client) => resealColumns(client, to, from));
+    if (!config.kek) commitKeyFile(config.dataDir);
+  });
+  process.stdout.write(
+    config.kek
+      ? "Secrets re-sealed. Set STRATA_KEK to the new key on every node and restart them.\n"
+      : "Secrets re-sealed with a new key file. Restart every running Strata.\n",
+  );
+}
+
 const USAGE = `usage: npm run strata -- <command>
   start            run the server (same as npm start)
   keys [--json]    print the default project's URLs, keys and management token
+  kek rotate       re-seal the stored secrets under a new key-encryption key
   token create [--permissions a,b] [--name n] [--json]
                    create a Management API access token for the admin (all privileges, or only the
                    listed permissions)`;
@@ -123,6 +152,9 @@ async function main(argv: string[]): Promise<void> {
       return keys(rest.includes("--json"));
     case "token":
       return token(rest);
+    case "kek":
+      if (rest[0] !== "rotate") throw new KekError(USAGE);
+      return rotateKek();
     default:
       process.stderr.write(USAGE + "\n");
       process.exitCode = command ? 2 : 0;
@@ -130,7 +162,8 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((e) => {
-  const known = e instanceof ConfigError || e instanceof StartupError || e instanceof TokenError;
+  const known =
+    e instanceof ConfigError || e instanceof StartupError || e instanceof TokenError || e instanceof KekError;
   process.stderr.write((known ? e.message : `strata: ${e?.stack ?? e}`) + "\n");
   process.exit(1);
 });

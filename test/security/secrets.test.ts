@@ -1,8 +1,10 @@
+import { execFile } from "node:child_process";
 import { mkdtempSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { promisify } from "node:util";
 import { loadKek } from "../../src/platform/kek";
-import { startTestServer, TEST_JWT_SECRET, type TestServer } from "../helpers/server";
+import { startTestServer, TEST_JWT_SECRET, TEST_KEK, type TestServer } from "../helpers/server";
 import { mgmt, waitForStatus } from "../management/client";
 
 describe("Secrets at rest", () => {
@@ -57,6 +59,34 @@ describe("Secrets at rest", () => {
     // And the secrets still work: the new project answers its own keys.
     const keys = await mgmt(server, "GET", `/v1/projects/${ref}/api-keys?reveal=true`);
     expect(keys.status).toBe(200);
+  });
+
+  it("re-seals every secret under a new key from the command line, and refuses to start with a wrong key", async () => {
+    const cli = (env: Record<string, string>) =>
+      promisify(execFile)(
+        path.resolve("node_modules/.bin/node"),
+        ["--import", "tsx", "src/cli/main.ts", "kek", "rotate"],
+        {
+          env: {
+            ...process.env,
+            DATABASE_URL: server.dbUrl,
+            AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
+            STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-rotate-")),
+            ...env,
+          },
+        },
+      );
+    // Without the installation's key (a fresh key file): refused, with the fix named.
+    const wrong = await cli({}).catch((e: { stderr: string }) => e);
+    expect((wrong as { stderr: string }).stderr).toMatch(
+      /key-encryption key does not open this installation's secrets/,
+    );
+
+    const next = "the-next-key-encryption-key-of-32-chars";
+    await cli({ STRATA_KEK: TEST_KEK, STRATA_NEW_KEK: next });
+    const { rows } = await server.sql("select jwt_secret from platform.projects where is_default");
+    expect(loadKek("", next).open(rows[0].jwt_secret, "platform.projects.jwt_secret")).toBe(TEST_JWT_SECRET);
+    expect(() => loadKek("", TEST_KEK).open(rows[0].jwt_secret, "platform.projects.jwt_secret")).toThrow();
   });
 
   it("makes the key file of a data directory readable by its owner only", () => {
