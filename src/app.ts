@@ -24,6 +24,7 @@ import { UsageRecorder } from "./projects/usage";
 import { stopFunctionRuntime } from "./functions/runtime";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
+import { oneOffClient } from "./db/client";
 
 export class StartupError extends Error {}
 
@@ -51,7 +52,7 @@ const MIN_SERVER_VERSION = 140000;
 
 /** Connects to the main database once, failing with one clear line when it is unreachable or too old. */
 async function checkDatabase(url: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5000 });
+  const client = oneOffClient({ connectionString: url, connectionTimeoutMillis: 5000 });
   try {
     await client.connect();
   } catch (e) {
@@ -188,6 +189,7 @@ export async function startStrata(
     adminUrl: db.adminUrl,
     registry,
     usage,
+    ready: false,
   };
   const app = createApp(ctx);
   void resumeProvisioning(ctx);
@@ -198,6 +200,7 @@ export async function startStrata(
   const port = (server.address() as AddressInfo).port;
   ctx.config = { ...config, port };
   const info = await describeDefaultProject(ctx, db.managementToken);
+  ctx.ready = true;
 
   let stopping: Promise<void> | undefined;
   const stop = () =>

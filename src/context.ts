@@ -15,4 +15,6 @@ export interface AppContext {
   registry: ProjectRegistry;
   /** Counts data requests per project for usage analytics (absent in CLI commands that serve nothing). */
   usage?: UsageRecorder;
+  /** False while the server is still starting (listening, but the default project not opened yet). */
+  ready?: boolean;
 }

@@ -69,6 +69,10 @@ export function createApp(ctx: AppContext): Express {
   });
 
   app.get("/health", async (_req, res) => {
+    if (ctx.ready === false) {
+      res.status(503).json({ status: "starting", database: "starting" });
+      return;
+    }
     const up = await databaseReachable(ctx);
     res
       .status(up ? 200 : 503)

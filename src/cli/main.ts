@@ -1,4 +1,3 @@
-import pg from "pg";
 import { describeDefaultProject, prepareDatabase, startStrata, StartupError, type StrataInfo } from "../app";
 import { ConfigError, loadConfig, type StrataConfig } from "../config";
 import { createLogger, maskDatabaseUrl } from "../log";
@@ -7,6 +6,7 @@ import { createAccessToken, TokenError } from "../management/tokens";
 import graphileConfig from "../../graphile.config";
 import { withAdminTransaction } from "../db/transaction";
 import { commitKeyFile, kekOf, loadKek, prepareNextKey, resealColumns } from "../platform/kek";
+import { oneOffClient } from "../db/client";
 
 function configFromEnvironment(): StrataConfig {
   const strata = (graphileConfig as { strata?: { port?: number; domain?: string } }).strata ?? {};
@@ -38,6 +38,12 @@ async function start(): Promise<void> {
   process.env.GRAPHILE_ENV ??= "production";
   const config = configFromEnvironment();
   const log = createLogger(config.logLevel);
+  // A stray error of a background task is logged (message only: no request, key or URL), not a crash that
+  // takes every project down.
+  process.on("unhandledRejection", (e) =>
+    log.error({ err: (e as Error)?.message ?? String(e) }, "unhandled rejection"),
+  );
+  process.on("uncaughtException", (e) => log.error({ err: e.message }, "uncaught exception"));
   const strata = await startStrata(config, log);
   process.stdout.write(banner(strata.info) + "\n");
   const shutdown = (signal: string) => {
@@ -62,7 +68,7 @@ async function withDatabase<T>(
   const log = createLogger("silent");
   if (!config.databaseUrl) {
     const running = `postgres://postgres:postgres@127.0.0.1:${config.embeddedPgPort}/postgres`;
-    const probe = new pg.Client({ connectionString: running, connectionTimeoutMillis: 1000 });
+    const probe = oneOffClient({ connectionString: running, connectionTimeoutMillis: 1000 });
     const reachable = await probe.connect().then(
       () => true,
       () => false,

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import pg from "pg";
 import { withAdminTransaction } from "./transaction";
+import { oneOffClient } from "./client";
 
 /** `project` runs in every project database; `platform` only in the main database (the control plane). */
 export type BootstrapSet = "project" | "platform";
@@ -29,7 +29,7 @@ function sqlFiles(set: BootstrapSet): SqlFile[] {
  * transaction together with its entry in `_strata.bootstrap`. Returns the names of the files applied.
  */
 export async function applyBootstrap(databaseUrl: string, sets: BootstrapSet[]): Promise<string[]> {
-  const client = new pg.Client({ connectionString: databaseUrl });
+  const client = oneOffClient({ connectionString: databaseUrl });
   await client.connect();
   const applied: string[] = [];
   try {

@@ -1,9 +1,9 @@
-import pg from "pg";
 import { withCredentials } from "./urls";
 import { runUtilityStatement } from "./utility";
+import { oneOffClient } from "./client";
 
 async function canLogIn(url: string): Promise<boolean> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  const client = oneOffClient({ connectionString: url, connectionTimeoutMillis: 3000 });
   try {
     await client.connect();
     return true;
@@ -23,7 +23,7 @@ export async function ensureLoginPassword(adminUrl: string, role: string, passwo
   const url = withCredentials(adminUrl, role, password);
   if (await canLogIn(url)) return url;
   for (let attempt = 0; ; attempt++) {
-    const client = new pg.Client({ connectionString: adminUrl });
+    const client = oneOffClient({ connectionString: adminUrl });
     await client.connect();
     try {
       await runUtilityStatement(client, "alter role %I with login password %L", [role, password]);

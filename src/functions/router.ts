@@ -31,7 +31,11 @@ function refuse(res: Response, status: number, code: string | number, message: s
   res.status(status).json({ code, message });
 }
 
-const WORKER_EXIT_GRACE_MS = 1000;
+/**
+ * How long a broken connection to a worker waits for the worker's end and its reason (a limit, a crash): on a
+ * busy machine the CPU watch and the exit report can trail the broken socket by more than a second.
+ */
+const WORKER_EXIT_GRACE_MS = 3000;
 
 const HOP_BY_HOP = new Set([
   "connection",

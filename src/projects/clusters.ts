@@ -4,6 +4,7 @@ import { ensureLoginPassword } from "../db/loginRoles";
 import { withDatabase } from "../db/urls";
 import { runUtilityStatement } from "../db/utility";
 import type { KeyEncryptionKey } from "../platform/kek";
+import { oneOffClient } from "../db/client";
 
 /** A Postgres cluster projects live on (a row of platform.clusters). */
 export interface Cluster {
@@ -28,7 +29,7 @@ export function clusterOfRow(
 
 /** Runs `work` on a superuser connection to the cluster's maintenance database. */
 async function onCluster<T>(cluster: Cluster, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: cluster.adminUrl, connectionTimeoutMillis: 10_000 });
+  const client = oneOffClient({ connectionString: cluster.adminUrl, connectionTimeoutMillis: 10_000 });
   await client.connect();
   try {
     return await work(client);
@@ -77,8 +78,7 @@ export async function prepareProjectDatabase(
 ): Promise<void> {
   await retryingRoleChanges(() => applyBootstrap(databaseUrl, ["project"]));
   await retryingRoleChanges(async () => {
-    const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 10_000 });
-    client.on("error", () => {});
+    const client = oneOffClient({ connectionString: databaseUrl, connectionTimeoutMillis: 10_000 });
     await client.connect();
     try {
       await client.query("select _strata.ensure_project_roles($1, $2, $3)", [
@@ -142,7 +142,7 @@ export async function openProjectDatabase(cluster: Cluster, database: string): P
   await onCluster(cluster, async (c) => {
     await runUtilityStatement(c, "alter database %I with allow_connections true", [database]);
   });
-  const probe = new pg.Client({ connectionString: withDatabase(cluster.adminUrl, database) });
+  const probe = oneOffClient({ connectionString: withDatabase(cluster.adminUrl, database) });
   await probe.connect();
   await probe.end();
 }

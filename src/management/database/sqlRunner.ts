@@ -2,6 +2,7 @@ import pg from "pg";
 import { runUtilityStatement } from "../../db/utility";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
+import { oneOffClient } from "../../db/client";
 
 /** Runs SQL from the Management API in a project's database and answers rows as JSON objects. */
 
@@ -51,11 +52,9 @@ export async function withProjectSqlClient<T>(
   readOnly: boolean,
   work: (client: pg.Client) => Promise<T>,
 ): Promise<T> {
-  const client = new pg.Client({
+  const client = oneOffClient({
     connectionString: readOnly ? project.record.readUrl : project.record.sqlUrl,
   });
-  // A connection lost mid-call is the call's error, never the process's.
-  client.on("error", () => {});
   await client.connect();
   try {
     if (!readOnly) await runUtilityStatement(client, "set role %I", [project.record.ownerRole]);

@@ -12,6 +12,7 @@ import { HttpError } from "../http";
 import { deleteProjectRow, projectsComingUp, setStatus, touchProject, type ProjectRow } from "./store";
 import { withAdminTransaction } from "../../db/transaction";
 import { runUtilityStatement } from "../../db/utility";
+import { oneOffClient } from "../../db/client";
 
 const LIFECYCLE_LOCK = 7_305_100;
 
@@ -27,7 +28,7 @@ async function withProjectLock<T>(
   work: (c: pg.Client) => Promise<T>,
   tryOnly = false,
 ): Promise<T | undefined> {
-  const client = new pg.Client({ connectionString: ctx.adminUrl });
+  const client = oneOffClient({ connectionString: ctx.adminUrl });
   await client.connect();
   try {
     const lock = tryOnly ? "pg_try_advisory_lock" : "pg_advisory_lock";

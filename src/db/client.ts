@@ -1,0 +1,11 @@
+import pg from "pg";
+
+/**
+ * A client for one piece of work. An error on its connection while no query runs (the server restarted, the
+ * session was ended) surfaces as that work's failure, never as an uncaught error that ends the process.
+ */
+export function oneOffClient(config: pg.ClientConfig): pg.Client {
+  const client = new pg.Client(config);
+  client.on("error", () => {});
+  return client;
+}
