@@ -113,10 +113,11 @@ export async function authenticateBearer(
   project: ProjectRuntime,
   token: string,
   defaultRole: string,
+  options: { thirdParty?: boolean } = {},
 ): Promise<RequestAuth> {
   let claims: Record<string, unknown>;
   try {
-    claims = (await verifyJwt(project, token)) as Record<string, unknown>;
+    claims = (await verifyJwt(project, token, options)) as Record<string, unknown>;
   } catch (e) {
     throw new DataAuthError("invalid_jwt", `Invalid JWT: ${(e as Error).message}`);
   }

@@ -116,7 +116,8 @@ async function sessionResponse(
 
 /** The signed-in user of a request: a valid bearer JWT of a live session (or a third-party token's claims). */
 async function currentUser(project: ProjectRuntime, req: Request) {
-  const bearer = await bearerAuthOf(project, req, "anon");
+  // /auth/v1 acts for this project's own users: a third-party provider's token is not one of theirs.
+  const bearer = await bearerAuthOf(project, req, "anon", { thirdParty: false });
   if (!bearer) throw new AuthApiError(401, "no_authorization", "This endpoint requires a valid Bearer token");
   const { claims } = bearer;
   if (typeof claims.sub !== "string")

@@ -1,8 +1,10 @@
-import { createLocalJWKSet, createRemoteJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from "jose";
+import { createLocalJWKSet, errors as joseErrors, type JSONWebKeySet, type JWTVerifyGetKey } from "jose";
 import type pg from "pg";
+import { fetchPublicJson } from "./publicFetch";
 
-/** Fetched key sets are kept at most 10 minutes; an unknown `kid` refetches sooner (jose's cooldown). */
+/** Fetched key sets are kept at most 10 minutes; an unknown `kid` refetches, at most every 30 seconds. */
 const JWKS_MAX_AGE_MS = 10 * 60 * 1000;
+const JWKS_COOLDOWN_MS = 30 * 1000;
 const DISCOVERY_MAX_AGE_MS = 10 * 60 * 1000;
 
 export interface ThirdPartyRow {
@@ -11,17 +13,39 @@ export interface ThirdPartyRow {
   oidc_issuer_url: string | null;
   jwks_url: string | null;
   custom_jwks: JSONWebKeySet | null;
+  /** The `aud` its tokens must carry (Strata's addition); null: any. */
+  audience: string | null;
 }
 
 const remoteSets = new Map<string, JWTVerifyGetKey>();
 const discovered = new Map<string, { jwksUri: string; at: number }>();
 
+async function fetchKeySet(url: string): Promise<JSONWebKeySet> {
+  const set = (await fetchPublicJson(url)) as JSONWebKeySet;
+  if (!Array.isArray(set?.keys)) throw new Error(`${url} is not a JSON Web Key Set`);
+  return set;
+}
+
+/** A remote key set, fetched through the public-fetch rules, cached and refetched for an unknown kid. */
 function remoteSet(url: string): JWTVerifyGetKey {
   let set = remoteSets.get(url);
-  if (!set) {
-    set = createRemoteJWKSet(new URL(url), { cacheMaxAge: JWKS_MAX_AGE_MS, timeoutDuration: 5000 });
-    remoteSets.set(url, set);
-  }
+  if (set) return set;
+  let current: { keys: JWTVerifyGetKey; at: number } | undefined;
+  const refresh = async () => {
+    current = { keys: createLocalJWKSet(await fetchKeySet(url)), at: Date.now() };
+    return current.keys;
+  };
+  set = async (header, token) => {
+    const keys = current && Date.now() - current.at < JWKS_MAX_AGE_MS ? current.keys : await refresh();
+    try {
+      return await keys(header, token);
+    } catch (e) {
+      if (!(e instanceof joseErrors.JWKSNoMatchingKey) || Date.now() - current!.at < JWKS_COOLDOWN_MS)
+        throw e;
+      return (await refresh())(header, token);
+    }
+  };
+  remoteSets.set(url, set);
   return set;
 }
 
@@ -29,12 +53,10 @@ function remoteSet(url: string): JWTVerifyGetKey {
 export async function discoverJwksUri(issuer: string): Promise<string> {
   const cached = discovered.get(issuer);
   if (cached && Date.now() - cached.at < DISCOVERY_MAX_AGE_MS) return cached.jwksUri;
-  const res = await fetch(new URL(".well-known/openid-configuration", issuer.replace(/\/?$/, "/")), {
-    signal: AbortSignal.timeout(5000),
-  });
-  if (!res.ok) throw new Error(`OIDC discovery answered ${res.status}`);
-  const doc = (await res.json()) as { jwks_uri?: unknown };
-  if (typeof doc.jwks_uri !== "string") throw new Error("OIDC discovery document has no jwks_uri");
+  const doc = (await fetchPublicJson(
+    new URL(".well-known/openid-configuration", issuer.replace(/\/?$/, "/")).href,
+  )) as { jwks_uri?: unknown };
+  if (typeof doc?.jwks_uri !== "string") throw new Error("OIDC discovery document has no jwks_uri");
   discovered.set(issuer, { jwksUri: doc.jwks_uri, at: Date.now() });
   return doc.jwks_uri;
 }
@@ -47,14 +69,12 @@ export async function keySetOf(row: ThirdPartyRow): Promise<JWTVerifyGetKey> {
 }
 
 /** Fetches an integration's key set once, for `resolved_jwks`; null when it cannot be resolved. */
-export async function resolveJwks(row: Omit<ThirdPartyRow, "id" | "type">): Promise<JSONWebKeySet | null> {
+export async function resolveJwks(
+  row: Omit<ThirdPartyRow, "id" | "type" | "audience">,
+): Promise<JSONWebKeySet | null> {
   if (row.custom_jwks) return row.custom_jwks;
   try {
-    const url = row.jwks_url ?? (await discoverJwksUri(row.oidc_issuer_url!));
-    const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
-    if (!res.ok) return null;
-    const set = (await res.json()) as JSONWebKeySet;
-    return Array.isArray(set?.keys) ? set : null;
+    return await fetchKeySet(row.jwks_url ?? (await discoverJwksUri(row.oidc_issuer_url!)));
   } catch {
     return null;
   }
@@ -62,7 +82,8 @@ export async function resolveJwks(row: Omit<ThirdPartyRow, "id" | "type">): Prom
 
 export async function thirdPartyIntegrations(platformPool: pg.Pool, ref: string): Promise<ThirdPartyRow[]> {
   const { rows } = await platformPool.query(
-    "select id, type, oidc_issuer_url, jwks_url, custom_jwks from platform.third_party_auth where project_ref = $1",
+    `select id, type, oidc_issuer_url, jwks_url, custom_jwks, audience
+       from platform.third_party_auth where project_ref = $1`,
     [ref],
   );
   return rows;

@@ -23,24 +23,48 @@ async function verifyWithSecret(project: ProjectRuntime, token: string): Promise
   return (await jwtVerify(token, secret, { algorithms: ["HS256"], ...REQUIRED })).payload;
 }
 
-/** Tries the project's third-party integrations; the first whose keys verify the token wins. */
+/** Roles a third-party token may take: it stands for a user of another provider, never for the service. */
+const THIRD_PARTY_ROLES = new Set(["anon", "authenticated"]);
+
+/**
+ * Tries the project's third-party integrations; the first whose keys verify the token wins. Its issuer (the
+ * integration's OIDC issuer) and audience, when set, must match; its role must be anon or authenticated.
+ */
 async function verifyThirdParty(project: ProjectRuntime, token: string): Promise<JWTPayload | undefined> {
   for (const integration of await thirdPartyIntegrations(project.platformPool, project.ref)) {
+    let payload: JWTPayload;
     try {
       const keys = await keySetOf(integration);
-      return (await jwtVerify(token, keys, { algorithms: [...ASYMMETRIC], ...REQUIRED })).payload;
+      payload = (
+        await jwtVerify(token, keys, {
+          algorithms: [...ASYMMETRIC],
+          ...REQUIRED,
+          ...(integration.oidc_issuer_url ? { issuer: integration.oidc_issuer_url.replace(/\/$/, "") } : {}),
+          ...(integration.audience ? { audience: integration.audience } : {}),
+        })
+      ).payload;
     } catch (e) {
-      if (!(e instanceof joseErrors.JWKSNoMatchingKey)) throw e;
+      if (e instanceof joseErrors.JWKSNoMatchingKey) continue;
+      throw e;
     }
+    const role = payload.role ?? "authenticated";
+    if (typeof role !== "string" || !THIRD_PARTY_ROLES.has(role))
+      throw new JwtRejected("a third-party token may only take the anon or authenticated role");
+    return payload;
   }
   return undefined;
 }
 
 /**
  * Verifies a bearer JWT: a signing key of the project matched by `kid` (standby or in_use, with the key's own
- * algorithm), else the project's JWT secret for HS256, else a third-party integration. Throws JwtRejected.
+ * algorithm), else the project's JWT secret for HS256, else (unless `thirdParty` is false: tokens that must be
+ * Strata's own) a third-party integration. Throws JwtRejected.
  */
-export async function verifyJwt(project: ProjectRuntime, token: string): Promise<JWTPayload> {
+export async function verifyJwt(
+  project: ProjectRuntime,
+  token: string,
+  { thirdParty = true }: { thirdParty?: boolean } = {},
+): Promise<JWTPayload> {
   try {
     const header = decodeProtectedHeader(token);
     const alg = header.alg ?? "none";
@@ -57,7 +81,7 @@ export async function verifyJwt(project: ProjectRuntime, token: string): Promise
     // JWT secret.
     if (alg === "HS256" && header.kid) throw new JwtRejected(`unknown signing key ${header.kid}`);
     if (alg === "HS256") return await verifyWithSecret(project, token);
-    const payload = ASYMMETRIC.has(alg) ? await verifyThirdParty(project, token) : undefined;
+    const payload = thirdParty && ASYMMETRIC.has(alg) ? await verifyThirdParty(project, token) : undefined;
     if (!payload)
       throw new JwtRejected(header.kid ? `unknown signing key ${header.kid}` : "no key to verify the JWT");
     return payload;

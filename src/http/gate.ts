@@ -106,11 +106,12 @@ export async function bearerAuthOf(
   project: ProjectRuntime,
   req: GateRequest,
   defaultRole: string,
+  options: { thirdParty?: boolean } = {},
 ): Promise<RequestAuth | undefined> {
   const creds = credentialsOf(req.headers);
   const token = bearerOf(creds);
   if (!token || token === creds.apikey) return undefined;
-  return authenticateBearer(project, token, defaultRole).catch((e: unknown) => {
+  return authenticateBearer(project, token, defaultRole, options).catch((e: unknown) => {
     throw gateErrorOf(e);
   });
 }

@@ -118,7 +118,21 @@ describe("the Management API's auth families", () => {
     const user = await fetch(`${server.url}/auth/v1/user`, {
       headers: { apikey: server.anonKey, authorization: `Bearer ${token}` },
     });
-    expect(await user.json()).toMatchObject({ id: "external-user", email: "ext@example.com" });
+    // The data APIs accept it; /auth/v1 acts only for the project's own users, so it is not one.
+    expect(user.status).toBe(401);
+    const other = await new SignJWT({ role: "service_role", sub: "external-admin" })
+      .setProtectedHeader({ alg: "RS256", kid: "issuer-key" })
+      .setIssuer(issuerUrl)
+      .setExpirationTime("5m")
+      .sign(privateKey);
+    // A third-party token cannot take the service role, nor come from another issuer.
+    expect((await graphql(server, server.anonKey, "{ __typename }", other)).status).toBe(401);
+    const foreign = await new SignJWT({ role: "authenticated", sub: "external-user" })
+      .setProtectedHeader({ alg: "RS256", kid: "issuer-key" })
+      .setIssuer("https://someone-else.example")
+      .setExpirationTime("5m")
+      .sign(privateKey);
+    expect((await graphql(server, server.anonKey, "{ __typename }", foreign)).status).toBe(401);
 
     expect(
       (await management(server, "POST", "/config/auth/third-party-auth", { jwks_url: "not a url" })).status,

@@ -10,7 +10,7 @@ const READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: "auth_config_write", scope: "auth:write" };
 
 const COLUMNS =
-  "id, type, oidc_issuer_url, jwks_url, custom_jwks, resolved_jwks, inserted_at, updated_at, resolved_at";
+  "id, type, oidc_issuer_url, jwks_url, custom_jwks, audience, resolved_jwks, inserted_at, updated_at, resolved_at";
 
 const httpsUrl = z.url({ protocol: /^https?$/ });
 const jwks = z.object({ keys: z.array(z.looseObject({ kty: z.string() })).min(1) });
@@ -20,6 +20,8 @@ const createBody = z
     oidc_issuer_url: httpsUrl.optional(),
     jwks_url: httpsUrl.optional(),
     custom_jwks: jwks.optional(),
+    // Strata's addition: the `aud` the integration's tokens must carry.
+    audience: z.string().min(1).max(256).optional(),
   })
   .refine(
     (b) => [b.oidc_issuer_url, b.jwks_url, b.custom_jwks].filter((v) => v !== undefined).length === 1,
@@ -68,8 +70,8 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
       const resolved = await resolveJwks(source);
       const { rows } = await pool.query(
         `insert into platform.third_party_auth
-           (project_ref, type, oidc_issuer_url, jwks_url, custom_jwks, resolved_jwks, resolved_at)
-         values ($1, $2, $3, $4, $5, $6, case when $6::jsonb is null then null else now() end)
+           (project_ref, type, oidc_issuer_url, jwks_url, custom_jwks, resolved_jwks, resolved_at, audience)
+         values ($1, $2, $3, $4, $5, $6, case when $6::jsonb is null then null else now() end, $7)
          returning ${COLUMNS}`,
         [
           params.ref,
@@ -78,6 +80,7 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
           source.jwks_url,
           source.custom_jwks && JSON.stringify(source.custom_jwks),
           resolved && JSON.stringify(resolved),
+          body.audience ?? null,
         ],
       );
       return rows[0];

@@ -1,0 +1,81 @@
+import { lookup } from "node:dns/promises";
+import ipaddr from "ipaddr.js";
+
+/**
+ * Fetches a JSON document a project's settings point to (a third-party JWKS or OIDC discovery document) the
+ * way a request from outside would: https only (plain http only to this machine's loopback, for local
+ * providers), never to a private, link-local or otherwise internal address, redirects checked the same way,
+ * within a time and size limit. Errors name the URL's problem, never the body of what answered.
+ */
+
+const TIMEOUT_MS = 5000;
+const MAX_BYTES = 256 * 1024;
+const MAX_REDIRECTS = 3;
+
+export class UnsafeUrl extends Error {}
+
+const isLoopback = (address: string) => ipaddr.process(address).range() === "loopback";
+
+/** Addresses a fetch may reach: public unicast ones, and loopback (this machine). */
+function reachable(address: string): boolean {
+  const range = ipaddr.process(address).range();
+  return range === "unicast" || range === "loopback";
+}
+
+async function checkUrl(raw: string): Promise<URL> {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UnsafeUrl(`not a URL: ${raw}`);
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:")
+    throw new UnsafeUrl(`${url.protocol} is not allowed`);
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  const addresses = ipaddr.isValid(host)
+    ? [host]
+    : (await lookup(host, { all: true }).catch(() => [])).map((a) => a.address);
+  if (!addresses.length) throw new UnsafeUrl(`${url.hostname} does not resolve`);
+  if (!addresses.every(reachable)) throw new UnsafeUrl(`${url.hostname} is a private or internal address`);
+  if (url.protocol === "http:" && !addresses.every(isLoopback))
+    throw new UnsafeUrl(`${url.origin} must use https`);
+  return url;
+}
+
+async function readLimited(res: Response): Promise<string> {
+  const reader = res.body?.getReader();
+  if (!reader) return "";
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_BYTES) {
+      await reader.cancel();
+      throw new UnsafeUrl(`the document is larger than ${MAX_BYTES} bytes`);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** GETs `raw` as JSON under the rules above. */
+export async function fetchPublicJson(raw: string): Promise<unknown> {
+  let url = await checkUrl(raw);
+  for (let hop = 0; ; hop++) {
+    const res = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(TIMEOUT_MS) });
+    if (res.status >= 300 && res.status < 400 && res.headers.get("location")) {
+      if (hop >= MAX_REDIRECTS) throw new UnsafeUrl("too many redirects");
+      url = await checkUrl(new URL(res.headers.get("location")!, url).href);
+      continue;
+    }
+    if (!res.ok) throw new UnsafeUrl(`${url.origin}${url.pathname} answered ${res.status}`);
+    const text = await readLimited(res);
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new UnsafeUrl(`${url.origin}${url.pathname} did not answer JSON`);
+    }
+  }
+}
