@@ -203,19 +203,27 @@ function countOf($select: PgSelectStep): Step<string> {
   return $select.singleAsRecord().select(sql`count(*)`, TYPES.bigint) as Step<string>;
 }
 
+/**
+ * Whether at least `atLeast` rows match the page's filter on one side of its cursor. A bounded probe
+ * (`limit atLeast`), not a count over the whole filter: PostgreSQL stops at the `atLeast`-th row.
+ */
+function atLeastRows(page: PgGqlPage, beforeCursor: boolean, atLeast: number): Step<boolean> {
+  const $probe = page.$matching.clone("normal");
+  applyCursor(page, $probe, beforeCursor);
+  $probe.setFirst(constant(atLeast));
+  return lambda($probe.items(), (rows) => ((rows as unknown[] | null)?.length ?? 0) >= atLeast);
+}
+
 /** `hasNextPage`/`hasPreviousPage` as pg_graphql computes them (see transpile.rs `__has_next_page`). */
 function pageFlags(page: PgGqlPage, $rows: Step, which: "next" | "previous"): Step<boolean> {
   // "Beyond": more rows past the page in its own direction; "behind": rows before the cursor.
   const beyond = (which === "next") !== page.reverse;
-  const $target = page.$matching.clone();
-  applyCursor(page, $target, !beyond);
-  const $count = countOf($target);
   const { limit, offset } = page;
-  return lambda([$count, $rows], ([count, rows]) => {
-    const n = Number(count);
-    if (beyond) return n > offset + limit;
-    return (rows as unknown[] | null)?.length ? n > 0 || offset > 0 : false;
-  });
+  if (beyond) return atLeastRows(page, false, offset + limit + 1);
+  const $before = atLeastRows(page, true, 1);
+  return lambda([$before, $rows], ([before, rows]) =>
+    (rows as unknown[] | null)?.length ? before || offset > 0 : false,
+  );
 }
 
 function edgeCursor($item: Step): Step {

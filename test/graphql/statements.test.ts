@@ -137,6 +137,38 @@ describe("GraphQL round trips", () => {
     expect(roundTrips).toHaveLength(1);
   });
 
+  it("pages with pageInfo but without totalCount without counting the whole filter", async () => {
+    let result: any;
+    const roundTrips = await roundTripsDuring(async () => {
+      result = await graphql(
+        server,
+        `
+          {
+            playerCollection(first: 1, filter: { name: { neq: "zed" } }, orderBy: [{ name: DescNullsLast }]) {
+              pageInfo {
+                hasNextPage
+                hasPreviousPage
+              }
+              edges {
+                node {
+                  name
+                }
+              }
+            }
+          }
+        `,
+      );
+    });
+    expect(result.data.playerCollection).toEqual({
+      pageInfo: { hasNextPage: true, hasPreviousPage: false },
+      edges: [{ node: { name: "cy" } }],
+    });
+    expect(roundTrips).toHaveLength(1);
+    // The one round trip carries the statement (with BEGIN and the settings): no count(*) in it.
+    expect(roundTrips[0]).toMatch(/from "public"\."player"/);
+    expect(roundTrips[0]).not.toMatch(/count\(\*\)/i);
+  });
+
   it("updates rows and returns them with their relations in one SQL statement", async () => {
     // Warm the service role's schema so only the request's own statements are counted.
     await graphql(
