@@ -179,7 +179,7 @@ export async function startStrata(
   log: Logger = createLogger(config.logLevel),
 ): Promise<RunningStrata> {
   const db = await prepareDatabase(config, log);
-  const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
+  const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log, config.poolWaitMs);
   await registry.watchControlPlane(db.adminUrl);
   const usage = new UsageRecorder(db.platformPool, log);
   const ctx: AppContext = {

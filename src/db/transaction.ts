@@ -45,9 +45,29 @@ async function transact<C extends pg.ClientBase, T>(
   }
 }
 
+/**
+ * No connection of the pool came free within its wait (`connectionTimeoutMillis`): every connection is busy.
+ * Carries PostgreSQL's SQLSTATE for exhausted resources, so each API answers it as "unavailable", not a 500.
+ */
+export class PoolTimeout extends Error {
+  readonly code = "53300";
+  constructor() {
+    super("Timed out acquiring a connection from the connection pool: every connection is busy, try again");
+  }
+}
+
+/** pg-pool's own timeout error (from any caller of `pool.connect()`) as a PoolTimeout; other errors as they are. */
+export function asPoolTimeout(e: unknown): unknown {
+  return e instanceof Error && /timeout exceeded when trying to connect/.test(e.message)
+    ? new PoolTimeout()
+    : e;
+}
+
 /** Lends a pooled client to `use`, destroying it afterwards when a rollback on it failed. */
 async function withPooledClient<T>(pool: pg.Pool, use: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
+  const client = await pool.connect().catch((e: Error) => {
+    throw asPoolTimeout(e);
+  });
   try {
     return await use(client);
   } finally {

@@ -7,7 +7,7 @@ import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
 import { dataApiConfigOf } from "../catalog/dataApiConfig";
 import type { AppContext } from "../context";
-import { withReadsInOneRoundTrip, withTransaction } from "../db/transaction";
+import { PoolTimeout, withReadsInOneRoundTrip, withTransaction } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
 import { prepareDocument, RequestError } from "./document";
@@ -172,6 +172,9 @@ export async function executeGraphql(
       return { data: null, errors: [{ message: "Subscriptions are not supported" }] };
     }
     const { data, errors } = result as { data?: unknown; errors?: readonly GraphQLError[] };
+    // No connection came free: the whole endpoint is unavailable for now (the router answers 503).
+    const busy = errors?.find((e) => e.originalError instanceof PoolTimeout);
+    if (busy) throw busy.originalError;
     // pg_graphql answers a failed request as a whole: no partial data next to an error.
     if (errors?.length) return errorsOnly(ctx, errors);
     const out: GraphqlResponse = { data: data ?? null };

@@ -1,7 +1,9 @@
 import express, { Router } from "express";
 import type { AppContext } from "../context";
+import { asPoolTimeout, PoolTimeout } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
 import { requestSettingsOf } from "../http/requestSettings";
+import { roleSettingsOf } from "../catalog/roleSettings";
 import { executeGraphql } from "./endpoint";
 
 /** `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200. */
@@ -11,10 +13,14 @@ export function graphqlRouter(ctx: AppContext): Router {
   router.post("/graphql/v1", express.json({ limit: "5mb" }), async (req, res, next) => {
     try {
       const { project, auth } = await openDataRequest(ctx, req);
-      res.json(await executeGraphql(ctx, project, auth, req.body ?? {}, requestSettingsOf(req)));
-    } catch (e) {
+      const settings = { ...(await roleSettingsOf(project, auth.role)), ...requestSettingsOf(req) };
+      res.json(await executeGraphql(ctx, project, auth, req.body ?? {}, settings));
+    } catch (caught) {
+      // The schema's introspection also takes a connection: its pool timeout is the same 503.
+      const e = asPoolTimeout(caught);
       // A refusal of the gate answers as the platform's gateway does: its status, `{message, hint}`.
       if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
+      else if (e instanceof PoolTimeout) res.status(503).json({ message: e.message });
       else next(e);
     }
   });

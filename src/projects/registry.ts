@@ -77,6 +77,8 @@ export class ProjectRegistry {
     readonly platformPool: pg.Pool,
     readonly defaultRef: string,
     private readonly log: Logger,
+    /** How long a request waits for a free connection of a project's pools. */
+    private readonly poolWaitMs?: number,
   ) {}
 
   /** The runtime of `ref`, or undefined when no such project exists. */
@@ -176,7 +178,7 @@ export class ProjectRegistry {
     if (!found) return undefined;
     const kek = kekOf(this.platformPool);
     const row = await withRolePasswords(this.platformPool, kek, found);
-    const runtime = new ProjectRuntime(toRecord(row, kek), this.log, this.platformPool);
+    const runtime = new ProjectRuntime(toRecord(row, kek), this.log, this.platformPool, this.poolWaitMs);
     // A paused or provisioning database accepts no connections; its row's next change reloads the runtime.
     if (runtime.record.status === "ACTIVE_HEALTHY") {
       await prepareProjectDatabase(runtime.record.adminUrl, {

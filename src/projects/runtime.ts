@@ -51,6 +51,8 @@ export class ProjectRuntime {
     private readonly log: Logger,
     /** Superuser pool on the main database: the auth gate reads the project's keys from the control plane. */
     readonly platformPool: pg.Pool,
+    /** How long a request waits for a free connection of this project's pools. */
+    private readonly poolWaitMs = 10_000,
   ) {
     this.events.setMaxListeners(100);
   }
@@ -72,7 +74,13 @@ export class ProjectRuntime {
   }
 
   private makePool(connectionString: string, max: number): pg.Pool {
-    const pool = new pg.Pool({ connectionString, max, idleTimeoutMillis: 30_000 });
+    // A request waits a bounded time for a connection, then fails (503) instead of queueing forever.
+    const pool = new pg.Pool({
+      connectionString,
+      max,
+      idleTimeoutMillis: 30_000,
+      connectionTimeoutMillis: this.poolWaitMs,
+    });
     // An idle client losing its connection (database restarted) must not crash the process.
     pool.on("error", (e) =>
       this.log.warn({ ref: this.ref, err: e.message }, "idle database connection lost"),

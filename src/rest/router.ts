@@ -2,6 +2,7 @@ import express, { Router, type Request, type Response } from "express";
 import type pg from "pg";
 import { escapeSqlIdentifier, sql, type SQL } from "pg-sql2";
 import type { RequestAuth } from "../auth/dataAuth";
+import { roleSettingsOf } from "../catalog/roleSettings";
 import { dataApiConfigOf, type DataApiConfig } from "../catalog/dataApiConfig";
 import { buildRestOpenApi } from "../catalog/openapi";
 import { schemaCacheOf } from "../catalog/schemaCache";
@@ -141,7 +142,11 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
     );
     const plan = planRequest(await schemaCacheOf(project, config.schemas), apiReq, config);
     const readOnly = req.method === "GET" || req.method === "HEAD";
-    const scope = { ...auth, settings: requestSettings(req, apiReq, config), readOnly };
+    const settings = {
+      ...(await roleSettingsOf(project, auth.role)),
+      ...requestSettings(req, apiReq, config),
+    };
+    const scope = { ...auth, settings, readOnly };
     send(res, req, apiReq, await run(project.dataPool, scope, apiReq, plan));
   } catch (e) {
     sendFailure(ctx, res, e, auth);
