@@ -101,13 +101,19 @@ function send(res: Response, req: Request, apiReq: ApiRequest, outcome: Outcome)
   else res.send(outcome.body);
 }
 
+/** A PostgreSQL SQLSTATE: five digits or capital letters (a Node network error's code is not one). */
+const isSqlState = (code: unknown): code is string => typeof code === "string" && /^[0-9A-Z]{5}$/.test(code);
+
 /** Every failure of a REST request in PostgREST's error format: the one place errors are mapped. */
 function sendFailure(ctx: AppContext, res: Response, e: unknown, auth: RequestAuth | undefined): void {
   if (e instanceof ExplainOutput) res.status(200).type(e.type).send(e.body);
   else if (e instanceof RestError) sendError(res, e);
   else if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
-  else if (e && typeof e === "object" && "code" in e && typeof (e as { code: unknown }).code === "string") {
+  else if (isSqlState((e as { code?: unknown })?.code)) {
     sendError(res, fromPgError(e as { code: string; message: string }, auth?.role === "anon"));
+  } else if (typeof (e as { code?: unknown })?.code === "string") {
+    // A network error (ECONNREFUSED, ECONNRESET, ...): the database is out of reach, not a database error.
+    sendError(res, new RestError(503, "PGRST001", "Database client error. Retrying the connection."));
   } else {
     ctx.log.error({ err: e }, "REST request failed");
     sendError(res, new RestError(500, "PGRST000", "Internal server error"));
