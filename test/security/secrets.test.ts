@@ -62,6 +62,8 @@ describe("Secrets at rest", () => {
   });
 
   it("re-seals every secret under a new key from the command line, and refuses to start with a wrong key", async () => {
+    // A server of its own: nothing else of this file's work touches its secrets while they are re-sealed.
+    const own = await startTestServer();
     const cli = (env: Record<string, string>) =>
       promisify(execFile)(
         path.resolve("node_modules/.bin/node"),
@@ -69,7 +71,7 @@ describe("Secrets at rest", () => {
         {
           env: {
             ...process.env,
-            DATABASE_URL: server.dbUrl,
+            DATABASE_URL: own.dbUrl,
             AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
             STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-rotate-")),
             ...env,
@@ -84,9 +86,10 @@ describe("Secrets at rest", () => {
 
     const next = "the-next-key-encryption-key-of-32-chars";
     await cli({ STRATA_KEK: TEST_KEK, STRATA_NEW_KEK: next });
-    const { rows } = await server.sql("select jwt_secret from platform.projects where is_default");
+    const { rows } = await own.sql("select jwt_secret from platform.projects where is_default");
     expect(loadKek("", next).open(rows[0].jwt_secret, "platform.projects.jwt_secret")).toBe(TEST_JWT_SECRET);
     expect(() => loadKek("", TEST_KEK).open(rows[0].jwt_secret, "platform.projects.jwt_secret")).toThrow();
+    await own.stop();
   });
 
   it("makes the key file of a data directory readable by its owner only", () => {
