@@ -116,6 +116,7 @@ export const SEALED_COLUMNS = [
   ["platform.clusters", "id", "admin_url"],
   ["platform.clusters", "id", "authenticator_password"],
   ["platform.project_root_keys", "project_ref", "root_key"],
+  ["platform.api_keys", "id", "secret"],
 ] as const;
 
 export type SealedColumn = (typeof SEALED_COLUMNS)[number];

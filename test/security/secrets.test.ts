@@ -27,7 +27,18 @@ describe("Secrets at rest", () => {
         })
       ).status,
     ).toBe(201);
+    const secretKey = await mgmt(server, "POST", `/v1/projects/${ref}/api-keys?reveal=true`, {
+      body: { type: "secret", name: "sealed_key" },
+    });
+    expect(secretKey.body.api_key).toMatch(/^sb_secret_/);
+    const withKey = await mgmt(
+      server,
+      "GET",
+      `/v1/projects/${ref}/api-keys/${secretKey.body.id}?reveal=true`,
+    );
+    expect(withKey.body.api_key).toBe(secretKey.body.api_key);
     const values = [
+      secretKey.body.api_key,
       TEST_JWT_SECRET,
       (await mgmt(server, "GET", `/v1/projects/${ref}/postgrest`)).body.jwt_secret,
       (await mgmt(server, "GET", `/v1/projects/${ref}/pgsodium`)).body.root_key,

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { newOpaqueKey, type OpaqueKeyType } from "../../auth/apiKeys";
 import { sha256 } from "../../platform/ids";
+import { kekOf } from "../../platform/kek";
 
 export interface ApiKeyRow {
   id: string;
@@ -14,13 +15,19 @@ export interface ApiKeyRow {
 }
 
 const COLUMNS = "id, type, name, description, secret, secret_jwt_template, inserted_at, updated_at";
+/** The key itself is stored sealed (it is revealed on request); requests find it by `key_hash`. */
+const SECRET = "platform.api_keys.secret";
+
+function opened(pool: pg.Pool, row: ApiKeyRow | undefined): ApiKeyRow | undefined {
+  return row && { ...row, secret: kekOf(pool).open(row.secret, SECRET) };
+}
 
 export async function listApiKeys(pool: pg.Pool, ref: string): Promise<ApiKeyRow[]> {
   const { rows } = await pool.query(
     `select ${COLUMNS} from platform.api_keys where project_ref = $1 order by inserted_at`,
     [ref],
   );
-  return rows;
+  return rows.map((r) => opened(pool, r)!);
 }
 
 export async function getApiKey(pool: pg.Pool, ref: string, id: string): Promise<ApiKeyRow | undefined> {
@@ -28,7 +35,7 @@ export async function getApiKey(pool: pg.Pool, ref: string, id: string): Promise
     `select ${COLUMNS} from platform.api_keys where project_ref = $1 and id::text = $2`,
     [ref, id],
   );
-  return rows[0];
+  return opened(pool, rows[0]);
 }
 
 export async function createApiKey(
@@ -48,11 +55,11 @@ export async function createApiKey(
       input.name,
       input.description ?? null,
       sha256(value),
-      value,
+      kekOf(pool).seal(value, SECRET),
       input.secret_jwt_template ? JSON.stringify(input.secret_jwt_template) : null,
     ],
   );
-  return rows[0];
+  return opened(pool, rows[0]);
 }
 
 export async function updateApiKey(
@@ -78,7 +85,7 @@ export async function updateApiKey(
       changes.secret_jwt_template ? JSON.stringify(changes.secret_jwt_template) : null,
     ],
   );
-  return rows[0];
+  return opened(pool, rows[0]);
 }
 
 export async function deleteApiKey(pool: pg.Pool, ref: string, id: string): Promise<ApiKeyRow | undefined> {
@@ -86,7 +93,7 @@ export async function deleteApiKey(pool: pg.Pool, ref: string, id: string): Prom
     `delete from platform.api_keys where project_ref = $1 and id::text = $2 returning ${COLUMNS}`,
     [ref, id],
   );
-  return rows[0];
+  return opened(pool, rows[0]);
 }
 
 export async function setLegacyKeysEnabled(pool: pg.Pool, ref: string, enabled: boolean): Promise<void> {
