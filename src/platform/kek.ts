@@ -99,7 +99,8 @@ const keys = new WeakMap<object, KeyEncryptionKey>();
 
 export function attachKek(pool: pg.Pool, kek: KeyEncryptionKey): void {
   keys.set(pool, kek);
-  pool.on("connect", (client) => keys.set(client, kek));
+  // On every checkout: clients the pool opened before the key was attached carry it too.
+  pool.on("acquire", (client) => keys.set(client, kek));
 }
 
 export function kekOf(holder: pg.Pool | pg.ClientBase): KeyEncryptionKey {

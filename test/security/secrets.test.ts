@@ -14,6 +14,18 @@ describe("Secrets at rest", () => {
   });
   afterAll(() => server.stop());
 
+  it("opens sealed secrets on every control-plane connection, including those opened before start-up sealed", async () => {
+    // Parallel calls check out every connection of the control-plane pool.
+    const created = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        mgmt(server, "POST", `/v1/projects/${server.ref}/secrets`, {
+          body: [{ name: `PARALLEL_${i}`, value: "v" }],
+        }),
+      ),
+    );
+    expect(created.map((r) => r.status)).toEqual(Array(8).fill(201));
+  });
+
   it("keeps no secret's value in the control plane's tables", async () => {
     const created = await mgmt(server, "POST", "/v1/projects", {
       body: { name: "sealed", organization_slug: "default-org", db_pass: "sealed-project-password" },
