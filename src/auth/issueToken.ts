@@ -1,5 +1,6 @@
 import { SignJWT, type JWTPayload } from "jose";
 import type { ProjectRuntime } from "../projects/runtime";
+import { kekOf } from "../platform/kek";
 import { inUseKey, keyOf } from "./signingKeys";
 
 /**
@@ -15,5 +16,5 @@ export async function signProjectToken(project: ProjectRuntime, claims: JWTPaylo
   }
   return new SignJWT(claims)
     .setProtectedHeader({ alg: key.algorithm, typ: "JWT", kid: key.id })
-    .sign(await keyOf(key, "sign"));
+    .sign(await keyOf(key, "sign", kekOf(project.platformPool)));
 }

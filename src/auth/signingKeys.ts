@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { exportJWK, generateKeyPair, importJWK, type JWK, type KeyLike } from "jose";
 import type pg from "pg";
+import type { KeyEncryptionKey } from "../platform/kek";
 
 export const SIGNING_ALGORITHMS = ["ES256", "RS256", "HS256", "EdDSA"] as const;
 export type SigningAlgorithm = (typeof SIGNING_ALGORITHMS)[number];
@@ -14,7 +15,8 @@ export interface SigningKeyRow {
   project_ref: string;
   algorithm: SigningAlgorithm;
   status: SigningKeyStatus;
-  private_jwk: JWK;
+  /** Sealed with the key-encryption key (a JSON string); a plain JWK only before start-up sealed it. */
+  private_jwk: JWK | string;
   public_jwk: JWK | null;
   is_legacy: boolean;
   revoked_at: Date | null;
@@ -48,8 +50,20 @@ export async function checkPrivateJwk(algorithm: SigningAlgorithm, jwk: JWK): Pr
 }
 
 /** The key that signs a row's tokens (private) or verifies them (public, or the shared secret). */
-export async function keyOf(row: SigningKeyRow, use: "sign" | "verify"): Promise<KeyLike | Uint8Array> {
-  const jwk = use === "sign" || !row.public_jwk ? row.private_jwk : row.public_jwk;
+/** Purpose of the sealed private JWKs (see platform/kek.ts). */
+export const PRIVATE_JWK = "platform.signing_keys.private_jwk";
+
+/** A stored private JWK: sealed (a JSON string), or plain from before sealing. */
+export function openPrivateJwk(stored: JWK | string, kek: KeyEncryptionKey): JWK {
+  return typeof stored === "string" ? (JSON.parse(kek.open(stored, PRIVATE_JWK)) as JWK) : stored;
+}
+
+export async function keyOf(
+  row: SigningKeyRow,
+  use: "sign" | "verify",
+  kek: KeyEncryptionKey,
+): Promise<KeyLike | Uint8Array> {
+  const jwk = use === "sign" || !row.public_jwk ? openPrivateJwk(row.private_jwk, kek) : row.public_jwk;
   const { kid: _kid, key_ops: _ops, use: _use, ...material } = jwk;
   return importJWK({ ...material, alg: row.algorithm }, row.algorithm);
 }

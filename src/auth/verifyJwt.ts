@@ -1,5 +1,6 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
 import type { ProjectRuntime } from "../projects/runtime";
+import { kekOf } from "../platform/kek";
 import { keyOf, verifyingKey } from "./signingKeys";
 import { keySetOf, thirdPartyIntegrations } from "./thirdParty";
 
@@ -74,7 +75,10 @@ export async function verifyJwt(
       if (key.algorithm !== alg)
         throw new JwtRejected(`algorithm ${alg} does not belong to key ${header.kid}`);
       return (
-        await jwtVerify(token, await keyOf(key, "verify"), { algorithms: [key.algorithm], ...REQUIRED })
+        await jwtVerify(token, await keyOf(key, "verify", kekOf(project.platformPool)), {
+          algorithms: [key.algorithm],
+          ...REQUIRED,
+        })
       ).payload;
     }
     // A kid names a key: one that is unknown (deleted, revoked, made up) verifies nothing, not even with the

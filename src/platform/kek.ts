@@ -118,7 +118,11 @@ export const SEALED_COLUMNS = [
   ["platform.clusters", "id", "authenticator_password"],
   ["platform.project_root_keys", "project_ref", "root_key"],
   ["platform.api_keys", "id", "secret"],
+  // jsonb: sealed, the JWK is stored as a JSON string.
+  ["platform.signing_keys", "id", "private_jwk"],
 ] as const;
+
+const JSONB_COLUMNS = new Set(["platform.signing_keys.private_jwk"]);
 
 export type SealedColumn = (typeof SEALED_COLUMNS)[number];
 export const purposeOf = (c: SealedColumn) => `${c[0]}.${c[2]}`;
@@ -139,11 +143,16 @@ export async function resealColumns(
     const select = sql.compile(
       sql`select ${sql.identifier(key)} as k, ${sql.identifier(value)} as v from ${target} where ${sql.identifier(value)} is not null`,
     );
+    const jsonb = JSONB_COLUMNS.has(purpose);
     for (const row of (await client.query(select.text, select.values as unknown[])).rows) {
-      if (!from && isSealed(row.v)) continue;
-      const plain = from ? from.open(row.v, purpose) : row.v;
+      // A jsonb column holds either the plain JSON value or the sealed text as a JSON string.
+      const stored: string = jsonb && typeof row.v !== "string" ? JSON.stringify(row.v) : row.v;
+      const sealedBefore = typeof row.v === "string" && isSealed(row.v);
+      if (!from && sealedBefore) continue;
+      const plain = from && sealedBefore ? from.open(stored, purpose) : stored;
+      const sealed = sql.value(to.seal(plain, purpose));
       const update = sql.compile(
-        sql`update ${target} set ${sql.identifier(value)} = ${sql.value(to.seal(plain, purpose))} where ${sql.identifier(key)} = ${sql.value(row.k)}`,
+        sql`update ${target} set ${sql.identifier(value)} = ${jsonb ? sql`to_jsonb(${sealed}::text)` : sealed} where ${sql.identifier(key)} = ${sql.value(row.k)}`,
       );
       await client.query(update.text, update.values as unknown[]);
     }

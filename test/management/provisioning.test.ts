@@ -49,6 +49,9 @@ describe("project creation interrupted by a dying process", () => {
       server.dbUrl.replace(/\/[^/]+$/, `/${database}`),
     );
     expect(roles.rows[0].n).toBeGreaterThan(0);
+    // The row was written in plain text, as by a version before sealing: the start sealed it.
+    const secret = await server.sql("select jwt_secret from platform.projects where ref = $1", [ref]);
+    expect(secret.rows[0].jwt_secret).toMatch(/^kek1:/);
     expect((await mgmt(server, "DELETE", `/v1/projects/${ref}`)).status).toBe(200);
   });
 });

@@ -73,6 +73,15 @@ describe("Secrets at rest", () => {
     }
     for (const value of values) expect(dump.includes(value)).toBe(false);
     expect(dump).not.toContain("sk_live_sealed");
+    const signing = await mgmt(server, "POST", `/v1/projects/${ref}/config/auth/signing-keys`, {
+      body: { algorithm: "ES256" },
+    });
+    expect(signing.status).toBe(201);
+    const jwks = await server.sql("select private_jwk from platform.signing_keys where id = $1", [
+      signing.body.id,
+    ]);
+    expect(jwks.rows[0].private_jwk).toMatch(/^kek1:/);
+
     const sealed = await server.sql(
       `select jwt_secret, sql_role_password, read_role_password from platform.projects where ref = $1`,
       [ref],

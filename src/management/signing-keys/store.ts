@@ -1,6 +1,12 @@
 import type { JWK } from "jose";
 import type pg from "pg";
-import type { SigningAlgorithm, SigningKeyRow, SigningKeyStatus } from "../../auth/signingKeys";
+import {
+  PRIVATE_JWK,
+  type SigningAlgorithm,
+  type SigningKeyRow,
+  type SigningKeyStatus,
+} from "../../auth/signingKeys";
+import { kekOf } from "../../platform/kek";
 import { withAdminTransaction } from "../../db/transaction";
 
 export async function listSigningKeys(pool: pg.Pool, ref: string): Promise<SigningKeyRow[]> {
@@ -63,7 +69,7 @@ export function insertSigningKey(
         ref,
         key.algorithm,
         key.status,
-        JSON.stringify(key.privateJwk),
+        JSON.stringify(kekOf(pool).seal(JSON.stringify(key.privateJwk), PRIVATE_JWK)),
         key.publicJwk && JSON.stringify(key.publicJwk),
         key.isLegacy ?? false,
       ],
