@@ -50,13 +50,22 @@ export interface RunningStrata {
 
 const MIN_SERVER_VERSION = 140000;
 
+/** What to do about a failed connection to DATABASE_URL, by the error's code. */
+function fixOf(code: string | undefined): string {
+  if (code === "28P01" || code === "28000") return "check the user and password in DATABASE_URL";
+  if (code === "3D000") return "create that database or name an existing one in DATABASE_URL";
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "check the host name in DATABASE_URL";
+  return "is PostgreSQL running, and are the host and port in DATABASE_URL right?";
+}
+
 /** Connects to the main database once, failing with one clear line when it is unreachable or too old. */
 async function checkDatabase(url: string): Promise<void> {
   const client = oneOffClient({ connectionString: url, connectionTimeoutMillis: 5000 });
   try {
     await client.connect();
   } catch (e) {
-    throw new StartupError(`Cannot connect to the database at DATABASE_URL: ${(e as Error).message}`);
+    const { message, code } = e as { message: string; code?: string };
+    throw new StartupError(`Cannot connect to the database at DATABASE_URL: ${message} (${fixOf(code)})`);
   }
   try {
     const { rows } = await client.query(
@@ -194,8 +203,13 @@ export async function startStrata(
   const app = createApp(ctx);
   void resumeProvisioning(ctx);
   const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(config.port, () => resolve(s));
-    s.on("error", (e) => reject(new StartupError(`Cannot listen on port ${config.port}: ${e.message}`)));
+    const refuse = (e: Error) =>
+      reject(
+        new StartupError(`Cannot listen on port ${config.port}: ${e.message} (set PORT to a free port)`),
+      );
+    // Express 5 hands a failed listen to the callback as well as to the "error" event.
+    const s = app.listen(config.port, (e?: Error) => (e ? refuse(e) : resolve(s)));
+    s.on("error", refuse);
   });
   const port = (server.address() as AddressInfo).port;
   ctx.config = { ...config, port };
