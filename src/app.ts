@@ -188,7 +188,13 @@ export async function startStrata(
   log: Logger = createLogger(config.logLevel),
 ): Promise<RunningStrata> {
   const db = await prepareDatabase(config, log);
-  const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log, config.poolWaitMs);
+  const registry = new ProjectRegistry(
+    db.platformPool,
+    db.defaultRef,
+    log,
+    config.poolWaitMs,
+    config.projectIdleMs,
+  );
   await registry.watchControlPlane(db.adminUrl);
   const usage = new UsageRecorder(db.platformPool, log);
   const ctx: AppContext = {

@@ -24,6 +24,8 @@ export interface StrataConfig {
   authenticatorPassword: string | undefined;
   /** How long a data request waits for a free database connection before it answers 503. */
   poolWaitMs: number;
+  /** How long an unused project keeps its pools and DDL watch open. */
+  projectIdleMs: number;
   /** The key-encryption key (`STRATA_KEK`); unset: the data directory's key file. */
   kek: string | undefined;
   /** How long a signing key must have been revoked before it may be deleted (tokens it signed expire). */
@@ -78,6 +80,7 @@ const schema = z.object({
   STRATA_DATA_DIR: z.string().default(".strata"),
   STRATA_PG_PORT: port("STRATA_PG_PORT").default(54322),
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
+  PROJECT_IDLE_MS: positiveInt("PROJECT_IDLE_MS").default(600_000),
   STRATA_KEK: z.string().min(32, "STRATA_KEK must be at least 32 characters long").optional(),
   AUTHENTICATOR_PASSWORD: z
     .string()
@@ -130,6 +133,7 @@ export function loadConfig(
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,
+    projectIdleMs: c.PROJECT_IDLE_MS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
     functions: {

@@ -79,10 +79,32 @@ export class ProjectRegistry {
     private readonly log: Logger,
     /** How long a request waits for a free connection of a project's pools. */
     private readonly poolWaitMs?: number,
-  ) {}
+    /** A project's runtime unused this long is retired (its pools and DDL watch closed); the default's never. */
+    idleMs = 10 * 60_000,
+  ) {
+    this.sweeper = setInterval(() => this.retireIdle(idleMs), Math.min(idleMs, 60_000));
+    this.sweeper.unref();
+  }
+
+  private readonly lastUsed = new Map<string, number>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  /**
+   * Retires the runtimes of projects nobody used for `idleMs`: each holds pools and a LISTEN connection, and
+   * the cluster's connections are shared by every project. The next request opens the project again.
+   */
+  private retireIdle(idleMs: number): void {
+    const now = Date.now();
+    for (const ref of this.runtimes.keys()) {
+      if (ref === this.defaultRef || now - (this.lastUsed.get(ref) ?? now) < idleMs) continue;
+      this.lastUsed.delete(ref);
+      this.retire(ref).catch(() => {});
+    }
+  }
 
   /** The runtime of `ref`, or undefined when no such project exists. */
   get(ref: string): Promise<ProjectRuntime | undefined> {
+    this.lastUsed.set(ref, Date.now());
     let runtime = this.runtimes.get(ref);
     if (!runtime) {
       runtime = this.load(ref);
@@ -162,6 +184,7 @@ export class ProjectRegistry {
 
   async closeAll(): Promise<void> {
     this.closed = true;
+    clearInterval(this.sweeper);
     const listener = this.listener;
     this.listener = undefined;
     await listener?.end().catch(() => {});
