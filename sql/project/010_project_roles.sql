@@ -56,10 +56,10 @@ begin
   execute format('grant %I to %I', owner_role, sql_role);
 
   -- Only the project's own roles (and Strata's data login) may connect to its database.
-  execute format('revoke connect, temporary on database %I from public', current_database());
+  execute format('revoke connect on database %I from public', current_database());
   -- The cluster's maintenance databases are nobody's project either.
   for obj in select datname from pg_database where datname in ('postgres', 'template1') and datname <> current_database() loop
-    execute format('revoke connect, temporary on database %I from public', obj.datname);
+    execute format('revoke connect on database %I from public', obj.datname);
   end loop;
   execute format('grant connect, temporary, create on database %I to %I', current_database(), owner_role);
   execute format('grant connect on database %I to %I, %I, authenticator', current_database(), sql_role, read_role);

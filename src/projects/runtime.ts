@@ -25,6 +25,9 @@ export interface ProjectRecord {
   readUrl: string;
 }
 
+/** Notices of the DDL watch within this window cause one schema rebuild. */
+const DDL_DEBOUNCE_MS = 50;
+
 /** How long a replaced pool or runtime stays open for the requests still running on it. */
 export const RETIRE_GRACE_MS = 10_000;
 
@@ -108,7 +111,16 @@ export class ProjectRuntime {
       if (!this.closed) setTimeout(() => this.watchSchema().catch(() => {}), 1000).unref();
     };
     client.on("error", retry);
-    client.on("notification", (msg) => this.invalidateSchema(`ddl: ${msg.payload}`));
+    // A migration of many statements notifies once per statement: one rebuild for a burst.
+    let pending: NodeJS.Timeout | undefined;
+    client.on("notification", (msg) => {
+      if (pending) return;
+      pending = setTimeout(() => {
+        pending = undefined;
+        this.invalidateSchema(`ddl: ${msg.payload}`);
+      }, DDL_DEBOUNCE_MS);
+      pending.unref();
+    });
     try {
       await client.connect();
       await client.query("listen strata_ddl");
