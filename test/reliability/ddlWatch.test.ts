@@ -22,7 +22,7 @@ describe("DDL watch", () => {
 
   /** Schema rebuilds of the default project while `work` runs (and a moment after, for the notices). */
   async function rebuildsDuring(work: () => Promise<void>): Promise<string[]> {
-    // Start-up settles first: the first open of a project reloads it once (its role passwords were stored).
+    // Start-up settles first (the notices of the set-up DDL).
     await new Promise((r) => setTimeout(r, 1000));
     const runtime = await server.strata.ctx.registry.getDefault();
     const reasons: string[] = [];
