@@ -84,12 +84,14 @@ export async function projectSecrets(ctx: AppContext, ref: string): Promise<Reco
 
 /** The defaults every function gets: this Strata's URL for the project, its keys and its database. */
 export async function defaultEnv(project: ProjectRuntime, baseUrl: string): Promise<Record<string, string>> {
-  const { jwtSecret, legacyKeysIat, dataUrl } = project.record;
+  const { jwtSecret, legacyKeysIat, sqlUrl } = project.record;
   return {
     SUPABASE_URL: baseUrl,
     SUPABASE_ANON_KEY: await mintLegacyKey(jwtSecret, "anon", legacyKeysIat),
     SUPABASE_SERVICE_ROLE_KEY: await mintLegacyKey(jwtSecret, "service_role", legacyKeysIat),
-    SUPABASE_DB_URL: dataUrl,
+    // The project's own SQL login (acting as its owner, as the platform's `postgres`), which may connect to
+    // this project's database only; never `authenticator`, which every project database admits.
+    SUPABASE_DB_URL: sqlUrl,
   };
 }
 

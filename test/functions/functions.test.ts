@@ -171,6 +171,8 @@ describe("Edge functions", () => {
     expect(existsSync(path.dirname(path.dirname(path.dirname(otherFile))))).toBe(false);
     expect(Object.values(data.env)).not.toContain(sentinel);
     expect(Object.values(data.env)).not.toContain(server.dbUrl);
+    // Its database URL logs in as the project's own SQL role, which no other project's database admits.
+    expect(new URL(data.env.SUPABASE_DB_URL).username).toBe(`strata_sql_${server.ref}`);
     expect(Object.values(data.env)).not.toContain(server.jwtSecret);
     expect(Object.keys(data.env).sort()).toEqual([
       "DENO_TLS_CA_STORE",
