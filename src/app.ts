@@ -22,6 +22,7 @@ import { ensureFirstStart } from "./platform/firstStart";
 import { ProjectRegistry } from "./projects/registry";
 import { UsageRecorder } from "./projects/usage";
 import { stopFunctionRuntime } from "./functions/runtime";
+import { backendOf } from "./storage/backend";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 import { oneOffClient } from "./db/client";
@@ -204,6 +205,7 @@ export async function startStrata(
     adminUrl: db.adminUrl,
     registry,
     usage,
+    storage: backendOf(config),
     ready: false,
   };
   const app = createApp(ctx);
@@ -230,6 +232,7 @@ export async function startStrata(
       setTimeout(() => server.closeAllConnections(), 5000).unref();
       await closed;
       await stopFunctionRuntime(ctx);
+      await ctx.storage?.close?.();
       await usage.stop();
       await registry.closeAll();
       await db.platformPool.end().catch(() => {});

@@ -32,6 +32,15 @@ export interface StrataConfig {
   signingKeyDeleteAfterSeconds: number;
   /** Management API requests per minute per identity and project/organization scope (spec: 120). */
   managementRateLimit: number;
+  /** Where storage keeps object bytes: the data directory's `storage/` unless an S3 bucket is named. */
+  storage: {
+    s3Bucket: string | undefined;
+    s3Endpoint: string | undefined;
+    s3Region: string;
+    s3AccessKeyId: string | undefined;
+    s3SecretAccessKey: string | undefined;
+    s3ForcePathStyle: boolean;
+  };
   /** Limits of edge function workers. */
   functions: {
     /** Continuous CPU time a worker may spend without answering before it is stopped (546). */
@@ -96,6 +105,16 @@ const schema = z.object({
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .positive("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .default(120),
+  STORAGE_S3_BUCKET: z.string().optional(),
+  STORAGE_S3_ENDPOINT: z
+    .url({ error: "STORAGE_S3_ENDPOINT must be a URL such as http://127.0.0.1:9000" })
+    .optional(),
+  STORAGE_S3_REGION: z.string().default("us-east-1"),
+  STORAGE_S3_ACCESS_KEY_ID: z.string().optional(),
+  STORAGE_S3_SECRET_ACCESS_KEY: z.string().optional(),
+  STORAGE_S3_FORCE_PATH_STYLE: z
+    .enum(["true", "false"], { error: "STORAGE_S3_FORCE_PATH_STYLE must be true or false" })
+    .default("true"),
   FUNCTIONS_CPU_MS: positiveInt("FUNCTIONS_CPU_MS").default(2000),
   FUNCTIONS_WALL_MS: positiveInt("FUNCTIONS_WALL_MS").default(150_000),
   FUNCTIONS_MEMORY_MB: positiveInt("FUNCTIONS_MEMORY_MB").default(256),
@@ -136,6 +155,14 @@ export function loadConfig(
     projectIdleMs: c.PROJECT_IDLE_MS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
+    storage: {
+      s3Bucket: c.STORAGE_S3_BUCKET,
+      s3Endpoint: c.STORAGE_S3_ENDPOINT,
+      s3Region: c.STORAGE_S3_REGION,
+      s3AccessKeyId: c.STORAGE_S3_ACCESS_KEY_ID,
+      s3SecretAccessKey: c.STORAGE_S3_SECRET_ACCESS_KEY,
+      s3ForcePathStyle: c.STORAGE_S3_FORCE_PATH_STYLE === "true",
+    },
     functions: {
       cpuMs: c.FUNCTIONS_CPU_MS,
       wallMs: c.FUNCTIONS_WALL_MS,

@@ -3,6 +3,7 @@ import type { StrataConfig } from "./config";
 import type { Logger } from "./log";
 import type { ProjectRegistry } from "./projects/registry";
 import type { UsageRecorder } from "./projects/usage";
+import type { ObjectBackend } from "./storage/backend/types";
 
 /** What every part of the HTTP layer is given: configuration, logs, the control plane and the projects. */
 export interface AppContext {
@@ -15,6 +16,8 @@ export interface AppContext {
   registry: ProjectRegistry;
   /** Counts data requests per project for usage analytics (absent in CLI commands that serve nothing). */
   usage?: UsageRecorder;
+  /** Where storage keeps object bytes (absent in CLI commands that serve nothing). */
+  storage?: ObjectBackend;
   /** False while the server is still starting (listening, but the default project not opened yet). */
   ready?: boolean;
 }

@@ -8,6 +8,7 @@ import { refOfHost } from "./http/gate";
 import { interfaceOf, Metrics } from "./http/metrics";
 import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
+import { storageRouter } from "./storage/routes";
 
 /** Answers whether the main database is reachable (within two seconds). */
 async function databaseReachable(ctx: AppContext): Promise<boolean> {
@@ -57,11 +58,11 @@ export function createApp(ctx: AppContext): Express {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const iface = interfaceOf(path);
       metrics.observe(iface, res.statusCode, seconds);
-      if (iface === "rest" || iface === "graphql" || iface === "auth") {
+      if (iface === "rest" || iface === "graphql" || iface === "auth" || iface === "storage") {
         // GraphQL counts as REST traffic, as the platform's usage report does.
         ctx.usage?.record(
           refOfHost(ctx, req.headers.host) ?? ctx.registry.defaultRef,
-          iface === "auth" ? "auth" : "rest",
+          iface === "graphql" ? "rest" : iface,
         );
       }
     });
@@ -83,6 +84,7 @@ export function createApp(ctx: AppContext): Express {
   app.use("/functions/v1", functionsRouter(ctx));
   app.use(graphqlRouter(ctx));
   app.use("/rest/v1", restRouter(ctx));
+  app.use("/storage/v1", storageRouter(ctx));
   app.use("/auth/v1", authRouter(ctx));
   app.use(managementRouter(ctx));
 

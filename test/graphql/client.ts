@@ -34,7 +34,8 @@ export async function graphql(
       operationName: options.operationName,
     }),
   });
-  expect(res.status).toBe(200);
+  // The body says why (a 500's cause is only in the server's log otherwise).
+  if (res.status !== 200) throw new Error(`POST /graphql/v1 answered ${res.status}: ${await res.text()}`);
   return (await res.json()) as GraphqlResult;
 }
 

@@ -3,21 +3,10 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
+import { STORAGE_DEFAULTS } from "../../storage/config";
 
-/** Storage configuration (stored) and the buckets of the project's `storage.buckets` table, when it has one. */
-const DEFAULTS = {
-  fileSizeLimit: 52_428_800,
-  features: {
-    imageTransformation: { enabled: false },
-    s3Protocol: { enabled: false },
-    icebergCatalog: { enabled: false, maxNamespaces: 10, maxTables: 10, maxCatalogs: 2 },
-    vectorBuckets: { enabled: false, maxBuckets: 10, maxIndexes: 10 },
-  },
-  capabilities: { list_v2: true, iceberg_catalog: false },
-  external: { upstreamTarget: "main" },
-  migrationVersion: "",
-  databasePoolMode: "recycled",
-};
+/** Storage configuration (stored, applied by /storage/v1 on its next request) and the project's buckets. */
+const DEFAULTS = STORAGE_DEFAULTS;
 const Patch = z
   .object({
     fileSizeLimit: z

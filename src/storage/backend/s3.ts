@@ -1,0 +1,107 @@
+import { Readable } from "node:stream";
+import {
+  CopyObjectCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  NoSuchKey,
+  S3Client,
+} from "@aws-sdk/client-s3";
+import { Upload } from "@aws-sdk/lib-storage";
+import { measuring } from "./disk";
+import { checkKey, ObjectMissing, type ByteRange, type ObjectBackend, type StoredBytes } from "./types";
+
+export interface S3Settings {
+  bucket: string;
+  endpoint?: string;
+  region: string;
+  accessKeyId?: string;
+  secretAccessKey?: string;
+  /** Path-style addressing (`endpoint/bucket/key`), which most S3-compatible servers need. */
+  forcePathStyle: boolean;
+}
+
+/**
+ * Bytes in an S3-compatible bucket, so several Strata nodes share one set of files. Uploads stream in parts
+ * (lib-storage's Upload): a cut-off upload is aborted and leaves no object.
+ */
+export class S3Backend implements ObjectBackend {
+  private readonly client: S3Client;
+
+  constructor(private readonly settings: S3Settings) {
+    this.client = new S3Client({
+      region: settings.region,
+      endpoint: settings.endpoint,
+      forcePathStyle: settings.forcePathStyle,
+      credentials:
+        settings.accessKeyId && settings.secretAccessKey
+          ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey }
+          : undefined,
+    });
+  }
+
+  async write(key: string, body: Readable): Promise<StoredBytes> {
+    const measure = measuring();
+    const upload = new Upload({
+      client: this.client,
+      params: { Bucket: this.settings.bucket, Key: checkKey(key), Body: body.pipe(measure.stream) },
+    });
+    // The source's own error (a size limit, a cut-off request) is the answer, not the upload's wrapper of it.
+    let sourceError: unknown;
+    body.once("error", (e) => {
+      sourceError = e;
+      measure.stream.destroy(e);
+    });
+    try {
+      await upload.done();
+    } catch (e) {
+      await upload.abort().catch(() => {});
+      throw sourceError ?? e;
+    }
+    return measure.result();
+  }
+
+  async read(key: string, range?: ByteRange): Promise<Readable> {
+    try {
+      const out = await this.client.send(
+        new GetObjectCommand({
+          Bucket: this.settings.bucket,
+          Key: checkKey(key),
+          Range: range ? `bytes=${range.start}-${range.end}` : undefined,
+        }),
+      );
+      return out.Body as Readable;
+    } catch (e) {
+      if (e instanceof NoSuchKey || (e as { name?: string }).name === "NoSuchKey")
+        throw new ObjectMissing(key);
+      throw e;
+    }
+  }
+
+  async copy(from: string, to: string): Promise<void> {
+    try {
+      await this.client.send(
+        new CopyObjectCommand({
+          Bucket: this.settings.bucket,
+          Key: checkKey(to),
+          CopySource: `${this.settings.bucket}/${checkKey(from)}`,
+        }),
+      );
+    } catch (e) {
+      if ((e as { name?: string }).name === "NoSuchKey") throw new ObjectMissing(from);
+      throw e;
+    }
+  }
+
+  async remove(keys: string[]): Promise<void> {
+    for (let i = 0; i < keys.length; i += 1000) {
+      const batch = keys.slice(i, i + 1000).map((key) => ({ Key: checkKey(key) }));
+      await this.client.send(
+        new DeleteObjectsCommand({ Bucket: this.settings.bucket, Delete: { Objects: batch, Quiet: true } }),
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+  }
+}

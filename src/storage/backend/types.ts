@@ -1,0 +1,41 @@
+import type { Readable } from "node:stream";
+
+/** What a backend reports of bytes it stored. */
+export interface StoredBytes {
+  size: number;
+  /** The MD5 of the bytes, hex, as S3 reports an ETag of a single-part upload. */
+  md5: string;
+}
+
+/** An inclusive byte range of a read (`Range: bytes=start-end`). */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+/**
+ * Where object bytes live. Keys are opaque (`<project ref>/<version id>`): names, moves and permissions are
+ * the metadata's business, so a rename never moves bytes. A write is all or nothing: a failed or cut-off
+ * stream leaves no object under the key.
+ */
+export interface ObjectBackend {
+  write(key: string, body: Readable): Promise<StoredBytes>;
+  /** The bytes (or a range of them); rejects with ObjectMissing when the key holds nothing. */
+  read(key: string, range?: ByteRange): Promise<Readable>;
+  copy(from: string, to: string): Promise<void>;
+  /** Removes the keys; a key that holds nothing is not an error. */
+  remove(keys: string[]): Promise<void>;
+  close?(): Promise<void>;
+}
+
+export class ObjectMissing extends Error {
+  constructor(key: string) {
+    super(`no stored bytes under ${key}`);
+  }
+}
+
+/** Object keys are generated, never user input; still, a backend refuses any other shape. */
+export function checkKey(key: string): string {
+  if (!/^[a-z]{20}\/[0-9a-f-]{36}$/.test(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
+  return key;
+}

@@ -1,0 +1,92 @@
+import type { GateError } from "../http/gate";
+
+/**
+ * A refusal of /storage/v1 in the platform storage server's shape: `{statusCode, code, error, message}`, the
+ * intended status as a string in `statusCode`. Like the platform, the HTTP status of a client error is 400
+ * (the storage client reads `statusCode`), except where the platform sends its own (`httpStatus`).
+ */
+export class StorageError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly error: string,
+    message: string,
+    readonly httpStatus = status >= 500 ? status : 400,
+  ) {
+    super(message);
+  }
+
+  get body() {
+    return { statusCode: String(this.status), code: this.code, error: this.error, message: this.message };
+  }
+}
+
+export const bucketNotFound = () =>
+  new StorageError(404, "NoSuchBucket", "Bucket not found", "Bucket not found");
+export const objectNotFound = () => new StorageError(404, "NoSuchKey", "not_found", "Object not found");
+export const alreadyExists = (code = "ResourceAlreadyExists") =>
+  new StorageError(409, code, "Duplicate", "The resource already exists");
+export const invalidRequest = (message: string) =>
+  new StorageError(400, "InvalidRequest", "InvalidRequest", message);
+export const invalidParameter = (name: string) =>
+  new StorageError(400, "InvalidParameter", "InvalidParameter", `Invalid Parameter ${name}`);
+export const invalidKey = (key: string) =>
+  new StorageError(400, "InvalidKey", "InvalidKey", `Invalid key: ${key}`);
+export const invalidBucketName = () =>
+  new StorageError(400, "InvalidBucketName", "Invalid Input", "Bucket name invalid");
+export const tooLarge = () =>
+  new StorageError(
+    413,
+    "EntityTooLarge",
+    "Payload too large",
+    "The object exceeded the maximum allowed size",
+  );
+export const mimeRefused = (type: string) =>
+  new StorageError(415, "InvalidMimeType", "invalid_mime_type", `mime type ${type} is not supported`);
+export const rlsRefused = (message = "new row violates row-level security policy") =>
+  new StorageError(403, "AccessDenied", "Unauthorized", message);
+export const bucketNotEmpty = () =>
+  new StorageError(
+    409,
+    "ResourceNotEmpty",
+    "ResourceNotEmpty",
+    "The bucket you tried to delete is not empty",
+  );
+export const invalidJwt = (message: string) => new StorageError(400, "InvalidJWT", "InvalidJWT", message);
+export const invalidSignature = (message = "Invalid signature") =>
+  new StorageError(400, "InvalidSignature", "InvalidSignature", message);
+
+/**
+ * A refusal of the data gate in storage's shape: a missing or unknown API key is the gateway's 401; a bearer
+ * JWT that does not verify is storage's AccessDenied; a paused or missing project keeps its status.
+ */
+export function fromGate(e: GateError): StorageError {
+  if (e.code === "invalid_jwt") return rlsRefused(e.message);
+  return new StorageError(
+    e.status,
+    e.status === 401 ? "Unauthorized" : "Unavailable",
+    e.code,
+    e.message,
+    e.status,
+  );
+}
+
+/**
+ * A database error from a metadata statement run as the request's role: RLS and privileges answer 403,
+ * a taken id or name 409, a value the table refuses 400. Anything else is not the client's doing.
+ */
+export function fromDatabase(e: unknown, duplicate = "ResourceAlreadyExists"): unknown {
+  const code = (e as { code?: unknown }).code;
+  const message = (e as Error).message;
+  if (code === "42501") return rlsRefused(/row-level security/.test(message) ? undefined : message);
+  if (code === "23505") return alreadyExists(duplicate);
+  if (code === "23503") {
+    // Deleting a bucket that still holds objects, or writing an object into a bucket that is gone.
+    return /delete on table "buckets"/.test(message) ? bucketNotEmpty() : bucketNotFound();
+  }
+  if (code === "22P02" || code === "23514" || code === "22001" || code === "22021")
+    return invalidRequest(message);
+  if (code === "57014")
+    return new StorageError(544, "DatabaseTimeout", "DatabaseTimeout", "The database timed out");
+  return e;
+}
