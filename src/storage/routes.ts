@@ -20,6 +20,7 @@ import { signGrant, verifyGrant, type DownloadGrant, type UploadGrant } from "./
 import { StorageService, subjectOf, type Caller } from "./service";
 import * as store from "./store";
 import { readUpload } from "./upload";
+import { resumableUploads } from "./resumable";
 
 /**
  * /storage/v1 as the platform's storage server answers `@supabase/storage-js`: buckets, objects, signed
@@ -39,6 +40,9 @@ export function storageRouter(ctx: AppContext): Router {
   }
   const bucketOf = (req: Request) => checkBucketId(req.params.bucket);
   const nameOf = (req: Request) => nameOfSegments(req.params.name);
+
+  const resumable = resumableUploads(ctx, service);
+  router.all(["/upload/resumable", "/upload/resumable/*id"], resumable);
 
   // ------------------------------------------------------------------------------------------ buckets
 

@@ -77,13 +77,34 @@ export class StorageService {
     const bucket = await this.asOwner(caller.project, (c) => store.findBucket(c, target.bucketId));
     if (!bucket) throw bucketNotFound();
     const probe: store.NewObject = {
-      ...target,
+      bucketId: target.bucketId,
+      name: target.name,
       owner: subjectOf(caller.auth),
       version: randomUUID(),
       metadata: placeholderMetadata({ contentType: "application/octet-stream", cacheControl: "no-cache" }),
       userMetadata: undefined,
     };
     await this.test(caller, (c) => store.writeObject(c, probe, upsert));
+  }
+
+  /** Before a resumable upload's first byte: the bucket, its media types, the size and the caller's policies. */
+  async checkResumableUpload(
+    caller: Caller,
+    target: { bucketId: string; name: string; contentType: string },
+    size: number,
+    upsert: boolean,
+  ) {
+    const bucket = await this.asOwner(caller.project, (c) => store.findBucket(c, target.bucketId));
+    if (!bucket) throw bucketNotFound();
+    checkMimeType(target.contentType, bucket.allowed_mime_types);
+    if (size > (await this.sizeLimitOf(caller.project, bucket))) throw tooLarge();
+    await this.checkUploadAllowed(caller, target, upsert);
+  }
+
+  /** The largest object a bucket takes: its own limit and the project's `fileSizeLimit`, whichever is less. */
+  private async sizeLimitOf(project: ProjectRuntime, bucket: store.BucketRow): Promise<number> {
+    const global = (await storageSettingsOf(this.ctx.platformPool, project.ref)).fileSizeLimit;
+    return Math.min(bucket.file_size_limit ?? Infinity, global);
   }
 
   private keyOf(project: ProjectRuntime, version: string): string {
@@ -142,8 +163,7 @@ export class StorageService {
     const bucket = await this.asOwner(project, (c) => store.findBucket(c, target.bucketId));
     if (!bucket) throw bucketNotFound();
     checkMimeType(body.contentType, bucket.allowed_mime_types);
-    const global = (await storageSettingsOf(this.ctx.platformPool, project.ref)).fileSizeLimit;
-    const limit = Math.min(bucket.file_size_limit ?? Infinity, global);
+    const limit = await this.sizeLimitOf(project, bucket);
     if (options.declaredLength !== undefined && options.declaredLength > limit) throw tooLarge();
 
     const owner = options.signedFor ? options.signedFor.owner : subjectOf(caller.auth);

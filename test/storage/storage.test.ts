@@ -6,6 +6,7 @@ import path from "node:path";
 import { CreateBucketCommand, HeadObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import S3rver from "s3rver";
+import * as tus from "tus-js-client";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt } from "../management/client";
 import { clientFor, userToken } from "../rest/fixtures";
@@ -504,4 +505,129 @@ function partialBytes(server: TestServer): number {
 function storedFileCount(server: TestServer): number {
   const dir = path.join(server.strata.ctx.config.dataDir, "storage", server.ref);
   return existsSync(dir) ? readdirSync(dir).length : 0;
+}
+
+describe("Resumable (TUS) uploads", () => {
+  let server: TestServer;
+  let service: SupabaseClient;
+  beforeAll(async () => {
+    server = await startTestServer();
+    service = clientFor(server, server.serviceKey);
+  });
+  afterAll(() => server.stop());
+
+  const endpoint = () => `${server.url}/storage/v1/upload/resumable`;
+  const headersFor = (token: string) => ({ apikey: server.anonKey, authorization: `Bearer ${token}` });
+
+  /** Starts a tus-js-client upload; resolves with its URL once `stopAfter` bytes were sent (then aborts). */
+  function tusUpload(
+    data: Buffer,
+    options: { token: string; bucket: string; name: string; uploadUrl?: string; stopAfter?: number },
+  ): Promise<{ url: string | null; done: boolean; error?: Error }> {
+    return new Promise((resolve) => {
+      const upload: tus.Upload = new tus.Upload(data, {
+        endpoint: endpoint(),
+        uploadUrl: options.uploadUrl,
+        headers: headersFor(options.token),
+        chunkSize: 256 * 1024,
+        retryDelays: [],
+        metadata: {
+          bucketName: options.bucket,
+          objectName: options.name,
+          contentType: "application/octet-stream",
+        },
+        onProgress(sent) {
+          if (options.stopAfter && sent >= options.stopAfter) {
+            void upload.abort().then(() => resolve({ url: upload.url, done: false }));
+          }
+        },
+        onSuccess: () => resolve({ url: upload.url, done: true }),
+        onError: (error) => resolve({ url: upload.url, done: false, error }),
+      });
+      upload.start();
+    });
+  }
+
+  it("resumes an interrupted upload where it stopped and stores the whole file once, for its owner only", async () => {
+    await service.storage.createBucket("uploads");
+    await server.sql(`
+      create policy "uploads insert" on storage.objects for insert to authenticated with check (bucket_id = 'uploads');
+      create policy "uploads read own" on storage.objects for select to authenticated using (owner_id = auth.uid()::text);
+    `);
+    const alice = randomUUID();
+    const token = await userToken(server, alice);
+    const data = Buffer.alloc(2 * 1024 * 1024);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 31) % 251;
+
+    const first = await tusUpload(data, {
+      token,
+      bucket: "uploads",
+      name: "big/file.bin",
+      stopAfter: 700 * 1024,
+    });
+    expect(first.done).toBe(false);
+    expect(await objectCount(server, "uploads")).toBe(0);
+
+    // Another user cannot look at or continue it.
+    const bob = await userToken(server, randomUUID());
+    const peek = await fetch(first.url!, {
+      method: "HEAD",
+      headers: { ...headersFor(bob), "tus-resumable": "1.0.0" },
+    });
+    expect(peek.status).toBe(404);
+
+    const head = await fetch(first.url!, {
+      method: "HEAD",
+      headers: { ...headersFor(token), "tus-resumable": "1.0.0" },
+    });
+    const offset = Number(head.headers.get("upload-offset"));
+    expect(offset).toBeGreaterThan(0);
+    expect(offset).toBeLessThan(data.length);
+
+    const resumed = await tusUpload(data, {
+      token,
+      bucket: "uploads",
+      name: "big/file.bin",
+      uploadUrl: first.url!,
+    });
+    expect(resumed.error).toBeUndefined();
+    expect(resumed.done).toBe(true);
+    const { rows } = await server.sql(
+      "select owner_id, (metadata->>'size')::int as size from storage.objects where bucket_id = 'uploads'",
+    );
+    expect(rows).toEqual([{ owner_id: alice, size: data.length }]);
+    const client = clientFor(server, server.anonKey, token);
+    const down = await client.storage.from("uploads").download("big/file.bin");
+    expect(sha256(await blobBytes(down.data!))).toBe(sha256(data));
+  });
+
+  it("refuses at creation an upload the bucket's limit or the caller's policies would refuse", async () => {
+    await service.storage.createBucket("small", { public: false, fileSizeLimit: 1000 });
+    const token = await userToken(server, randomUUID());
+    const tooBig = await fetch(endpoint(), {
+      method: "POST",
+      headers: {
+        ...headersFor(server.serviceKey),
+        "tus-resumable": "1.0.0",
+        "upload-length": "1001",
+        "upload-metadata": `bucketName ${Buffer.from("small").toString("base64")},objectName ${Buffer.from("x.bin").toString("base64")}`,
+      },
+    });
+    expect(tooBig.status).toBe(413);
+    expect(await tooBig.json()).toMatchObject({
+      statusCode: "413",
+      message: "The object exceeded the maximum allowed size",
+    });
+    const refused = await tusUpload(Buffer.alloc(10), { token, bucket: "small", name: "x.bin" });
+    expect(refused.done).toBe(false);
+    expect(String(refused.error)).toMatch(/row-level security/);
+    expect(await objectCount(server, "small")).toBe(0);
+  });
+});
+
+async function objectCount(server: TestServer, bucket: string): Promise<number> {
+  const { rows } = await server.sql("select count(*)::int as n from storage.objects where bucket_id = $1", [
+    bucket,
+  ]);
+  return rows[0].n;
 }
