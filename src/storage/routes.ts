@@ -21,6 +21,15 @@ import { StorageService, subjectOf, type Caller } from "./service";
 import * as store from "./store";
 import { readUpload } from "./upload";
 import { resumableUploads } from "./resumable";
+import { storageSettingsOf } from "./config";
+import {
+  hasTransformations,
+  notAnImage,
+  transform,
+  transformationsOf,
+  transformationsOff,
+  type Transformations,
+} from "./images";
 
 /**
  * /storage/v1 as the platform's storage server answers `@supabase/storage-js`: buckets, objects, signed
@@ -128,6 +137,59 @@ export function storageRouter(ctx: AppContext): Router {
     res.json(entries);
   });
 
+  router.post("/object/list-v2/:bucket", json, async (req, res) => {
+    const caller = await callerOf(req);
+    const bucketId = bucketOf(req);
+    const body = objectBody(req);
+    const sortBy = (body.sortBy ?? {}) as Record<string, unknown>;
+    const sortColumn = oneOf(sortBy.column, ["name", "created_at", "updated_at"] as const, "name");
+    const sortOrder = oneOf(sortBy.order, ["asc", "desc"] as const, "asc");
+    const limit = Math.min(Math.max(optionalCount(body.limit, "limit") ?? 1000, 1), 1000);
+    const cursor = cursorOf(body.cursor);
+    if (body.with_delimiter !== undefined && typeof body.with_delimiter !== "boolean") {
+      throw invalidRequest("with_delimiter must be true or false");
+    }
+    const prefix = typeof body.prefix === "string" ? body.prefix : "";
+    if (prefix) checkObjectName(prefix.replace(/\/+$/, "") || "x");
+    const { entries } = await service.asRole(caller, (c) =>
+      store.listKeys(c, bucketId, {
+        prefix,
+        delimiter: body.with_delimiter === true,
+        limit: limit + 1,
+        sortColumn,
+        sortOrder,
+        after: cursor.after,
+        offset: cursor.offset ?? 0,
+      }),
+    );
+    const page = entries.slice(0, limit);
+    const hasNext = entries.length > limit;
+    const last = page[page.length - 1];
+    const next = hasNext
+      ? sortColumn === "name"
+        ? { after: last.key }
+        : { offset: (cursor.offset ?? 0) + limit }
+      : undefined;
+    res.json({
+      hasNext,
+      ...(next
+        ? { nextCursor: Buffer.from(JSON.stringify(next)).toString("base64url"), nextCursorKey: last.key }
+        : {}),
+      folders: page.filter((e) => e.folder).map((e) => ({ name: e.key, key: e.key })),
+      objects: page
+        .filter((e) => !e.folder)
+        .map((e) => ({
+          name: e.key,
+          key: e.key,
+          id: e.id,
+          updated_at: e.updated_at,
+          created_at: e.created_at,
+          last_accessed_at: e.last_accessed_at,
+          metadata: e.metadata,
+        })),
+    });
+  });
+
   const moveTargets = (req: Request) => {
     const body = objectBody(req);
     const from = { bucketId: checkBucketId(body.bucketId), name: checkObjectName(body.sourceKey) };
@@ -204,11 +266,16 @@ export function storageRouter(ctx: AppContext): Router {
     const caller = await callerOf(req);
     const bucketId = bucketOf(req);
     const name = nameOf(req);
-    const expiresIn = expiresInOf(objectBody(req).expiresIn);
+    const body = objectBody(req);
+    const expiresIn = expiresInOf(body.expiresIn);
+    const transform = body.transform;
+    const transformations =
+      transform && typeof transform === "object"
+        ? transformationsOf(transform as Record<string, unknown>)
+        : {};
     await service.visibleObject(caller, bucketId, name);
-    res.json({
-      signedURL: await signedDownloadPath(caller.project.record.jwtSecret, bucketId, name, expiresIn),
-    });
+    const secret = caller.project.record.jwtSecret;
+    res.json({ signedURL: await signedDownloadPath(secret, bucketId, name, expiresIn, transformations) });
   });
 
   const serveSigned = async (req: Request, res: Response) => {
@@ -291,6 +358,55 @@ export function storageRouter(ctx: AppContext): Router {
   router.get("/object/info/authenticated/:bucket/*name", info);
   router.get("/object/info/:bucket/*name", info);
 
+  // ------------------------------------------------------------------------------------------ images
+
+  /** Transformations are the project's to turn on (`features.imageTransformation.enabled`). */
+  const checkImagesOn = async (project: ProjectRuntime) => {
+    const settings = await storageSettingsOf(ctx.platformPool, project.ref);
+    if (!settings.features.imageTransformation?.enabled) throw transformationsOff();
+  };
+  router.get("/render/image/authenticated/:bucket/*name", async (req, res) => {
+    const caller = await callerOf(req);
+    await checkImagesOn(caller.project);
+    const row = await service.visibleObject(caller, bucketOf(req), nameOf(req));
+    await serveImage(
+      service,
+      req,
+      res,
+      caller.project,
+      row,
+      transformationsOf(req.query as Record<string, unknown>),
+    );
+  });
+  router.get("/render/image/public/:bucket/*name", async (req, res) => {
+    const project = await openProject(ctx, req);
+    await checkImagesOn(project);
+    const row = await service.publicObject(project, bucketOf(req), nameOf(req));
+    await serveImage(
+      service,
+      req,
+      res,
+      project,
+      row,
+      transformationsOf(req.query as Record<string, unknown>),
+    );
+  });
+  router.get("/render/image/sign/:bucket/*name", async (req, res) => {
+    const project = await openProject(ctx, req);
+    const bucketId = bucketOf(req);
+    const name = nameOf(req);
+    const grant = await verifyGrant<DownloadGrant>(
+      project.record.jwtSecret,
+      req.query.token,
+      `${bucketId}/${name}`,
+      "download",
+    );
+    await checkImagesOn(project);
+    const row = await service.anyObject(project, bucketId, name);
+    // The signer chose the transformations: they travel in the token, not in the URL.
+    await serveImage(service, req, res, project, row, transformationsOf(grant.transformations ?? {}));
+  });
+
   // ------------------------------------------------------------------------------------------ objects
 
   const serveAuthenticated = async (req: Request, res: Response) => {
@@ -368,6 +484,10 @@ export function storageRouter(ctx: AppContext): Router {
 /** A thrown error as the client's answer, or undefined for a server fault. */
 function refusalOf(e: unknown): StorageError | undefined {
   if (e instanceof StorageError) return e;
+  // The client went away in the middle of its upload: nothing was stored, and nobody is left to answer.
+  if ((e as Error).message === "aborted" || (e as { code?: unknown }).code === "ECONNRESET") {
+    return invalidRequest("The upload was cut off before its end");
+  }
   if (e instanceof GateError) return fromGate(e);
   if (e instanceof PoolTimeout)
     return new StorageError(429, "SlowDown", "too_many_connections", e.message, 429);
@@ -378,9 +498,50 @@ function refusalOf(e: unknown): StorageError | undefined {
   return undefined;
 }
 
-async function signedDownloadPath(secret: string, bucketId: string, name: string, expiresIn: number) {
-  const token = await signGrant(secret, { url: `${bucketId}/${name}`, scope: "download" }, expiresIn);
-  return `/object/sign/${bucketId}/${name}?token=${token}`;
+async function signedDownloadPath(
+  secret: string,
+  bucketId: string,
+  name: string,
+  expiresIn: number,
+  transformations: Transformations = {},
+) {
+  const transformed = hasTransformations(transformations);
+  const grant: DownloadGrant = { url: `${bucketId}/${name}`, scope: "download" };
+  if (transformed) grant.transformations = { ...transformations };
+  const token = await signGrant(secret, grant, expiresIn);
+  return `/${transformed ? "render/image" : "object"}/sign/${bucketId}/${name}?token=${token}`;
+}
+
+/** Streams a transformed image; an object that is not an image, or does not decode, is a 400. */
+async function serveImage(
+  service: StorageService,
+  req: Request,
+  res: Response,
+  project: ProjectRuntime,
+  row: store.ObjectRow,
+  t: Transformations,
+) {
+  const meta = row.metadata;
+  if (!meta?.mimetype.startsWith("image/")) throw notAnImage();
+  const { stream, contentType } = transform(await service.bytesOf(project, row), meta.mimetype, t);
+  // Headers go out once the image decoded: a broken image is still an answer, not a cut connection.
+  await new Promise<void>((resolve, reject) => {
+    stream.once("readable", resolve);
+    stream.once("error", () => reject(notAnImage()));
+  });
+  res.setHeader("content-type", contentType);
+  res.setHeader("cache-control", meta.cacheControl ?? "no-cache");
+  res.setHeader("x-robots-tag", "none");
+  const download = req.query.download;
+  if (typeof download === "string") {
+    const encoded = encodeURIComponent(download);
+    res.setHeader(
+      "content-disposition",
+      download ? `attachment; filename=${encoded}; filename*=UTF-8''${encoded}` : "attachment;",
+    );
+  }
+  stream.on("error", () => res.destroy());
+  stream.pipe(res);
 }
 
 function objectBody(req: Request): Record<string, unknown> {
@@ -389,6 +550,20 @@ function objectBody(req: Request): Record<string, unknown> {
   if (!body || typeof body !== "object" || Array.isArray(body))
     throw invalidRequest("body must be a JSON object");
   return body as Record<string, unknown>;
+}
+
+/** A list-v2 cursor as this server issued it: the last key (by name) or the next offset (by date). */
+function cursorOf(value: unknown): { after?: string; offset?: number } {
+  if (value === undefined || value === null || value === "") return {};
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(String(value), "base64url").toString("utf8"));
+    const { after, offset } = parsed as { after?: unknown; offset?: unknown };
+    if (typeof after === "string") return { after };
+    if (typeof offset === "number" && Number.isInteger(offset) && offset >= 0) return { offset };
+  } catch {
+    // answered below
+  }
+  throw invalidRequest("cursor is not one this server issued");
 }
 
 function oneOf<T extends string>(value: unknown, allowed: readonly T[], fallback: T): T {

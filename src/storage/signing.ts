@@ -11,6 +11,8 @@ export interface DownloadGrant {
   scope: "download";
   /** Set on a verified grant: when it ends (seconds since the epoch). */
   exp?: number;
+  /** For a signed image URL: the transformations the signer chose. */
+  transformations?: Record<string, unknown>;
 }
 
 export interface UploadGrant {

@@ -328,3 +328,60 @@ function uuidOrNull(value: string | undefined): string | null {
     ? value
     : null;
 }
+
+export interface KeyListing {
+  /** Objects and (with a delimiter) folders, by full key; a folder's key ends with `/`. */
+  entries: (ListEntry & { key: string; folder: boolean })[];
+}
+
+/**
+ * A page of keys under `prefix` (list-v2): every object below it, or with `delimiter` one entry per
+ * sub-folder. Ordered by key (`C` collation) after `after`, or by a date column with `offset`.
+ */
+export async function listKeys(
+  c: pg.ClientBase,
+  bucketId: string,
+  options: {
+    prefix: string;
+    delimiter: boolean;
+    limit: number;
+    sortColumn: "name" | "created_at" | "updated_at";
+    sortOrder: "asc" | "desc";
+    after?: string;
+    offset: number;
+  },
+): Promise<KeyListing> {
+  const byName = options.sortColumn === "name";
+  const cmp = options.sortOrder === "asc" ? ">" : "<";
+  const order = byName
+    ? `key collate "C" ${options.sortOrder}`
+    : `folder desc, ${options.sortColumn} ${options.sortOrder} nulls first, key collate "C"`;
+  const { rows } = await c.query<ListEntry & { key: string; folder: boolean }>(
+    `with level as (
+       select o.*, $3::boolean and strpos(substr(o.name, $4), '/') > 0 as folder,
+              case when $3::boolean and strpos(substr(o.name, $4), '/') > 0
+                then left(o.name, $4 + strpos(substr(o.name, $4), '/') - 1) else o.name end as key
+         from storage.objects o
+        where o.bucket_id = $1 and o.name like $2 escape '\\'
+     ), entries as (
+       select distinct key, true as folder, null::uuid as id, null::timestamptz as updated_at,
+              null::timestamptz as created_at, null::timestamptz as last_accessed_at, null::jsonb as metadata
+         from level where folder
+       union all
+       select key, false, id, updated_at, created_at, last_accessed_at, metadata from level where not folder
+     )
+     select key, key as name, folder, id, updated_at, created_at, last_accessed_at, metadata from entries
+      where $5::text is null or key collate "C" ${cmp} $5::text collate "C"
+      order by ${order} limit $6 offset $7`,
+    [
+      bucketId,
+      `${likeLiteral(options.prefix)}%`,
+      options.delimiter,
+      options.prefix.length + 1,
+      byName ? (options.after ?? null) : null,
+      options.limit,
+      byName ? 0 : options.offset,
+    ],
+  );
+  return { entries: rows };
+}

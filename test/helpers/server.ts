@@ -45,7 +45,8 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-server-")),
     ...env,
   });
-  const strata = await startStrata(config, createLogger(process.env.TEST_LOG_LEVEL ?? "silent"));
+  // Server faults (5xx causes) reach the test output; everything else stays quiet unless asked for.
+  const strata = await startStrata(config, createLogger(process.env.TEST_LOG_LEVEL ?? "error"));
   const pool = new pg.Pool({ connectionString: dbUrl, max: 2 });
   // Tests pause projects and drop databases: an idle connection ended by the server is not a failure.
   pool.on("error", () => {});

@@ -6,6 +6,7 @@ import path from "node:path";
 import { CreateBucketCommand, HeadObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import type { SupabaseClient } from "@supabase/supabase-js";
 import S3rver from "s3rver";
+import sharp from "sharp";
 import * as tus from "tus-js-client";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt } from "../management/client";
@@ -201,6 +202,77 @@ describe.each([disk, s3Backend()])("Storage on $name", (backend) => {
     expect(await backend.holds(server, after.version)).toBe(false);
     expect(await backend.holds(server, copy.version)).toBe(true);
     expect(sha256(await blobBytes((await files.download("copy/a.png")).data!))).toBe(sha256(png));
+  });
+
+  it("pages through keys with list-v2, by name with a cursor, with or without folders", async () => {
+    await service.storage.createBucket("keys");
+    const keys = service.storage.from("keys");
+    for (const name of ["a/1.txt", "a/2.txt", "a/sub/3.txt", "b.txt", "c/4.txt"]) {
+      await keys.upload(name, name, { contentType: "text/plain" });
+    }
+    const flat = await keys.listV2({ limit: 2 });
+    expect(flat.data).toMatchObject({
+      hasNext: true,
+      folders: [],
+      objects: [{ name: "a/1.txt" }, { name: "a/2.txt" }],
+    });
+    const rest = await keys.listV2({ limit: 10, cursor: flat.data!.nextCursor });
+    expect(rest.data!.objects.map((o) => o.name)).toEqual(["a/sub/3.txt", "b.txt", "c/4.txt"]);
+    expect(rest.data!.hasNext).toBe(false);
+    const top = await keys.listV2({ with_delimiter: true });
+    expect(top.data!.folders.map((f) => f.name)).toEqual(["a/", "c/"]);
+    expect(top.data!.objects.map((o) => o.name)).toEqual(["b.txt"]);
+    const inA = await keys.listV2({
+      prefix: "a/",
+      with_delimiter: true,
+      sortBy: { column: "name", order: "desc" },
+    });
+    expect(inA.data!.folders.map((f) => f.name)).toEqual(["a/sub/"]);
+    expect(inA.data!.objects.map((o) => o.name)).toEqual(["a/2.txt", "a/1.txt"]);
+    const bad = await keys.listV2({ cursor: "not-a-cursor" });
+    expect(bad.error).toMatchObject({ statusCode: "400" });
+  });
+
+  it("transforms images once the project turns it on: size, fit, format, signed and public", async () => {
+    await service.storage.createBucket("pics", { public: true });
+    const pics = service.storage.from("pics");
+    const png = await sharp({ create: { width: 40, height: 20, channels: 3, background: "#3366cc" } })
+      .png()
+      .toBuffer();
+    await pics.upload("wide.png", png, { contentType: "image/png" });
+    await pics.upload("note.txt", "not an image", { contentType: "text/plain" });
+    const transform = { width: 10, height: 10, resize: "cover" as const };
+
+    const off = await pics.download("wide.png", { transform });
+    expect(off.error).toMatchObject({ statusCode: "409" });
+    await mgmt(server, "PATCH", `/v1/projects/${server.ref}/config/storage`, {
+      body: { features: { imageTransformation: { enabled: true } } },
+    });
+
+    const cover = await pics.download("wide.png", { transform });
+    expect(await sharp(await blobBytes(cover.data!)).metadata()).toMatchObject({ width: 10, height: 10 });
+    const contain = await pics.download("wide.png", {
+      transform: { width: 10, height: 10, resize: "contain" },
+    });
+    expect(await sharp(await blobBytes(contain.data!)).metadata()).toMatchObject({ width: 10, height: 5 });
+    const webp = await pics.download("wide.png", { transform: { width: 20, format: "webp" as never } });
+    expect(webp.data!.type).toBe("image/webp");
+    expect(await sharp(await blobBytes(webp.data!)).metadata()).toMatchObject({ format: "webp", width: 20 });
+
+    const signed = await pics.createSignedUrl("wide.png", 60, {
+      transform: { width: 8, height: 4, resize: "fill" },
+    });
+    expect(signed.data!.signedUrl).toContain("/render/image/sign/pics/wide.png?token=");
+    const viaSigned = Buffer.from(await (await fetch(signed.data!.signedUrl)).arrayBuffer());
+    expect(await sharp(viaSigned).metadata()).toMatchObject({ width: 8, height: 4 });
+    const publicUrl = pics.getPublicUrl("wide.png", { transform: { width: 5, height: 5 } }).data.publicUrl;
+    const viaPublic = Buffer.from(await (await fetch(publicUrl)).arrayBuffer());
+    expect(await sharp(viaPublic).metadata()).toMatchObject({ width: 5, height: 5 });
+
+    const text = await pics.download("note.txt", { transform });
+    expect(text.error).toMatchObject({ statusCode: "400" });
+    // The stored original is untouched.
+    expect(sha256(await blobBytes((await pics.download("wide.png")).data!))).toBe(sha256(png));
   });
 
   it("replaces an object with upsert or update and drops the replaced bytes; without upsert a taken name is 409", async () => {
