@@ -152,6 +152,15 @@ describe.each([disk, s3Backend()])("Storage on $name", (backend) => {
     ).toEqual([{ n: 0 }]);
     const gone = await service.storage.getBucket("docs");
     expect(gone.error).toMatchObject({ message: "Bucket not found", statusCode: "404" });
+
+    // The Management API's usage counts storage requests.
+    const counts = await mgmt(
+      server,
+      "GET",
+      `/v1/projects/${server.ref}/analytics/endpoints/usage.api-counts?interval=1hr`,
+    );
+    const storageRequests = counts.body.result.reduce((n: number, r: any) => n + r.total_storage_requests, 0);
+    expect(storageRequests).toBeGreaterThanOrEqual(9);
   });
 
   it("uploads, downloads, lists, moves, copies and removes objects; the bytes follow the rows", async () => {
