@@ -69,7 +69,9 @@ export class Worker {
   readonly scratch = mkdtempSync(path.join(os.tmpdir(), "strata-fn-"));
   readonly socketPath = path.join(this.scratch, "worker.sock");
   private readonly child: ChildProcess;
-  private readonly agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+  // One connection per request: a kept-alive socket that the worker closes as a request goes out fails that
+  // request (ECONNRESET), and a unix socket costs next to nothing to open.
+  private readonly agent = new http.Agent({ keepAlive: false, maxSockets: 256 });
   private readonly ready: Promise<void>;
   private readonly stderrTail: string[] = [];
   private cpuTimer: NodeJS.Timeout | undefined;
@@ -193,7 +195,9 @@ export class Worker {
         return;
       }
       const progressed = this.completed !== completed;
-      busyMs = now - last! >= CPU_SAMPLE_MS * 0.8 && !progressed ? busyMs + (now - last!) : 0;
+      // CPU time spent while no request completes adds up, whatever share of a core the worker got (on a
+      // busy machine a loop gets half a core and is still a loop).
+      busyMs = progressed ? 0 : busyMs + (now - last!);
       last = now;
       completed = this.completed;
       if (busyMs >= this.limits.cpuMs) this.stop("limit");

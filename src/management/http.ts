@@ -141,6 +141,23 @@ export function checkAccess(principal: Principal, access: Access, membership?: {
   if (membership && access.permission) checkRole(membership.role, access.permission);
 }
 
+/** Reading keys is what the spec names for secrets: `secrets:read` for OAuth tokens, `api_gateway_keys_read` otherwise. */
+const SECRET_READ: Access = { permission: "api_gateway_keys_read", scope: "secrets:read" };
+
+/**
+ * Whether the caller may see a secret inside an answer whose route needs only a read permission (the JWT
+ * secret in the REST config, a branch's credentials): the secret is left out for a caller who could not
+ * read the project's keys.
+ */
+export function mayReadSecrets(req: { principal?: Principal; membership?: { role: string } }): boolean {
+  try {
+    checkAccess(req.principal!, SECRET_READ, req.membership);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Maps every error to `{"message": ...}`; unexpected ones become 500 without internals. */
 export function managementErrorHandler(ctx: AppContext) {
   return (err: unknown, _req: Request, res: Response, _next: NextFunction): void => {

@@ -51,6 +51,23 @@ describe("Management API access", () => {
     expect((await server.sql("select 1 from platform.organizations where name = 'nope'")).rowCount).toBe(0);
   });
 
+  it("answers the JWT secret only to callers who may read the project's keys", async () => {
+    const path = `/v1/projects/${server.ref}/postgrest`;
+    const full = await mgmt(server, "GET", path);
+    expect(full.body.jwt_secret).toEqual(expect.any(String));
+    const configReader = await storeToken(server, { permissions: ["data_api_config_read"] });
+    const partial = await mgmt(server, "GET", path, { token: configReader });
+    expect(partial.status).toBe(200);
+    expect(partial.body).toHaveProperty("db_schema");
+    expect(partial.body).not.toHaveProperty("jwt_secret");
+    const restScope = await storeToken(server, { scopes: ["rest:read"] });
+    expect((await mgmt(server, "GET", path, { token: restScope })).body).not.toHaveProperty("jwt_secret");
+    const withSecrets = await storeToken(server, { scopes: ["rest:read", "secrets:read"] });
+    expect((await mgmt(server, "GET", path, { token: withSecrets })).body.jwt_secret).toBe(
+      full.body.jwt_secret,
+    );
+  });
+
   it("checks OAuth scopes for OAuth tokens", async () => {
     const token = await storeToken(server, { scopes: ["organizations:read"] });
     expect((await mgmt(server, "GET", "/v1/organizations", { token })).status).toBe(200);

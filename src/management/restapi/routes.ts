@@ -3,6 +3,7 @@ import { z } from "zod";
 import { readRestapiConfig } from "../../catalog/dataApiConfig";
 import type { AppContext } from "../../context";
 import { kekOf } from "../../platform/kek";
+import { mayReadSecrets } from "../http";
 import { route } from "../route";
 
 /** The REST layer's configuration (`restapi`; the platform spells it `postgrest`). */
@@ -51,13 +52,15 @@ export function restapiRoutes(ctx: AppContext): Router {
         method: "get",
         project: "any",
         path: `/v1/projects/:ref/${spelling}`,
-        summary: "Gets the REST layer's config, with the JWT secret",
+        summary: "Gets the REST layer's config, with the JWT secret for callers who may read secrets",
         access: { permission: "data_api_config_read", scope: "rest:read" },
         status: 200,
-        response: RestConfig.extend({ jwt_secret: z.string() }),
+        response: RestConfig.extend({ jwt_secret: z.string().optional() }),
       },
-      async ({ project }) => {
+      async ({ req, project }) => {
         const config = await readRestapiConfig(ctx.platformPool, project.ref);
+        // A read permission on the config is not a permission to read the secret that signs every key.
+        if (!mayReadSecrets(req)) return config;
         return { ...config, jwt_secret: await jwtSecretOf(ctx, project.ref) };
       },
     );
