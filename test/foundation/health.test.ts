@@ -1,4 +1,5 @@
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import pg from "pg";
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -54,5 +55,56 @@ describe("/health while the database goes away and comes back", () => {
       if (status !== 200) await new Promise((r) => setTimeout(r, 250));
     }
     expect(status).toBe(200);
+  });
+});
+
+describe("the embedded cluster's superuser password", () => {
+  const connects = async (url: string) => {
+    const client = new pg.Client({ connectionString: url });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      await client.end();
+      return "ok";
+    } catch (e) {
+      return (e as { code?: string }).code ?? String(e);
+    }
+  };
+
+  it("is generated for a new cluster, kept owner-only, and replaces the old fixed one of an existing cluster", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "strata-password-"));
+    const port = await freePort();
+    const legacyUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
+    let db = await startEmbeddedPostgres(dir, port);
+    try {
+      const file = path.join(dir, "pg-superuser-password");
+      const generated = readFileSync(file, "utf8").trim();
+      expect(generated.length).toBeGreaterThanOrEqual(24);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      expect(db.url).toContain(encodeURIComponent(generated));
+      expect(await connects(db.url)).toBe("ok");
+      expect(await connects(legacyUrl)).toBe("28P01");
+
+      // A cluster from before generated passwords: the fixed password and no file.
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      await client.query("alter role postgres password 'postgres'");
+      await client.query("create table kept(id int)");
+      await client.end();
+      rmSync(file);
+      await db.stop();
+      db = await startEmbeddedPostgres(dir, port);
+      const replaced = readFileSync(file, "utf8").trim();
+      expect(replaced).not.toBe(generated);
+      expect(await connects(legacyUrl)).toBe("28P01");
+      const after = new pg.Client({ connectionString: db.url });
+      await after.connect();
+      expect((await after.query("select to_regclass('kept') is not null as kept")).rows).toEqual([
+        { kept: true },
+      ]);
+      await after.end();
+    } finally {
+      await db.stop();
+    }
   });
 });

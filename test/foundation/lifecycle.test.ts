@@ -57,9 +57,13 @@ describe("the server's lifecycle on the embedded PostgreSQL", () => {
       PORT: String(await freePort()),
       STRATA_PG_PORT: String(await freePort()),
     };
-    const dbUrl = `postgres://postgres:postgres@127.0.0.1:${env.STRATA_PG_PORT}/postgres`;
+    // The embedded cluster's superuser password is generated and kept in the data directory.
+    const dbUrl = () => {
+      const password = readFileSync(path.join(dataDir, "pg-superuser-password"), "utf8").trim();
+      return `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${env.STRATA_PG_PORT}/postgres`;
+    };
     const sql = async (text: string) => {
-      const client = new pg.Client({ connectionString: dbUrl });
+      const client = new pg.Client({ connectionString: dbUrl() });
       await client.connect();
       try {
         return (await client.query(text)).rows;
