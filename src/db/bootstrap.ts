@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { withAdminTransaction } from "./transaction";
 import { oneOffClient } from "./client";
@@ -6,7 +6,10 @@ import { oneOffClient } from "./client";
 /** `project` runs in every project database; `platform` only in the main database (the control plane). */
 export type BootstrapSet = "project" | "platform";
 
-const SQL_DIR = path.resolve(__dirname, "../../sql");
+// src/db in the sources, dist/src/db once compiled: the sql/ folder sits at the package root either way.
+const SQL_DIR = [path.resolve(__dirname, "../../sql"), path.resolve(__dirname, "../../../sql")].find((dir) =>
+  existsSync(path.join(dir, "project")),
+)!;
 // One lock for all bootstrap work, so two processes starting together apply each file once.
 const BOOTSTRAP_LOCK = 7_305_001;
 
