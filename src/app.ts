@@ -23,6 +23,7 @@ import { ProjectRegistry } from "./projects/registry";
 import { UsageRecorder } from "./projects/usage";
 import { stopFunctionRuntime } from "./functions/runtime";
 import { backendOf } from "./storage/backend";
+import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 import { oneOffClient } from "./db/client";
@@ -210,6 +211,8 @@ export async function startStrata(
   };
   const app = createApp(ctx);
   void resumeProvisioning(ctx);
+  const webhooks = new WebhookDispatcher(ctx);
+  webhooks.start();
   const server: Server = await new Promise((resolve, reject) => {
     const refuse = (e: Error) =>
       reject(
@@ -232,6 +235,7 @@ export async function startStrata(
       setTimeout(() => server.closeAllConnections(), 5000).unref();
       await closed;
       await stopFunctionRuntime(ctx);
+      await webhooks.stop();
       await ctx.storage?.close?.();
       await usage.stop();
       await registry.closeAll();

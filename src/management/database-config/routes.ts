@@ -396,8 +396,8 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       status: 201,
     },
     async ({ project }) => {
-      // Database webhooks are triggers calling an HTTP function: the schema that holds them is created for real.
-      await project.adminPool.query("create schema if not exists strata_functions");
+      // supabase_functions.http_request() and its queue; Strata's dispatcher sends what the triggers queue.
+      await project.adminPool.query("select _strata.enable_webhooks()");
       await writeSettings(ctx, project.ref, "webhooks", { enabled: false }, { enabled: true });
       return {};
     },
