@@ -198,3 +198,17 @@ export function withReadsInOneRoundTrip(pool: pg.Pool, scope: TransactionScope):
   };
   return async (_pgSettings, callback) => callback(client);
 }
+
+/**
+ * Whether an error says the database is out of reach rather than that a statement failed: a network error
+ * (ECONNREFUSED, ECONNRESET, ...), a connection-class SQLSTATE (08xxx), a server shutting down or starting
+ * (57P01-57P03), or pg's "Connection terminated". Every API answers these 503, never 500.
+ */
+export function isDatabaseUnreachable(e: unknown): boolean {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  if (typeof code === "string") {
+    if (!/^[0-9A-Z]{5}$/.test(code)) return true;
+    if (code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03") return true;
+  }
+  return e instanceof Error && /^Connection terminated/.test(e.message);
+}

@@ -1,6 +1,6 @@
 import express, { Router } from "express";
 import type { AppContext } from "../context";
-import { asPoolTimeout, PoolTimeout } from "../db/transaction";
+import { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
 import { requestSettingsOf } from "../http/requestSettings";
 import { roleSettingsOf } from "../catalog/roleSettings";
@@ -21,7 +21,9 @@ export function graphqlRouter(ctx: AppContext): Router {
       // A refusal of the gate answers as the platform's gateway does: its status, `{message, hint}`.
       if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
       else if (e instanceof PoolTimeout) res.status(503).json({ message: e.message });
-      else next(e);
+      else if (isDatabaseUnreachable(e)) {
+        res.status(503).json({ message: "Database client error. Retrying the connection." });
+      } else next(e);
     }
   });
   return router;

@@ -7,7 +7,12 @@ import { dataApiConfigOf, type DataApiConfig } from "../catalog/dataApiConfig";
 import { buildRestOpenApi } from "../catalog/openapi";
 import { schemaCacheOf } from "../catalog/schemaCache";
 import type { AppContext } from "../context";
-import { queryInOneRoundTrip, withTransaction, type TransactionScope } from "../db/transaction";
+import {
+  isDatabaseUnreachable,
+  queryInOneRoundTrip,
+  withTransaction,
+  type TransactionScope,
+} from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
 import { requestSettingsOf } from "../http/requestSettings";
 import { fromPgError, RestError } from "./errors";
@@ -109,11 +114,11 @@ function sendFailure(ctx: AppContext, res: Response, e: unknown, auth: RequestAu
   if (e instanceof ExplainOutput) res.status(200).type(e.type).send(e.body);
   else if (e instanceof RestError) sendError(res, e);
   else if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
-  else if (isSqlState((e as { code?: unknown })?.code)) {
-    sendError(res, fromPgError(e as { code: string; message: string }, auth?.role === "anon"));
-  } else if (typeof (e as { code?: unknown })?.code === "string") {
-    // A network error (ECONNREFUSED, ECONNRESET, ...): the database is out of reach, not a database error.
+  else if (isDatabaseUnreachable(e)) {
+    // The database is out of reach (a network error, a shutdown), not a failed statement.
     sendError(res, new RestError(503, "PGRST001", "Database client error. Retrying the connection."));
+  } else if (isSqlState((e as { code?: unknown })?.code)) {
+    sendError(res, fromPgError(e as { code: string; message: string }, auth?.role === "anon"));
   } else {
     ctx.log.error({ err: e }, "REST request failed");
     sendError(res, new RestError(500, "PGRST000", "Internal server error"));

@@ -1,6 +1,6 @@
 import express, { Router, type NextFunction, type Request, type Response } from "express";
 import type { AppContext } from "../context";
-import { PoolTimeout, asPoolTimeout } from "../db/transaction";
+import { PoolTimeout, asPoolTimeout, isDatabaseUnreachable } from "../db/transaction";
 import { GateError, openDataRequest, openProject } from "../http/gate";
 import { requestSettingsOf } from "../http/requestSettings";
 import { roleSettingsOf } from "../catalog/roleSettings";
@@ -489,8 +489,18 @@ function refusalOf(e: unknown): StorageError | undefined {
     return invalidRequest("The upload was cut off before its end");
   }
   if (e instanceof GateError) return fromGate(e);
-  if (e instanceof PoolTimeout)
+  if (e instanceof PoolTimeout) {
     return new StorageError(429, "SlowDown", "too_many_connections", e.message, 429);
+  }
+  if (isDatabaseUnreachable(e)) {
+    return new StorageError(
+      503,
+      "DatabaseUnavailable",
+      "DatabaseUnavailable",
+      "The database is out of reach",
+      503,
+    );
+  }
   const status = (e as { status?: unknown; type?: unknown }).status;
   // express.json: a malformed or oversized body.
   if (typeof status === "number" && status >= 400 && status < 500)

@@ -56,6 +56,51 @@ describe("/health while the database goes away and comes back", () => {
     }
     expect(status).toBe(200);
   });
+
+  it("answers data requests 503 while the database is down and serves them again once it is back", async () => {
+    const { anon_key: key } = strata.info;
+    const url = `http://127.0.0.1:${strata.port}`;
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    await admin.query(
+      "create table public.notes (id int primary key, body text); insert into public.notes values (1, 'kept');",
+    );
+    await admin.query("grant select on public.notes to anon");
+    await admin.end();
+    const rest = () => fetch(`${url}/rest/v1/notes?select=id,body`, { headers: { apikey: key } });
+    const graphql = () =>
+      fetch(`${url}/graphql/v1`, {
+        method: "POST",
+        headers: { apikey: key, "content-type": "application/json" },
+        body: JSON.stringify({ query: "{ notesCollection { edges { node { body } } } }" }),
+      });
+    let ready = await rest();
+    for (let i = 0; i < 40 && ready.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      ready = await rest();
+    }
+    expect(await ready.json()).toEqual([{ id: 1, body: "kept" }]);
+
+    await db.stop();
+    const down = await rest();
+    expect(down.status).toBe(503);
+    expect(await down.json()).toMatchObject({ code: "PGRST001" });
+    expect((await graphql()).status).toBe(503);
+
+    db = await startEmbeddedPostgres(dir, pgPort);
+    let back = await rest();
+    for (let i = 0; i < 40 && back.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      back = await rest();
+    }
+    expect(await back.json()).toEqual([{ id: 1, body: "kept" }]);
+    let answered: any;
+    for (let i = 0; i < 40 && !answered?.data; i++) {
+      answered = await (await graphql()).json();
+      if (!answered?.data) await new Promise((r) => setTimeout(r, 250));
+    }
+    expect(answered).toEqual({ data: { notesCollection: { edges: [{ node: { body: "kept" } }] } } });
+  });
 });
 
 describe("the embedded cluster's superuser password", () => {
