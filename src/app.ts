@@ -212,6 +212,7 @@ export async function startStrata(
   const app = createApp(ctx);
   void resumeProvisioning(ctx);
   const webhooks = new WebhookDispatcher(ctx);
+  ctx.webhooks = webhooks;
   webhooks.start();
   const server: Server = await new Promise((resolve, reject) => {
     const refuse = (e: Error) =>

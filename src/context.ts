@@ -16,6 +16,8 @@ export interface AppContext {
   registry: ProjectRegistry;
   /** Counts data requests per project for usage analytics (absent in CLI commands that serve nothing). */
   usage?: UsageRecorder;
+  /** Sends what database webhooks queue; told when a project enables them. */
+  webhooks?: { refresh(): void };
   /** Where storage keeps object bytes (absent in CLI commands that serve nothing). */
   storage?: ObjectBackend;
   /** False while the server is still starting (listening, but the default project not opened yet). */

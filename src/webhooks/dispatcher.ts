@@ -11,6 +11,7 @@ import type { ProjectRuntime } from "../projects/runtime";
  */
 
 const POLL_MS = 250;
+const REFRESH_MS = 10_000;
 const BATCH = 20;
 export const MAX_ATTEMPTS = 3;
 const RETRY_DELAYS_S = [1, 5];
@@ -128,13 +129,23 @@ export class WebhookDispatcher {
     return rows.map((r) => r.project_ref);
   }
 
+  /** The enabled projects, read from the control plane at most every REFRESH_MS (or when `refresh()` asks). */
+  private enabled: { refs: string[]; at: number } | undefined;
+
+  /** Webhooks were just enabled somewhere: read the list again on the next tick. */
+  refresh(): void {
+    this.enabled = undefined;
+  }
+
   private async tick(): Promise<void> {
-    let refs: string[];
-    try {
-      refs = await this.enabledProjects();
-    } catch {
-      return; // the control plane is away; the next tick tries again
+    if (!this.enabled || Date.now() - this.enabled.at > REFRESH_MS) {
+      try {
+        this.enabled = { refs: await this.enabledProjects(), at: Date.now() };
+      } catch {
+        return; // the control plane is away; the next tick tries again
+      }
     }
+    const refs = this.enabled.refs;
     await Promise.all(
       refs.map(async (ref) => {
         try {

@@ -9,7 +9,9 @@ async function roundTripsDuring(work: () => Promise<unknown>): Promise<string[]>
   const original = pg.Client.prototype.query;
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     const config = args[0] as string | { text?: string };
-    seen.push(typeof config === "string" ? config : (config?.text ?? ""));
+    // Data requests log in as authenticator; the server's own bookkeeping (usage, webhooks) is not counted.
+    const user = (this as unknown as { connectionParameters?: { user?: string } }).connectionParameters?.user;
+    if (user === "authenticator") seen.push(typeof config === "string" ? config : (config?.text ?? ""));
     return (original as (...a: unknown[]) => unknown).apply(this, args);
   } as typeof original;
   try {

@@ -399,6 +399,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       // supabase_functions.http_request() and its queue; Strata's dispatcher sends what the triggers queue.
       await project.adminPool.query("select _strata.enable_webhooks()");
       await writeSettings(ctx, project.ref, "webhooks", { enabled: false }, { enabled: true });
+      ctx.webhooks?.refresh();
       return {};
     },
   );
