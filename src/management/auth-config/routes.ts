@@ -51,9 +51,14 @@ const ALL_FIELDS = [
   ...Object.keys(GET_ONLY_FIELDS),
 ];
 
+/** Write-only fields: the SMTP password and secrets are applied but never answered. */
+const WRITE_ONLY = (field: string) => field === "smtp_pass" || /_secrets?$/.test(field);
+
 /** The full auth config: every field of the spec, stored value, else default, else null. */
 function fullConfig(stored: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(ALL_FIELDS.map((f) => [f, stored[f] ?? AUTH_CONFIG_DEFAULTS[f] ?? null]));
+  return Object.fromEntries(
+    ALL_FIELDS.map((f) => [f, WRITE_ONLY(f) ? null : (stored[f] ?? AUTH_CONFIG_DEFAULTS[f] ?? null)]),
+  );
 }
 
 /** Auth config: read by /auth/v1 on every request, so a change applies at once. */
