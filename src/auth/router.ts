@@ -424,19 +424,16 @@ export function authRouter(ctx: AppContext): Router {
             throw new AuthApiError(422, "user_already_exists", "User already registered");
           return { obfuscated: obfuscatedUser(body.email, body.data ?? {}) };
         }
-        let user = existing;
-        if (user) {
-          user = await setUser(db, user.id, { encrypted_password: passwordHash });
-          if (body.data) await mergeUserMetadata(db, user.id, "raw_user_meta_data", body.data);
-          user = (await userById(db, user.id))!;
-        } else {
-          user = (await insertUser(db, {
+        // An unconfirmed user is not changed (who signs up again may not own the address): only the
+        // confirmation mail is sent again.
+        const user =
+          existing ??
+          (await insertUser(db, {
             email: body.email,
             passwordHash,
             confirmed: Boolean(settings.mailer_autoconfirm),
             metadata: body.data ?? {},
           }))!;
-        }
         if (settings.mailer_autoconfirm) {
           return { user, session: await startSession(db, user.id, "password") };
         }
