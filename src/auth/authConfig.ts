@@ -2,7 +2,8 @@ import type pg from "pg";
 
 /**
  * Defaults of the auth config fields Strata gives a value to; every other field of the spec is null until
- * set. Self-hosted without a mail server, sign-ups are confirmed at once (mailer_autoconfirm).
+ * set. Sign-ups are confirmed at once (mailer_autoconfirm) until the project sets an SMTP server and turns
+ * it off; mail then goes through smtp_host with the mailer_* subjects and templates.
  */
 export const AUTH_CONFIG_DEFAULTS: Record<string, unknown> = {
   site_url: "http://localhost:3000",
@@ -15,7 +16,15 @@ export const AUTH_CONFIG_DEFAULTS: Record<string, unknown> = {
   mailer_autoconfirm: true,
   mailer_otp_exp: 3600,
   mailer_otp_length: 6,
+  mailer_secure_email_change_enabled: true,
+  smtp_max_frequency: 60,
   password_min_length: 6,
+  password_required_characters: "",
+  security_update_password_require_reauthentication: false,
+  mfa_totp_enroll_enabled: true,
+  mfa_totp_verify_enabled: true,
+  mfa_max_enrolled_factors: 10,
+  hook_custom_access_token_enabled: false,
   password_hibp_enabled: false,
   refresh_token_rotation_enabled: true,
   security_refresh_token_reuse_interval: 10,

@@ -138,8 +138,12 @@ export async function issueToken(
       RedirectTo: options.redirectTo,
       Data: user.raw_user_meta_data,
     }).catch((e: unknown) => {
-      if (e instanceof MailError)
-        throw new AuthApiError(500, "unexpected_failure", `Error sending ${kind} email`);
+      if (e instanceof MailError) {
+        // The SMTP server's reply goes to the log (never the credentials); the caller learns only that it failed.
+        throw Object.assign(new AuthApiError(500, "unexpected_failure", `Error sending ${kind} email`), {
+          cause: e,
+        });
+      }
       throw e;
     });
   }

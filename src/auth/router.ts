@@ -275,7 +275,7 @@ export function authRouter(ctx: AppContext): Router {
     // /auth/v1 acts for this project's own users: a third-party provider's token is not one of theirs.
     const bearer = await bearerAuthOf(project, req, "anon", { thirdParty: false }).catch((e: unknown) => {
       // An expired token of the project is the platform's 403 bad_jwt; other refusals stay the gate's 401.
-      if (e instanceof GateError && e.code === "invalid_jwt" && /"exp" claim/.test(e.message)) {
+      if (e instanceof GateError && e.code === "invalid_jwt" && /JWT expired$/.test(e.message)) {
         throw new AuthApiError(403, "bad_jwt", "invalid JWT: token is expired");
       }
       throw e;
@@ -964,6 +964,7 @@ export function authRouter(ctx: AppContext): Router {
 
   router.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     if (err instanceof AuthApiError) {
+      if (err.status >= 500) ctx.log.warn({ reason: (err.cause as Error | undefined)?.message }, err.message);
       res
         .status(err.status)
         .json({ code: err.status, error_code: err.errorCode, msg: err.message, ...err.extra });
