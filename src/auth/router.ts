@@ -21,6 +21,7 @@ import { runAccessTokenHook } from "./hook";
 import { signProjectToken } from "./issueToken";
 import { adminRoutes } from "./admin";
 import { mfaRoutes } from "./mfa";
+import { oauthRoutes } from "./oauth";
 import {
   applyToken,
   findToken,
@@ -956,6 +957,7 @@ export function authRouter(ctx: AppContext): Router {
   );
 
   router.use(mfaRoutes(tk, handle));
+  router.use(oauthRoutes(tk, handle));
   router.use(adminRoutes(tk, handle));
 
   router.use((_req: Request, res: Response) => {
