@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { authFieldPurpose, isSealed, isSecretAuthField, kekOf } from "../platform/kek";
 
 /**
  * Defaults of the auth config fields Strata gives a value to; every other field of the spec is null until
@@ -64,9 +65,15 @@ export async function storedAuthConfig(platformPool: pg.Pool, ref: string): Prom
   return rows[0]?.config ?? {};
 }
 
-/** The effective auth config of `ref`: stored fields over the defaults. */
+/** The effective auth config of `ref`: stored fields over the defaults, secrets opened. */
 export async function authSettings(platformPool: pg.Pool, ref: string): Promise<AuthSettings> {
-  return { ...AUTH_CONFIG_DEFAULTS, ...(await storedAuthConfig(platformPool, ref)) } as AuthSettings;
+  const stored = await storedAuthConfig(platformPool, ref);
+  for (const [field, value] of Object.entries(stored)) {
+    if (isSecretAuthField(field) && typeof value === "string" && isSealed(value)) {
+      stored[field] = kekOf(platformPool).open(value, authFieldPurpose(field));
+    }
+  }
+  return { ...AUTH_CONFIG_DEFAULTS, ...stored } as AuthSettings;
 }
 
 /** Merges `changes` into the stored config of `ref` and returns the effective config. */
@@ -75,11 +82,20 @@ export async function updateAuthConfig(
   ref: string,
   changes: Record<string, unknown>,
 ): Promise<AuthSettings> {
+  // The SMTP password and other secrets are stored sealed with the key-encryption key.
+  const sealed = Object.fromEntries(
+    Object.entries(changes).map(([field, value]) => [
+      field,
+      isSecretAuthField(field) && typeof value === "string" && value !== ""
+        ? kekOf(platformPool).seal(value, authFieldPurpose(field))
+        : value,
+    ]),
+  );
   await platformPool.query(
     `insert into platform.auth_config (project_ref, config) values ($1, $2)
      on conflict (project_ref) do update
        set config = platform.auth_config.config || excluded.config, updated_at = now()`,
-    [ref, JSON.stringify(changes)],
+    [ref, JSON.stringify(sealed)],
   );
   return authSettings(platformPool, ref);
 }

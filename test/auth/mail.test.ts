@@ -45,6 +45,12 @@ describe("auth mail flows through supabase-js and a real SMTP server", () => {
     // The SMTP password is applied but never answered.
     expect(patched.body.smtp_pass).toBeNull();
     expect(JSON.stringify((await management(server, "GET", "/config/auth")).body)).not.toContain(SMTP.pass);
+    // ... and stored sealed with the key-encryption key.
+    const stored = await server.sql(
+      "select config->>'smtp_pass' as pass from platform.auth_config where project_ref = $1",
+      [server.ref],
+    );
+    expect(stored.rows[0].pass).toMatch(/^kek1:/);
   });
   afterAll(async () => {
     await server.stop();
