@@ -420,9 +420,12 @@ export function authRouter(ctx: AppContext): Router {
       const passwordHash = await hashPassword(body.password);
       const result = await withAdminTransaction(project.adminPool, async (db) => {
         const existing = await userByEmail(db, body.email);
+        // With autoconfirm, a sign-up never opens an existing account (confirmed or not): whoever signs up
+        // again has not shown the password.
+        if (existing && settings.mailer_autoconfirm) {
+          throw new AuthApiError(422, "user_already_exists", "User already registered");
+        }
         if (existing?.email_confirmed_at) {
-          if (settings.mailer_autoconfirm)
-            throw new AuthApiError(422, "user_already_exists", "User already registered");
           return { obfuscated: obfuscatedUser(body.email, body.data ?? {}) };
         }
         // An unconfirmed user is not changed (who signs up again may not own the address): only the

@@ -89,6 +89,15 @@ describe("sessions, MFA, password rules and the access token hook", () => {
     await config({ security_refresh_token_reuse_interval: 10 });
   });
 
+  it("never signs an existing unconfirmed user in through a repeated sign-up", async () => {
+    await server.sql(
+      "insert into auth.users (email, encrypted_password) values ('yusuf@example.test', 'not-a-hash')",
+    );
+    const again = await client().auth.signUp({ email: "yusuf@example.test", password: "Attacker-pass-1" });
+    expect(again.error).toMatchObject({ status: 422, code: "user_already_exists" });
+    expect(again.data.session).toBeNull();
+  });
+
   it("applies password rules live and reports weak passwords with reasons", async () => {
     await config({ password_required_characters: "abcdefghijklmnopqrstuvwxyz:0123456789" });
     const weak = await client().auth.signUp({ email: "wanda@example.test", password: "nodigitshere" });
