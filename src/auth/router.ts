@@ -606,12 +606,14 @@ export function authRouter(ctx: AppContext): Router {
     settings: AuthSettings,
     type: VerifyType,
     token: { hash: string } | { email: string; otp: string },
+    via: "link" | "api",
   ) {
     return withAdminTransaction(project.adminPool, async (db) => {
       const found = await findToken(db, settings, type, token);
       const verified = await applyToken(db, settings, found.user, found.column);
       if (verified.kind === "half_confirmed") return { message: true as const, user: verified.user };
-      if (found.pkce) {
+      // A PKCE flow's link answers a code for the browser; verifyOtp (the code typed in) signs in at once.
+      if (found.pkce && via === "link") {
         const code = await issueAuthCode(db, verified.user.id, type === "email" ? "magiclink" : type);
         if (code) return { code, user: verified.user };
       }
@@ -631,7 +633,7 @@ export function authRouter(ctx: AppContext): Router {
           if (!["signup", "invite", "magiclink", "recovery", "email_change"].includes(type) || !hash) {
             throw otpExpired();
           }
-          const outcome = await verifyToken(project, settings, type as VerifyType, { hash });
+          const outcome = await verifyToken(project, settings, type as VerifyType, { hash }, "link");
           if ("message" in outcome) {
             const message =
               "Confirmation link accepted. Please proceed to confirm link sent to the other email";
@@ -697,12 +699,9 @@ export function authRouter(ctx: AppContext): Router {
           "validation_failed",
           "Only an email address or phone number should be provided on verify",
         );
-      const outcome = await verifyToken(project, settings, body.type, token);
+      const outcome = await verifyToken(project, settings, body.type, token, "api");
       if ("message" in outcome) {
         return { msg: "Confirmation link accepted. Please proceed to confirm link sent to the other email" };
-      }
-      if ("code" in outcome && !outcome.session) {
-        throw new AuthApiError(400, "validation_failed", "this token was issued for a PKCE flow");
       }
       return sessionResponse(project, req, outcome.user, outcome.session!, settings, "otp");
     }),

@@ -139,6 +139,17 @@ describe("auth mail flows through supabase-js and a real SMTP server", () => {
     expect(old.error?.code).toBe("invalid_credentials");
     const fresh = await client().auth.signInWithPassword({ email, password: "Quirin-new-pass-99" });
     expect(fresh.error).toBeNull();
+    // A PKCE client may also type the mailed code in: verifyOtp signs in at once.
+    expect(
+      (await browser.auth.signInWithOtp({ email, options: { shouldCreateUser: false } })).error,
+    ).toBeNull();
+    const typed = await browser.auth.verifyOtp({
+      email,
+      token: (await mailbox.next(email)).code!,
+      type: "email",
+    });
+    expect(typed.error).toBeNull();
+    expect(typed.data.session?.access_token).toBeTruthy();
     // The code was used up.
     const reuse = await fetch(`${server.url}/auth/v1/token?grant_type=pkce`, {
       method: "POST",
