@@ -1,8 +1,10 @@
 import type pg from "pg";
+import { authFieldPurpose, isSealed, isSecretAuthField, kekOf } from "../platform/kek";
 
 /**
  * Defaults of the auth config fields Strata gives a value to; every other field of the spec is null until
- * set. Self-hosted without a mail server, sign-ups are confirmed at once (mailer_autoconfirm).
+ * set. Sign-ups are confirmed at once (mailer_autoconfirm) until the project sets an SMTP server and turns
+ * it off; mail then goes through smtp_host with the mailer_* subjects and templates.
  */
 export const AUTH_CONFIG_DEFAULTS: Record<string, unknown> = {
   site_url: "http://localhost:3000",
@@ -15,7 +17,15 @@ export const AUTH_CONFIG_DEFAULTS: Record<string, unknown> = {
   mailer_autoconfirm: true,
   mailer_otp_exp: 3600,
   mailer_otp_length: 6,
+  mailer_secure_email_change_enabled: true,
+  smtp_max_frequency: 60,
   password_min_length: 6,
+  password_required_characters: "",
+  security_update_password_require_reauthentication: false,
+  mfa_totp_enroll_enabled: true,
+  mfa_totp_verify_enabled: true,
+  mfa_max_enrolled_factors: 10,
+  hook_custom_access_token_enabled: false,
   password_hibp_enabled: false,
   refresh_token_rotation_enabled: true,
   security_refresh_token_reuse_interval: 10,
@@ -55,9 +65,15 @@ export async function storedAuthConfig(platformPool: pg.Pool, ref: string): Prom
   return rows[0]?.config ?? {};
 }
 
-/** The effective auth config of `ref`: stored fields over the defaults. */
+/** The effective auth config of `ref`: stored fields over the defaults, secrets opened. */
 export async function authSettings(platformPool: pg.Pool, ref: string): Promise<AuthSettings> {
-  return { ...AUTH_CONFIG_DEFAULTS, ...(await storedAuthConfig(platformPool, ref)) } as AuthSettings;
+  const stored = await storedAuthConfig(platformPool, ref);
+  for (const [field, value] of Object.entries(stored)) {
+    if (isSecretAuthField(field) && typeof value === "string" && isSealed(value)) {
+      stored[field] = kekOf(platformPool).open(value, authFieldPurpose(field));
+    }
+  }
+  return { ...AUTH_CONFIG_DEFAULTS, ...stored } as AuthSettings;
 }
 
 /** Merges `changes` into the stored config of `ref` and returns the effective config. */
@@ -66,11 +82,20 @@ export async function updateAuthConfig(
   ref: string,
   changes: Record<string, unknown>,
 ): Promise<AuthSettings> {
+  // The SMTP password and other secrets are stored sealed with the key-encryption key.
+  const sealed = Object.fromEntries(
+    Object.entries(changes).map(([field, value]) => [
+      field,
+      isSecretAuthField(field) && typeof value === "string" && value !== ""
+        ? kekOf(platformPool).seal(value, authFieldPurpose(field))
+        : value,
+    ]),
+  );
   await platformPool.query(
     `insert into platform.auth_config (project_ref, config) values ($1, $2)
      on conflict (project_ref) do update
        set config = platform.auth_config.config || excluded.config, updated_at = now()`,
-    [ref, JSON.stringify(changes)],
+    [ref, JSON.stringify(sealed)],
   );
   return authSettings(platformPool, ref);
 }

@@ -1,34 +1,29 @@
-import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from "node:crypto";
+import { scrypt, timingSafeEqual } from "node:crypto";
+import bcrypt from "bcryptjs";
 
-/** scrypt with N=2^15, r=8, p=1: memory-hard (32 MiB per hash). Stored as `scrypt$N$r$p$salt$hash`. */
-const PARAMS = { N: 1 << 15, r: 8, p: 1, maxmem: 64 * 1024 * 1024 };
-const KEY_LENGTH = 32;
-
-function derive(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolve, reject) =>
-    scrypt(password.normalize("NFKC"), salt, KEY_LENGTH, options, (err, key) =>
-      err ? reject(err) : resolve(key),
-    ),
-  );
-}
+/** bcrypt with cost 10, as the platform's auth server stores passwords (`$2a$10$...`). */
+const BCRYPT_COST = 10;
+/** bcrypt reads at most 72 bytes; the platform refuses longer passwords rather than cut them. */
+export const MAX_PASSWORD_BYTES = 72;
 
 export async function hashPassword(password: string): Promise<string> {
-  const salt = randomBytes(16);
-  const key = await derive(password, salt, PARAMS);
-  return ["scrypt", PARAMS.N, PARAMS.r, PARAMS.p, salt.toString("base64url"), key.toString("base64url")].join(
-    "$",
-  );
+  return bcrypt.hash(password, BCRYPT_COST);
 }
 
+/** Checks a bcrypt hash, or a scrypt hash (`scrypt$N$r$p$salt$hash`) that earlier versions of Strata stored. */
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  if (stored.startsWith("$2")) return bcrypt.compare(password, stored);
   const [scheme, n, r, p, salt, hash] = stored.split("$");
   if (scheme !== "scrypt") return false;
   const expected = Buffer.from(hash, "base64url");
-  const key = await derive(password, Buffer.from(salt, "base64url"), {
-    N: Number(n),
-    r: Number(r),
-    p: Number(p),
-    maxmem: PARAMS.maxmem,
-  });
+  const key = await new Promise<Buffer>((resolve, reject) =>
+    scrypt(
+      password.normalize("NFKC"),
+      Buffer.from(salt, "base64url"),
+      expected.length,
+      { N: Number(n), r: Number(r), p: Number(p), maxmem: 64 * 1024 * 1024 },
+      (err, k) => (err ? reject(err) : resolve(k)),
+    ),
+  );
   return key.length === expected.length && timingSafeEqual(key, expected);
 }

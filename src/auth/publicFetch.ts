@@ -60,12 +60,15 @@ async function readLimited(res: Response): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** GETs `raw` as JSON under the rules above. */
-export async function fetchPublicJson(raw: string): Promise<unknown> {
+/** GETs `raw` as JSON under the rules above (or sends `init`: a POST is never redirected). */
+export async function fetchPublicJson(
+  raw: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string } = {},
+): Promise<unknown> {
   let url = await checkUrl(raw);
   for (let hop = 0; ; hop++) {
-    const res = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(TIMEOUT_MS) });
-    if (res.status >= 300 && res.status < 400 && res.headers.get("location")) {
+    const res = await fetch(url, { ...init, redirect: "manual", signal: AbortSignal.timeout(TIMEOUT_MS) });
+    if (res.status >= 300 && res.status < 400 && res.headers.get("location") && !init.method) {
       if (hop >= MAX_REDIRECTS) throw new UnsafeUrl("too many redirects");
       url = await checkUrl(new URL(res.headers.get("location")!, url).href);
       continue;

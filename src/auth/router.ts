@@ -1,38 +1,58 @@
-import express, { Router, type NextFunction, type Request, type Response } from "express";
+import { createHash, randomUUID } from "node:crypto";
+import express, {
+  Router,
+  type NextFunction,
+  type Request,
+  type RequestHandler,
+  type Response,
+} from "express";
 import { RateLimiterRes, type RateLimiterPostgres } from "rate-limiter-flexible";
 import { z } from "zod";
+import type pg from "pg";
 import type { AppContext } from "../context";
+import { withAdminTransaction } from "../db/transaction";
 import { postgresRateLimiter } from "../http/rateLimiter";
 import { bearerAuthOf, GateError, openDataRequest, openProject, type GateErrorCode } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
+import type { RequestAuth } from "./dataAuth";
 import { authSettings, type AuthSettings } from "./authConfig";
+import { AuthApiError } from "./errors";
+import { runAccessTokenHook } from "./hook";
 import { signProjectToken } from "./issueToken";
-import { hashPassword, verifyPassword } from "./passwords";
+import { adminRoutes } from "./admin";
+import { mfaRoutes } from "./mfa";
+import { oauthRoutes } from "./oauth";
+import {
+  applyToken,
+  findToken,
+  issueAuthCode,
+  issueToken,
+  otpExpired,
+  tokenHash,
+  type Pkce,
+  type VerifyType,
+} from "./otp";
+import { hashPassword, MAX_PASSWORD_BYTES, verifyPassword } from "./passwords";
+import { redirectTarget, withParams } from "./redirects";
 import { publishedJwks } from "./signingKeys";
 import {
+  apiUser,
   endSessions,
+  factorsOf,
   insertAnonymousUser,
   insertUser,
+  mergeUserMetadata,
   refreshSession,
+  sessionAssurance,
   sessionExists,
+  setUser,
   startSession,
-  toUser,
-  updateUser,
   userByEmail,
   userById,
   type UserRow,
 } from "./users";
 
-/** An error in the auth server's shape: `{code, error_code, msg}`. */
-class AuthApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly errorCode: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export { AuthApiError };
 
 /** The auth server's `error_code` for each refusal of the data gate. */
 const AUTH_ERROR_CODES: Record<GateErrorCode, string> = {
@@ -45,21 +65,48 @@ const AUTH_ERROR_CODES: Record<GateErrorCode, string> = {
 };
 
 const JWKS_MAX_AGE_SECONDS = 600;
-/** The windows the auth server counts in: token requests per 5 minutes, anonymous sign-ins per hour (per IP). */
+/** The windows the auth server counts in: token requests per 5 minutes, anonymous sign-ins and mail per hour. */
 const RATE_WINDOW_SECONDS = 300;
-const ANONYMOUS_WINDOW_SECONDS = 3600;
+const HOUR_SECONDS = 3600;
+/** A PKCE auth code is exchanged within 5 minutes of being issued. */
+const AUTH_CODE_SECONDS = 300;
+/** Sessions older than this need a reauthentication nonce to change the password (when required). */
+const REAUTH_SESSION_SECONDS = 24 * 3600;
 
 const email = z.string().trim().toLowerCase().email();
+const pkceFields = {
+  code_challenge: z.string().nullish(),
+  code_challenge_method: z.string().nullish(),
+};
+const metadata = z.record(z.string(), z.unknown());
 const credentialsBody = z.object({ email, password: z.string() });
-const signupBody = credentialsBody.extend({ data: z.record(z.string(), z.unknown()).optional() });
+const signupBody = credentialsBody.extend({ data: metadata.nullish(), ...pkceFields });
+const otpBody = z.object({
+  email,
+  data: metadata.nullish(),
+  create_user: z.boolean().optional(),
+  ...pkceFields,
+});
+const recoverBody = z.object({ email, ...pkceFields });
+const resendBody = z.object({ type: z.enum(["signup", "email_change"]), email, ...pkceFields });
+const verifyBody = z.object({
+  type: z.enum(["signup", "invite", "magiclink", "recovery", "email_change", "email"]),
+  email: email.optional(),
+  token: z.string().optional(),
+  token_hash: z.string().optional(),
+  redirect_to: z.string().optional(),
+});
 const refreshBody = z.object({ refresh_token: z.string().min(1) });
+const pkceBody = z.object({ auth_code: z.string().min(1), code_verifier: z.string().min(1) });
 const userUpdateBody = z.object({
   email: email.optional(),
   password: z.string().optional(),
-  data: z.record(z.string(), z.unknown()).optional(),
+  data: metadata.optional(),
+  nonce: z.string().optional(),
+  ...pkceFields,
 });
 
-function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+export function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   const parsed = schema.safeParse(body ?? {});
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -68,118 +115,255 @@ function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   return parsed.data;
 }
 
-function checkPassword(password: string, settings: AuthSettings): void {
-  if (password.length < settings.password_min_length) {
+/** The reasons a password fails the project's rules (`length`, `characters`), with the platform's message. */
+export function passwordWeakness(password: string, settings: AuthSettings) {
+  const reasons: string[] = [];
+  const messages: string[] = [];
+  const min = Number(settings.password_min_length ?? 6);
+  if (password.length < min) {
+    reasons.push("length");
+    messages.push(`Password should be at least ${min} characters.`);
+  }
+  const groups = String(settings.password_required_characters ?? "")
+    .split(":")
+    .filter(Boolean);
+  if (groups.some((group) => ![...group].some((c) => password.includes(c)))) {
+    reasons.push("characters");
+    messages.push(`Password should contain at least one character of each: ${groups.join(", ")}.`);
+  }
+  return reasons.length ? { reasons, message: messages.join(" ") } : undefined;
+}
+
+export function checkPassword(password: string, settings: AuthSettings): void {
+  if (Buffer.byteLength(password) > MAX_PASSWORD_BYTES) {
     throw new AuthApiError(
       422,
-      "weak_password",
-      `Password should be at least ${settings.password_min_length} characters.`,
+      "validation_failed",
+      `Password cannot be longer than ${MAX_PASSWORD_BYTES} characters`,
     );
   }
+  const weak = passwordWeakness(password, settings);
+  if (weak)
+    throw new AuthApiError(422, "weak_password", weak.message, { weak_password: { reasons: weak.reasons } });
 }
 
-/** Access token and refresh token of a session, in the auth client's session shape. */
-async function sessionResponse(
+function pkceOf(body: {
+  code_challenge?: string | null;
+  code_challenge_method?: string | null;
+}): Pkce | undefined {
+  if (!body.code_challenge) return undefined;
+  const method = (body.code_challenge_method ?? "s256").toLowerCase();
+  if (method !== "s256" && method !== "plain") {
+    throw new AuthApiError(400, "validation_failed", "code challenge method not supported");
+  }
+  if (body.code_challenge.length < 43 || body.code_challenge.length > 128) {
+    throw new AuthApiError(
+      400,
+      "validation_failed",
+      "code challenge has to be between 43 and 128 characters",
+    );
+  }
+  return { codeChallenge: body.code_challenge, method };
+}
+
+const apiUrlOf = (req: Request) => `${req.protocol}://${req.get("host")}/auth/v1`;
+
+export interface AuthToolkit {
+  ctx: AppContext;
+  settings(project: ProjectRuntime): Promise<AuthSettings>;
+  consume(kind: string, key: string, points: number, seconds: number): Promise<void>;
+  consumeMail(project: ProjectRuntime, settings: AuthSettings): () => Promise<void>;
+  sessionResponse(
+    project: ProjectRuntime,
+    req: Request,
+    user: UserRow,
+    session: { sessionId: string; refreshToken: string },
+    settings: AuthSettings,
+    method: string,
+  ): Promise<Record<string, unknown>>;
+  currentUser(project: ProjectRuntime, req: Request): Promise<CurrentUser>;
+  apiUrl(req: Request): string;
+}
+
+export interface CurrentUser {
+  claims: Record<string, unknown>;
+  user: UserRow | undefined;
+  sessionId: string | null;
+}
+
+export type Handler = (
   project: ProjectRuntime,
   req: Request,
-  user: UserRow,
-  session: { sessionId: string; refreshToken: string },
-  settings: AuthSettings,
-) {
-  const iat = Math.floor(Date.now() / 1000);
-  const exp = iat + settings.jwt_exp;
-  const accessToken = await signProjectToken(project, {
-    iss: `${req.protocol}://${req.get("host")}/auth/v1`,
-    sub: user.id,
-    aud: user.aud,
-    exp,
-    iat,
-    email: user.email ?? "",
-    phone: "",
-    app_metadata: user.raw_app_meta_data,
-    user_metadata: user.raw_user_meta_data,
-    role: user.role,
-    aal: "aal1",
-    amr: [{ method: user.is_anonymous ? "anonymous" : "password", timestamp: iat }],
-    session_id: session.sessionId,
-    is_anonymous: user.is_anonymous,
-  });
-  return {
-    access_token: accessToken,
-    token_type: "bearer",
-    expires_in: settings.jwt_exp,
-    expires_at: exp,
-    refresh_token: session.refreshToken,
-    user: toUser(user),
-  };
-}
+  res: Response,
+  keyAuth: RequestAuth,
+) => Promise<unknown>;
 
-/** The signed-in user of a request: a valid bearer JWT of a live session (or a third-party token's claims). */
-async function currentUser(project: ProjectRuntime, req: Request) {
-  // /auth/v1 acts for this project's own users: a third-party provider's token is not one of theirs.
-  const bearer = await bearerAuthOf(project, req, "anon", { thirdParty: false });
-  if (!bearer) throw new AuthApiError(401, "no_authorization", "This endpoint requires a valid Bearer token");
-  const { claims } = bearer;
-  if (typeof claims.sub !== "string")
-    throw new AuthApiError(403, "bad_jwt", "invalid claim: missing sub claim");
-  const user = await userById(project.adminPool, claims.sub);
-  if (typeof claims.session_id === "string") {
-    if (!user || !(await sessionExists(project.adminPool, claims.session_id))) {
-      throw new AuthApiError(403, "session_not_found", "Session from session_id claim in JWT does not exist");
-    }
-  }
-  return { claims, user };
-}
+export type Handle = (handler: Handler, options?: { keyRequired?: boolean }) => RequestHandler;
 
 /** The project's auth endpoints, as `@supabase/auth-js` calls them. Every call needs a valid API key. */
 export function authRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const limiters = new Map<string, RateLimiterPostgres>();
 
-  /** Anonymous sign-in (auth-js signInAnonymously): when enabled, within rate_limit_anonymous_users per hour. */
-  async function signUpAnonymously(project: ProjectRuntime, req: Request, settings: AuthSettings) {
-    if (!settings.external_anonymous_users_enabled) {
-      throw new AuthApiError(422, "anonymous_provider_disabled", "Anonymous sign-ins are disabled");
-    }
-    await consume("anon", project.ref, settings.rate_limit_anonymous_users, ANONYMOUS_WINDOW_SECONDS, req);
-    const data = parse(z.object({ data: z.record(z.string(), z.unknown()).optional() }), req.body).data;
-    const user = await insertAnonymousUser(project.adminPool, data ?? {});
-    return sessionResponse(project, req, user, await startSession(project.adminPool, user.id), settings);
-  }
-
   /**
-   * Counts a request against a configured limit, per project and IP, in Postgres (shared by every Strata
-   * process). The limit is read live: one limiter per kind, value and window.
+   * Counts a request against a configured limit in Postgres (shared by every Strata process). The limit is
+   * read live: one limiter per kind, value and window.
    */
-  async function consume(kind: string, ref: string, points: number, seconds: number, req: Request) {
+  async function consume(kind: string, key: string, points: number, seconds: number) {
     const keyPrefix = `auth-${kind}-${points}-${seconds}`;
     let limiter = limiters.get(keyPrefix);
     if (!limiter) {
       limiter = postgresRateLimiter(ctx.platformPool, { keyPrefix, points, seconds });
       limiters.set(keyPrefix, limiter);
     }
-    await limiter.consume(`${ref}:${req.ip ?? "unknown"}`).catch((e: unknown) => {
-      if (e instanceof RateLimiterRes)
+    await limiter.consume(key).catch((e: unknown) => {
+      if (e instanceof RateLimiterRes) {
+        if (kind === "email")
+          throw new AuthApiError(429, "over_email_send_rate_limit", "email rate limit exceeded");
         throw new AuthApiError(429, "over_request_rate_limit", "Request rate limit reached");
+      }
       throw e;
     });
   }
+  const perIp = (req: Request, ref: string) => `${ref}:${req.ip ?? "unknown"}`;
 
-  type Handler = (project: ProjectRuntime, req: Request, res: Response) => Promise<unknown>;
+  /** Access token and refresh token of a session, in the auth client's session shape. */
+  async function sessionResponse(
+    project: ProjectRuntime,
+    req: Request,
+    user: UserRow,
+    session: { sessionId: string; refreshToken: string },
+    settings: AuthSettings,
+    method: string,
+  ) {
+    const iat = Math.floor(Date.now() / 1000);
+    const exp = iat + Number(settings.jwt_exp);
+    const assurance = await sessionAssurance(project.adminPool, session.sessionId);
+    let claims: Record<string, unknown> = {
+      iss: apiUrlOf(req),
+      sub: user.id,
+      aud: user.aud,
+      exp,
+      iat,
+      email: user.email ?? "",
+      phone: "",
+      app_metadata: user.raw_app_meta_data,
+      user_metadata: user.raw_user_meta_data,
+      role: user.role,
+      aal: assurance?.aal ?? "aal1",
+      amr: assurance?.amr ?? [],
+      session_id: session.sessionId,
+      is_anonymous: user.is_anonymous,
+    };
+    claims = await runAccessTokenHook(project.adminPool, settings, {
+      user_id: user.id,
+      claims,
+      authentication_method: method,
+    });
+    const accessToken = await signProjectToken(project, claims);
+    return {
+      access_token: accessToken,
+      token_type: "bearer",
+      expires_in: Number(settings.jwt_exp),
+      expires_at: exp,
+      refresh_token: session.refreshToken,
+      user: await apiUser(project.adminPool, user),
+    };
+  }
+
+  /** The signed-in user of a request: a valid bearer JWT of a live session (or a third-party token's claims). */
+  async function currentUser(project: ProjectRuntime, req: Request): Promise<CurrentUser> {
+    // /auth/v1 acts for this project's own users: a third-party provider's token is not one of theirs.
+    const bearer = await bearerAuthOf(project, req, "anon", { thirdParty: false }).catch((e: unknown) => {
+      // An expired token of the project is the platform's 403 bad_jwt; other refusals stay the gate's 401.
+      if (e instanceof GateError && e.code === "invalid_jwt" && /JWT expired$/.test(e.message)) {
+        throw new AuthApiError(403, "bad_jwt", "invalid JWT: token is expired");
+      }
+      throw e;
+    });
+    if (!bearer)
+      throw new AuthApiError(401, "no_authorization", "This endpoint requires a valid Bearer token");
+    const { claims } = bearer;
+    if (typeof claims.sub !== "string")
+      throw new AuthApiError(403, "bad_jwt", "invalid claim: missing sub claim");
+    const user = await userById(project.adminPool, claims.sub);
+    const sessionId = typeof claims.session_id === "string" ? claims.session_id : null;
+    if (sessionId) {
+      if (!user || !(await sessionExists(project.adminPool, sessionId))) {
+        throw new AuthApiError(
+          403,
+          "session_not_found",
+          "Session from session_id claim in JWT does not exist",
+        );
+      }
+    }
+    return { claims, user, sessionId };
+  }
+
+  const tk: AuthToolkit = {
+    ctx,
+    settings: (project) => authSettings(project.platformPool, project.ref),
+    consume,
+    consumeMail: (project, settings) => () =>
+      consume("email", project.ref, Number(settings.rate_limit_email_sent ?? 2), HOUR_SECONDS),
+    sessionResponse,
+    currentUser,
+    apiUrl: apiUrlOf,
+  };
+
   /** Resolves the project, checks the API key and answers the handler's result (or its error) as JSON. */
-  const handle =
-    (handler: Handler, { keyRequired = true } = {}) =>
+  const handle: Handle =
+    (handler, { keyRequired = true } = {}) =>
     async (req: Request, res: Response, next: NextFunction) => {
       try {
-        const project = keyRequired
-          ? (await openDataRequest(ctx, req, { credentials: "key" })).project
-          : await openProject(ctx, req);
-        const result = await handler(project, req, res);
+        let project: ProjectRuntime;
+        let keyAuth: RequestAuth = { role: "anon", claims: {} };
+        if (keyRequired)
+          ({ project, auth: keyAuth } = await openDataRequest(ctx, req, { credentials: "key" }));
+        else project = await openProject(ctx, req);
+        const result = await handler(project, req, res, keyAuth);
         if (!res.headersSent) res.status(200).json(result);
       } catch (e) {
         next(e);
       }
     };
+
+  /** Anonymous sign-in (auth-js signInAnonymously): when enabled, within rate_limit_anonymous_users per hour. */
+  async function signUpAnonymously(project: ProjectRuntime, req: Request, settings: AuthSettings) {
+    if (!settings.external_anonymous_users_enabled) {
+      throw new AuthApiError(422, "anonymous_provider_disabled", "Anonymous sign-ins are disabled");
+    }
+    await consume("anon", perIp(req, project.ref), settings.rate_limit_anonymous_users, HOUR_SECONDS);
+    const data = parse(z.object({ data: metadata.nullish() }), req.body).data;
+    const user = await insertAnonymousUser(project.adminPool, data ?? {});
+    const session = await startSession(project.adminPool, user.id, "anonymous");
+    return sessionResponse(project, req, user, session, settings, "anonymous");
+  }
+
+  function requireEmailProvider(settings: AuthSettings, what: "signups" | "logins") {
+    if (settings.external_email_enabled === false) {
+      throw new AuthApiError(422, "email_provider_disabled", `Email ${what} are disabled`);
+    }
+  }
+
+  /** The user as a repeated sign-up of a confirmed address sees it: a made-up id, nothing stored or sent. */
+  function obfuscatedUser(address: string, data: Record<string, unknown>) {
+    const now = new Date();
+    return {
+      id: randomUUID(),
+      aud: "authenticated",
+      role: "authenticated",
+      email: address,
+      phone: "",
+      confirmation_sent_at: now,
+      app_metadata: { provider: "email", providers: ["email"] },
+      user_metadata: data,
+      identities: [],
+      created_at: now,
+      updated_at: now,
+      is_anonymous: false,
+    };
+  }
 
   router.use(express.json({ limit: "1mb" }));
 
@@ -197,13 +381,23 @@ export function authRouter(ctx: AppContext): Router {
   router.get(
     "/settings",
     handle(async (project) => {
-      const s = await authSettings(project.platformPool, project.ref);
+      const s = await tk.settings(project);
+      const external: Record<string, boolean> = {};
+      for (const [field, value] of Object.entries(s)) {
+        const m = /^external_([a-z0-9]+)_enabled$/.exec(field);
+        if (m && m[1] !== "anonymous") external[m[1]] = value === true;
+      }
       return {
-        external: { email: s.external_email_enabled !== false, phone: false, anonymous_users: false },
-        disable_signup: s.disable_signup,
-        mailer_autoconfirm: s.mailer_autoconfirm,
-        phone_autoconfirm: false,
-        sms_provider: "",
+        external: {
+          ...external,
+          email: s.external_email_enabled !== false,
+          phone: s.external_phone_enabled === true,
+          anonymous_users: s.external_anonymous_users_enabled === true,
+        },
+        disable_signup: Boolean(s.disable_signup),
+        mailer_autoconfirm: Boolean(s.mailer_autoconfirm),
+        phone_autoconfirm: Boolean(s.sms_autoconfirm),
+        sms_provider: String(s.sms_provider ?? ""),
         saml_enabled: Boolean(s.saml_enabled),
       };
     }),
@@ -212,49 +406,339 @@ export function authRouter(ctx: AppContext): Router {
   router.post(
     "/signup",
     handle(async (project, req) => {
-      const settings = await authSettings(project.platformPool, project.ref);
+      const settings = await tk.settings(project);
       if (settings.disable_signup)
         throw new AuthApiError(422, "signup_disabled", "Signups not allowed for this instance");
       if (req.body?.email === undefined && req.body?.password === undefined) {
         return signUpAnonymously(project, req, settings);
       }
+      requireEmailProvider(settings, "signups");
       const body = parse(signupBody, req.body);
+      const pkce = pkceOf(body);
       checkPassword(body.password, settings);
-      const user = await insertUser(project.adminPool, {
-        email: body.email,
-        passwordHash: await hashPassword(body.password),
-        confirmed: settings.mailer_autoconfirm,
-        metadata: body.data ?? {},
+      const redirectTo = redirectTarget(settings, req.query.redirect_to);
+      const passwordHash = await hashPassword(body.password);
+      const result = await withAdminTransaction(project.adminPool, async (db) => {
+        const existing = await userByEmail(db, body.email);
+        // With autoconfirm, a sign-up never opens an existing account (confirmed or not): whoever signs up
+        // again has not shown the password.
+        if (existing && settings.mailer_autoconfirm) {
+          throw new AuthApiError(422, "user_already_exists", "User already registered");
+        }
+        if (existing?.email_confirmed_at) {
+          return { obfuscated: obfuscatedUser(body.email, body.data ?? {}) };
+        }
+        // An unconfirmed user is not changed (who signs up again may not own the address): only the
+        // confirmation mail is sent again.
+        const user =
+          existing ??
+          (await insertUser(db, {
+            email: body.email,
+            passwordHash,
+            confirmed: Boolean(settings.mailer_autoconfirm),
+            metadata: body.data ?? {},
+          }))!;
+        if (settings.mailer_autoconfirm) {
+          return { user, session: await startSession(db, user.id, "password") };
+        }
+        await issueToken(db, settings, user, "confirmation", {
+          apiUrl: apiUrlOf(req),
+          redirectTo,
+          pkce,
+          send: true,
+          consumeSend: tk.consumeMail(project, settings),
+        });
+        return { user: (await userById(db, user.id))! };
       });
-      if (!user) throw new AuthApiError(422, "user_already_exists", "User already registered");
-      if (!settings.mailer_autoconfirm) return toUser(user);
-      const session = await startSession(project.adminPool, user.id);
-      return sessionResponse(project, req, (await userById(project.adminPool, user.id))!, session, settings);
+      if ("obfuscated" in result) return result.obfuscated;
+      if (result.session) {
+        return sessionResponse(project, req, result.user, result.session, settings, "password");
+      }
+      return apiUser(project.adminPool, result.user);
+    }),
+  );
+
+  /** Sends a magic link (confirmed user) or a sign-up confirmation (new or unconfirmed user). */
+  router.post(
+    "/otp",
+    handle(async (project, req) => {
+      const settings = await tk.settings(project);
+      await consume(
+        "otp",
+        perIp(req, project.ref),
+        Number(settings.rate_limit_otp ?? 30),
+        RATE_WINDOW_SECONDS,
+      );
+      if (req.body?.phone !== undefined)
+        throw new AuthApiError(422, "phone_provider_disabled", "Unsupported phone provider");
+      requireEmailProvider(settings, "logins");
+      const body = parse(otpBody, req.body);
+      const pkce = pkceOf(body);
+      const redirectTo = redirectTarget(settings, req.query.redirect_to);
+      await withAdminTransaction(project.adminPool, async (db) => {
+        let user = await userByEmail(db, body.email);
+        if (!user) {
+          if (body.create_user === false)
+            throw new AuthApiError(422, "otp_disabled", "Signups not allowed for otp");
+          if (settings.disable_signup)
+            throw new AuthApiError(422, "signup_disabled", "Signups not allowed for this instance");
+          user = (await insertUser(db, {
+            email: body.email,
+            passwordHash: null,
+            confirmed: false,
+            metadata: body.data ?? {},
+          }))!;
+        }
+        const kind = user.email_confirmed_at ? "magic_link" : "confirmation";
+        await issueToken(db, settings, user, kind, {
+          apiUrl: apiUrlOf(req),
+          redirectTo,
+          pkce,
+          send: true,
+          consumeSend: tk.consumeMail(project, settings),
+        });
+      });
+      return {};
+    }),
+  );
+
+  router.post(
+    "/recover",
+    handle(async (project, req) => {
+      const settings = await tk.settings(project);
+      await consume(
+        "otp",
+        perIp(req, project.ref),
+        Number(settings.rate_limit_otp ?? 30),
+        RATE_WINDOW_SECONDS,
+      );
+      const body = parse(recoverBody, req.body);
+      const pkce = pkceOf(body);
+      const redirectTo = redirectTarget(settings, req.query.redirect_to);
+      await withAdminTransaction(project.adminPool, async (db) => {
+        const user = await userByEmail(db, body.email);
+        // No mail and the same answer for an unknown address: nothing to learn about who has an account.
+        if (!user) return;
+        await issueToken(db, settings, user, "recovery", {
+          apiUrl: apiUrlOf(req),
+          redirectTo,
+          pkce,
+          send: true,
+          consumeSend: tk.consumeMail(project, settings),
+        });
+      });
+      return {};
+    }),
+  );
+
+  router.post(
+    "/resend",
+    handle(async (project, req) => {
+      const settings = await tk.settings(project);
+      await consume(
+        "otp",
+        perIp(req, project.ref),
+        Number(settings.rate_limit_otp ?? 30),
+        RATE_WINDOW_SECONDS,
+      );
+      const body = parse(resendBody, req.body);
+      const pkce = pkceOf(body);
+      const redirectTo = redirectTarget(settings, req.query.redirect_to);
+      await withAdminTransaction(project.adminPool, async (db) => {
+        if (body.type === "signup") {
+          const user = await userByEmail(db, body.email);
+          if (!user || user.email_confirmed_at) return;
+          await issueToken(db, settings, user, "confirmation", {
+            apiUrl: apiUrlOf(req),
+            redirectTo,
+            pkce,
+            send: true,
+            consumeSend: tk.consumeMail(project, settings),
+          });
+          return;
+        }
+        const { rows } = await db.query("select * from auth.users where email_change = $1 for update", [
+          body.email,
+        ]);
+        if (rows[0]) await sendEmailChange(db, req, project, settings, rows[0], redirectTo, pkce);
+      });
+      return {};
+    }),
+  );
+
+  /** Sends the email change mail(s): to the new address, and (secure change) to the current one too. */
+  async function sendEmailChange(
+    db: pg.PoolClient,
+    req: Request,
+    project: ProjectRuntime,
+    settings: AuthSettings,
+    user: UserRow,
+    redirectTo: string,
+    pkce: Pkce | undefined,
+  ) {
+    const common = {
+      apiUrl: apiUrlOf(req),
+      redirectTo,
+      pkce,
+      send: true,
+      consumeSend: tk.consumeMail(project, settings),
+    };
+    await issueToken(db, settings, user, "email_change", {
+      ...common,
+      to: user.email_change!,
+      tokenColumn: "email_change_token_new",
+    });
+    if (settings.mailer_secure_email_change_enabled && user.email) {
+      await issueToken(db, settings, (await userById(db, user.id))!, "email_change", {
+        ...common,
+        pkce: undefined,
+        to: user.email,
+        tokenColumn: "email_change_token_current",
+      });
+    } else {
+      await setUser(db, user.id, { email_change_token_current: null });
+    }
+  }
+
+  /** The session a verified token starts, or the redirect parameters of a PKCE flow or a half-done change. */
+  async function verifyToken(
+    project: ProjectRuntime,
+    settings: AuthSettings,
+    type: VerifyType,
+    token: { hash: string } | { email: string; otp: string },
+    via: "link" | "api",
+  ) {
+    return withAdminTransaction(project.adminPool, async (db) => {
+      const found = await findToken(db, settings, type, token);
+      const verified = await applyToken(db, settings, found.user, found.column);
+      if (verified.kind === "half_confirmed") return { message: true as const, user: verified.user };
+      // A PKCE flow's link answers a code for the browser; verifyOtp (the code typed in) signs in at once.
+      if (found.pkce && via === "link") {
+        const code = await issueAuthCode(db, verified.user.id, type === "email" ? "magiclink" : type);
+        if (code) return { code, user: verified.user };
+      }
+      return { user: verified.user, session: await startSession(db, verified.user.id, "otp") };
+    });
+  }
+
+  router.get(
+    "/verify",
+    handle(
+      async (project, req, res) => {
+        const settings = await tk.settings(project);
+        const target = redirectTarget(settings, req.query.redirect_to);
+        const type = String(req.query.type ?? "");
+        const hash = String(req.query.token ?? "");
+        try {
+          if (!["signup", "invite", "magiclink", "recovery", "email_change"].includes(type) || !hash) {
+            throw otpExpired();
+          }
+          const outcome = await verifyToken(project, settings, type as VerifyType, { hash }, "link");
+          if ("message" in outcome) {
+            const message =
+              "Confirmation link accepted. Please proceed to confirm link sent to the other email";
+            return res.redirect(303, withParams(target, { message }, "fragment"));
+          }
+          if ("code" in outcome && outcome.code) {
+            return res.redirect(303, withParams(target, { code: outcome.code }, "query"));
+          }
+          const s = await sessionResponse(project, req, outcome.user, outcome.session!, settings, "otp");
+          return res.redirect(
+            303,
+            withParams(
+              target,
+              {
+                access_token: String(s.access_token),
+                expires_at: String(s.expires_at),
+                expires_in: String(s.expires_in),
+                refresh_token: String(s.refresh_token),
+                token_type: "bearer",
+                type,
+              },
+              "fragment",
+            ),
+          );
+        } catch (e) {
+          if (!(e instanceof AuthApiError) || e.status >= 500) throw e;
+          return res.redirect(
+            303,
+            withParams(
+              target,
+              {
+                error: "access_denied",
+                error_code: e.errorCode,
+                error_description:
+                  e.errorCode === "otp_expired" ? "Email link is invalid or has expired" : e.message,
+              },
+              "fragment",
+            ),
+          );
+        }
+      },
+      { keyRequired: false },
+    ),
+  );
+
+  router.post(
+    "/verify",
+    handle(async (project, req) => {
+      const settings = await tk.settings(project);
+      await consume(
+        "verify",
+        perIp(req, project.ref),
+        Number(settings.rate_limit_verify ?? 30),
+        RATE_WINDOW_SECONDS,
+      );
+      const body = parse(verifyBody, req.body);
+      let token: { hash: string } | { email: string; otp: string };
+      if (body.token_hash) token = { hash: body.token_hash };
+      else if (body.email && body.token) token = { email: body.email, otp: body.token.trim() };
+      else
+        throw new AuthApiError(
+          400,
+          "validation_failed",
+          "Only an email address or phone number should be provided on verify",
+        );
+      const outcome = await verifyToken(project, settings, body.type, token, "api");
+      if ("message" in outcome) {
+        return { msg: "Confirmation link accepted. Please proceed to confirm link sent to the other email" };
+      }
+      return sessionResponse(project, req, outcome.user, outcome.session!, settings, "otp");
     }),
   );
 
   router.post(
     "/token",
     handle(async (project, req) => {
-      const settings = await authSettings(project.platformPool, project.ref);
-      await consume("token", project.ref, settings.rate_limit_token_refresh, RATE_WINDOW_SECONDS, req);
+      const settings = await tk.settings(project);
+      await consume(
+        "token",
+        perIp(req, project.ref),
+        Number(settings.rate_limit_token_refresh),
+        RATE_WINDOW_SECONDS,
+      );
       const grant = req.query.grant_type;
       if (grant === "password") {
+        requireEmailProvider(settings, "logins");
         const body = parse(credentialsBody, req.body);
         const user = await userByEmail(project.adminPool, body.email);
         if (!user?.encrypted_password || !(await verifyPassword(body.password, user.encrypted_password))) {
           throw new AuthApiError(400, "invalid_credentials", "Invalid login credentials");
         }
+        if (user.banned_until && user.banned_until.getTime() > Date.now())
+          throw new AuthApiError(400, "user_banned", "User is banned");
         if (!user.email_confirmed_at)
           throw new AuthApiError(400, "email_not_confirmed", "Email not confirmed");
-        const session = await startSession(project.adminPool, user.id);
-        return sessionResponse(project, req, user, session, settings);
+        const session = await startSession(project.adminPool, user.id, "password");
+        const response = await sessionResponse(project, req, user, session, settings, "password");
+        const weak = passwordWeakness(body.password, settings);
+        return weak ? { ...response, weak_password: weak } : response;
       }
       if (grant === "refresh_token") {
         const body = parse(refreshBody, req.body);
         const outcome = await refreshSession(project.adminPool, body.refresh_token, {
-          rotate: settings.refresh_token_rotation_enabled,
-          reuseIntervalSeconds: settings.security_refresh_token_reuse_interval,
+          rotate: Boolean(settings.refresh_token_rotation_enabled),
+          reuseIntervalSeconds: Number(settings.security_refresh_token_reuse_interval),
         });
         if (outcome.kind === "not_found") {
           throw new AuthApiError(
@@ -267,7 +751,48 @@ export function authRouter(ctx: AppContext): Router {
           throw new AuthApiError(400, "refresh_token_already_used", "Invalid Refresh Token: Already Used");
         }
         const user = (await userById(project.adminPool, outcome.userId))!;
-        return sessionResponse(project, req, user, outcome, settings);
+        if (user.banned_until && user.banned_until.getTime() > Date.now())
+          throw new AuthApiError(400, "user_banned", "User is banned");
+        return sessionResponse(project, req, user, outcome, settings, "token_refresh");
+      }
+      if (grant === "pkce") {
+        const body = parse(pkceBody, req.body);
+        return withAdminTransaction(project.adminPool, async (db) => {
+          const { rows } = await db.query(
+            `select *, extract(epoch from now() - auth_code_issued_at) as age
+               from auth.flow_state where auth_code = $1 and auth_code_issued_at is not null for update`,
+            [body.auth_code],
+          );
+          const flow = rows[0];
+          if (!flow)
+            throw new AuthApiError(
+              404,
+              "flow_state_not_found",
+              "invalid flow state, no valid flow state found",
+            );
+          if (Number(flow.age) > AUTH_CODE_SECONDS) {
+            throw new AuthApiError(400, "flow_state_expired", "invalid flow state, flow state has expired");
+          }
+          const challenge =
+            flow.code_challenge_method === "plain"
+              ? body.code_verifier
+              : createHash("sha256").update(body.code_verifier).digest("base64url");
+          if (challenge !== flow.code_challenge) {
+            throw new AuthApiError(
+              400,
+              "bad_code_verifier",
+              "code challenge does not match previously saved code verifier",
+            );
+          }
+          await db.query("delete from auth.flow_state where id = $1", [flow.id]);
+          const user = (await userById(db, flow.user_id))!;
+          const session = await startSession(
+            db,
+            user.id,
+            flow.authentication_method === "magiclink" ? "magiclink" : "otp",
+          );
+          return { user, session };
+        }).then(({ user, session }) => sessionResponse(project, req, user, session, settings, "pkce"));
       }
       throw new AuthApiError(400, "unsupported_grant_type", "unsupported_grant_type");
     }),
@@ -277,7 +802,7 @@ export function authRouter(ctx: AppContext): Router {
     "/user",
     handle(async (project, req) => {
       const { claims, user } = await currentUser(project, req);
-      if (user) return toUser(user);
+      if (user) return apiUser(project.adminPool, user);
       // A third-party token: the user is what its claims say.
       return {
         id: claims.sub,
@@ -292,18 +817,95 @@ export function authRouter(ctx: AppContext): Router {
     }),
   );
 
-  router.put(
-    "/user",
+  router.get(
+    "/reauthenticate",
     handle(async (project, req) => {
       const { user } = await currentUser(project, req);
       if (!user) throw new AuthApiError(404, "user_not_found", "User not found");
+      if (!user.email)
+        throw new AuthApiError(
+          422,
+          "validation_failed",
+          "Reauthentication requires the user to have an email",
+        );
+      const settings = await tk.settings(project);
+      await withAdminTransaction(project.adminPool, async (db) => {
+        await issueToken(db, settings, user, "reauthentication", {
+          apiUrl: apiUrlOf(req),
+          redirectTo: String(settings.site_url),
+          send: true,
+          consumeSend: tk.consumeMail(project, settings),
+        });
+      });
+      return {};
+    }),
+  );
+
+  router.put(
+    "/user",
+    handle(async (project, req) => {
+      const { user, sessionId } = await currentUser(project, req);
+      if (!user) throw new AuthApiError(404, "user_not_found", "User not found");
       const body = parse(userUpdateBody, req.body);
-      const settings = await authSettings(project.platformPool, project.ref);
-      if (body.password !== undefined) checkPassword(body.password, settings);
-      const updated = await updateUser(project.adminPool, user.id, {
-        email: body.email,
-        passwordHash: body.password === undefined ? undefined : await hashPassword(body.password),
-        metadata: body.data,
+      const settings = await tk.settings(project);
+      const pkce = pkceOf(body);
+      const redirectTo = redirectTarget(settings, req.query.redirect_to);
+      let passwordHash: string | undefined;
+      if (body.password !== undefined) {
+        const assurance = sessionId ? await sessionAssurance(project.adminPool, sessionId) : undefined;
+        const verified = (await factorsOf(project.adminPool, user.id)).some((f) => f.status === "verified");
+        if (verified && assurance?.aal !== "aal2") {
+          throw new AuthApiError(
+            401,
+            "insufficient_aal",
+            "AAL2 session is required to update email or password when MFA is enabled.",
+          );
+        }
+        checkPassword(body.password, settings);
+        if (user.encrypted_password && (await verifyPassword(body.password, user.encrypted_password))) {
+          throw new AuthApiError(
+            422,
+            "same_password",
+            "New password should be different from the old password.",
+          );
+        }
+        await checkNonce(project, settings, user, sessionId, body.nonce);
+        passwordHash = await hashPassword(body.password);
+      }
+      if (body.email !== undefined && body.email !== user.email) {
+        const taken = await userByEmail(project.adminPool, body.email);
+        if (taken) {
+          throw new AuthApiError(
+            422,
+            "email_exists",
+            "A user with this email address has already been registered",
+          );
+        }
+      }
+      await withAdminTransaction(project.adminPool, async (db) => {
+        if (body.data) await mergeUserMetadata(db, user.id, "raw_user_meta_data", body.data);
+        if (passwordHash) {
+          await setUser(db, user.id, { encrypted_password: passwordHash, reauthentication_token: null });
+          // A new password ends every other session of the user.
+          await endSessions(db, user.id, sessionId, "others");
+        }
+        if (body.email !== undefined && body.email !== user.email) {
+          if (settings.mailer_autoconfirm) {
+            const changed = await setUser(db, user.id, { email_change: body.email });
+            await applyToken(
+              db,
+              { ...settings, mailer_secure_email_change_enabled: false },
+              changed,
+              "email_change_token_new",
+            );
+          } else {
+            const changing = await setUser(db, user.id, {
+              email_change: body.email,
+              email_change_confirm_status: 0,
+            });
+            await sendEmailChange(db, req, project, settings, changing, redirectTo, pkce);
+          }
+        }
       }).catch((e) => {
         if (e.code === "23505")
           throw new AuthApiError(
@@ -313,21 +915,52 @@ export function authRouter(ctx: AppContext): Router {
           );
         throw e;
       });
-      return toUser(updated!);
+      return apiUser(project.adminPool, (await userById(project.adminPool, user.id))!);
     }),
   );
+
+  /**
+   * With security_update_password_require_reauthentication, a session older than 24 hours needs the code
+   * of a reauthentication mail; a nonce given is always checked.
+   */
+  async function checkNonce(
+    project: ProjectRuntime,
+    settings: AuthSettings,
+    user: UserRow,
+    sessionId: string | null,
+    nonce: string | undefined,
+  ) {
+    if (!settings.security_update_password_require_reauthentication) return;
+    if (nonce === undefined) {
+      const { rows } = await project.adminPool.query(
+        "select extract(epoch from now() - created_at) as age from auth.sessions where id::text = $1",
+        [sessionId],
+      );
+      if (rows[0] && Number(rows[0].age) < REAUTH_SESSION_SECONDS) return;
+      throw new AuthApiError(400, "reauthentication_needed", "Password update requires reauthentication");
+    }
+    const sentAt = user.reauthentication_sent_at;
+    const valid =
+      user.reauthentication_token !== null &&
+      user.reauthentication_token === tokenHash(user.email ?? "", nonce.trim()) &&
+      sentAt !== null &&
+      Date.now() - sentAt.getTime() <= Number(settings.mailer_otp_exp ?? 3600) * 1000;
+    if (!valid) throw new AuthApiError(400, "reauthentication_not_valid", "Invalid nonce");
+  }
 
   router.post(
     "/logout",
     handle(async (project, req, res) => {
-      const { claims, user } = await currentUser(project, req);
+      const { user, sessionId } = await currentUser(project, req);
       const scope = z.enum(["global", "local", "others"]).catch("global").parse(req.query.scope);
-      if (user && typeof claims.session_id === "string") {
-        await endSessions(project.adminPool, user.id, claims.session_id, scope);
-      }
+      if (user && sessionId) await endSessions(project.adminPool, user.id, sessionId, scope);
       res.status(204).end();
     }),
   );
+
+  router.use(mfaRoutes(tk, handle));
+  router.use(oauthRoutes(tk, handle));
+  router.use(adminRoutes(tk, handle));
 
   router.use((_req: Request, res: Response) => {
     res.status(404).json({ code: 404, error_code: "not_found", msg: "Not found" });
@@ -335,7 +968,10 @@ export function authRouter(ctx: AppContext): Router {
 
   router.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     if (err instanceof AuthApiError) {
-      res.status(err.status).json({ code: err.status, error_code: err.errorCode, msg: err.message });
+      if (err.status >= 500) ctx.log.warn({ reason: (err.cause as Error | undefined)?.message }, err.message);
+      res
+        .status(err.status)
+        .json({ code: err.status, error_code: err.errorCode, msg: err.message, ...err.extra });
     } else if (err instanceof GateError) {
       res
         .status(err.status)

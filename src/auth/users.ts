@@ -3,6 +3,8 @@ import type pg from "pg";
 import { sha256 } from "../platform/ids";
 import { withAdminTransaction } from "../db/transaction";
 
+type Db = pg.Pool | pg.PoolClient;
+
 export interface UserRow {
   id: string;
   aud: string;
@@ -11,19 +13,163 @@ export interface UserRow {
   encrypted_password: string | null;
   is_anonymous: boolean;
   email_confirmed_at: Date | null;
+  confirmed_at: Date | null;
   last_sign_in_at: Date | null;
   raw_app_meta_data: Record<string, unknown>;
   raw_user_meta_data: Record<string, unknown>;
+  confirmation_token: string | null;
+  confirmation_sent_at: Date | null;
+  recovery_token: string | null;
+  recovery_sent_at: Date | null;
+  email_change: string | null;
+  email_change_token_new: string | null;
+  email_change_token_current: string | null;
+  email_change_sent_at: Date | null;
+  email_change_confirm_status: number;
+  reauthentication_token: string | null;
+  reauthentication_sent_at: Date | null;
+  invited_at: Date | null;
+  banned_until: Date | null;
   created_at: Date;
   updated_at: Date;
 }
 
-/** A new anonymous user: signed in at once, without email or password. */
-export async function insertAnonymousUser(
-  pool: pg.Pool,
-  metadata: Record<string, unknown>,
-): Promise<UserRow> {
-  const { rows } = await pool.query(
+export interface FactorRow {
+  id: string;
+  user_id: string;
+  friendly_name: string | null;
+  factor_type: string;
+  status: string;
+  secret: string;
+  created_at: Date;
+  updated_at: Date;
+  last_challenged_at: Date | null;
+}
+
+export function toFactor(f: FactorRow) {
+  return {
+    id: f.id,
+    friendly_name: f.friendly_name ?? "",
+    factor_type: f.factor_type,
+    status: f.status,
+    created_at: f.created_at,
+    updated_at: f.updated_at,
+    last_challenged_at: f.last_challenged_at ?? undefined,
+  };
+}
+
+/** A user as the auth client reads it, with its identities and (when it has any) MFA factors. */
+export function toUser(row: UserRow, identities: Record<string, unknown>[] = [], factors: FactorRow[] = []) {
+  return {
+    id: row.id,
+    aud: row.aud,
+    role: row.role,
+    email: row.email ?? "",
+    email_confirmed_at: row.email_confirmed_at ?? undefined,
+    phone: "",
+    confirmation_sent_at: row.confirmation_sent_at ?? undefined,
+    confirmed_at: row.confirmed_at ?? undefined,
+    recovery_sent_at: row.recovery_sent_at ?? undefined,
+    new_email: row.email_change || undefined,
+    email_change_sent_at: row.email_change_sent_at ?? undefined,
+    invited_at: row.invited_at ?? undefined,
+    banned_until: row.banned_until ?? undefined,
+    last_sign_in_at: row.last_sign_in_at ?? undefined,
+    app_metadata: row.raw_app_meta_data,
+    user_metadata: row.raw_user_meta_data,
+    identities,
+    factors: factors.length ? factors.map(toFactor) : undefined,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+    is_anonymous: row.is_anonymous,
+  };
+}
+
+export type ApiUser = ReturnType<typeof toUser>;
+
+async function identitiesOf(db: Db, userId: string) {
+  const { rows } = await db.query(
+    `select identity_id, id, user_id, identity_data, provider, last_sign_in_at, created_at, updated_at, email
+       from (select id::text as identity_id, provider_id as id, user_id, identity_data, provider,
+                    last_sign_in_at, created_at, updated_at, email
+               from auth.identities where user_id = $1 order by created_at) i`,
+    [userId],
+  );
+  return rows;
+}
+
+export async function factorsOf(db: Db, userId: string): Promise<FactorRow[]> {
+  return (await db.query("select * from auth.mfa_factors where user_id = $1 order by created_at", [userId]))
+    .rows;
+}
+
+/** The client's view of a user row: with identities and factors. */
+export async function apiUser(db: Db, row: UserRow): Promise<ApiUser> {
+  return toUser(row, await identitiesOf(db, row.id), await factorsOf(db, row.id));
+}
+
+export async function userByEmail(db: Db, email: string): Promise<UserRow | undefined> {
+  return (await db.query("select * from auth.users where email = $1", [email])).rows[0];
+}
+
+export async function userById(db: Db, id: string): Promise<UserRow | undefined> {
+  return (await db.query("select * from auth.users where id::text = $1", [id])).rows[0];
+}
+
+/** A new user (and its email identity). Undefined when the email is taken. */
+export async function insertUser(
+  db: Db,
+  user: {
+    email: string;
+    passwordHash: string | null;
+    confirmed: boolean;
+    metadata: Record<string, unknown>;
+    appMetadata?: Record<string, unknown>;
+    invited?: boolean;
+  },
+): Promise<UserRow | undefined> {
+  const { rows } = await db.query(
+    `insert into auth.users (email, encrypted_password, email_confirmed_at, raw_user_meta_data, raw_app_meta_data,
+                             invited_at)
+     values ($1, $2, case when $3 then now() end, $4,
+             '{"provider": "email", "providers": ["email"]}'::jsonb || coalesce($5, '{}')::jsonb,
+             case when $6 then now() end)
+     on conflict (email) do nothing returning *`,
+    [
+      user.email,
+      user.passwordHash,
+      user.confirmed,
+      JSON.stringify(user.metadata),
+      user.appMetadata ? JSON.stringify(user.appMetadata) : null,
+      Boolean(user.invited),
+    ],
+  );
+  const row: UserRow | undefined = rows[0];
+  if (row) await upsertEmailIdentity(db, row);
+  return row;
+}
+
+/** The user's `email` identity, kept in step with its address and confirmation. */
+export async function upsertEmailIdentity(db: Db, row: UserRow): Promise<void> {
+  if (!row.email) return;
+  await db.query(
+    `insert into auth.identities (provider_id, user_id, identity_data, provider)
+     values ($1::text, $1::text::uuid, $2, 'email')
+     on conflict (provider_id, provider) do update set identity_data = excluded.identity_data, updated_at = now()`,
+    [
+      row.id,
+      JSON.stringify({
+        sub: row.id,
+        email: row.email,
+        email_verified: row.email_confirmed_at !== null,
+        phone_verified: false,
+      }),
+    ],
+  );
+}
+
+export async function insertAnonymousUser(db: Db, metadata: Record<string, unknown>): Promise<UserRow> {
+  const { rows } = await db.query(
     `insert into auth.users (is_anonymous, raw_app_meta_data, raw_user_meta_data)
      values (true, '{"provider": "anonymous", "providers": ["anonymous"]}', $1) returning *`,
     [JSON.stringify(metadata)],
@@ -31,95 +177,99 @@ export async function insertAnonymousUser(
   return rows[0];
 }
 
-/** A user as the auth client reads it. */
-export function toUser(row: UserRow) {
-  return {
-    id: row.id,
-    aud: row.aud,
-    role: row.role,
-    email: row.email ?? "",
-    email_confirmed_at: row.email_confirmed_at,
-    confirmed_at: row.email_confirmed_at,
-    phone: "",
-    last_sign_in_at: row.last_sign_in_at,
-    app_metadata: row.raw_app_meta_data,
-    user_metadata: row.raw_user_meta_data,
-    identities: [],
-    created_at: row.created_at,
-    updated_at: row.updated_at,
-    is_anonymous: row.is_anonymous,
-  };
-}
-
-export async function insertUser(
-  pool: pg.Pool,
-  user: { email: string; passwordHash: string; confirmed: boolean; metadata: Record<string, unknown> },
-): Promise<UserRow | undefined> {
-  const { rows } = await pool.query(
-    `insert into auth.users (email, encrypted_password, email_confirmed_at, raw_user_meta_data)
-     values ($1, $2, case when $3 then now() end, $4)
-     on conflict (email) do nothing returning *`,
-    [user.email, user.passwordHash, user.confirmed, JSON.stringify(user.metadata)],
+/** Sets columns of a user (names are the caller's constants, never input) and returns the row. */
+export async function setUser(db: Db, id: string, columns: Record<string, unknown>): Promise<UserRow> {
+  const names = Object.keys(columns);
+  const sets = names.map((n, i) => `${n} = $${i + 2}`);
+  const { rows } = await db.query(
+    `update auth.users set ${[...sets, "updated_at = now()"].join(", ")} where id = $1 returning *`,
+    [id, ...names.map((n) => columns[n])],
   );
   return rows[0];
 }
 
-export async function userByEmail(pool: pg.Pool, email: string): Promise<UserRow | undefined> {
-  return (await pool.query("select * from auth.users where email = $1", [email])).rows[0];
-}
-
-export async function userById(pool: pg.Pool, id: string): Promise<UserRow | undefined> {
-  return (await pool.query("select * from auth.users where id::text = $1", [id])).rows[0];
-}
-
-export async function updateUser(
-  pool: pg.Pool,
+/** Merges metadata: keys set to null are removed, as the platform does. */
+export async function mergeUserMetadata(
+  db: Db,
   id: string,
-  changes: { email?: string; passwordHash?: string; metadata?: Record<string, unknown> },
-): Promise<UserRow | undefined> {
-  const { rows } = await pool.query(
+  column: "raw_user_meta_data" | "raw_app_meta_data",
+  changes: Record<string, unknown>,
+): Promise<void> {
+  await db.query(
     `update auth.users
-        set email = coalesce($2, email),
-            encrypted_password = coalesce($3, encrypted_password),
-            raw_user_meta_data = raw_user_meta_data || coalesce($4, '{}'::jsonb),
-            updated_at = now()
-      where id = $1 returning *`,
-    [
-      id,
-      changes.email ?? null,
-      changes.passwordHash ?? null,
-      changes.metadata ? JSON.stringify(changes.metadata) : null,
-    ],
+        set ${column} = jsonb_strip_nulls(${column} || $2::jsonb) , updated_at = now()
+      where id = $1`,
+    [id, JSON.stringify(changes)],
   );
-  return rows[0];
 }
 
-/** A new session of `userId` with its first refresh token; marks the sign-in. */
+export interface AmrEntry {
+  method: string;
+  timestamp: number;
+}
+
+/** A new session of `userId` with its first refresh token; records how it was authenticated. */
 export async function startSession(
-  pool: pg.Pool,
+  db: Db,
   userId: string,
+  method: string,
 ): Promise<{ sessionId: string; refreshToken: string }> {
-  const { rows } = await pool.query(
-    `with s as (insert into auth.sessions (user_id) values ($1) returning id),
-          u as (update auth.users set last_sign_in_at = now() where id = $1)
+  const { rows } = await db.query(
+    `with s as (insert into auth.sessions (user_id, aal) values ($1, 'aal1') returning id),
+          u as (update auth.users set last_sign_in_at = now() where id = $1),
+          a as (insert into auth.mfa_amr_claims (session_id, authentication_method) select id, $2 from s)
      select id from s`,
-    [userId],
+    [userId, method],
   );
   const sessionId = rows[0].id;
-  return { sessionId, refreshToken: await addRefreshToken(pool, sessionId, userId) };
+  await db.query(
+    "update auth.identities set last_sign_in_at = now() where user_id = $1 and provider = 'email'",
+    [userId],
+  );
+  return { sessionId, refreshToken: await addRefreshToken(db, sessionId, userId, null) };
 }
 
-async function addRefreshToken(
-  pool: pg.Pool | pg.PoolClient,
+/** Raises a session to aal2 after a verified factor, adding the method to its amr. */
+export async function elevateSession(db: Db, sessionId: string, factorId: string, method: string) {
+  await db.query(`update auth.sessions set aal = 'aal2', factor_id = $2, updated_at = now() where id = $1`, [
+    sessionId,
+    factorId,
+  ]);
+  await db.query(
+    `insert into auth.mfa_amr_claims (session_id, authentication_method) values ($1, $2)
+     on conflict (session_id, authentication_method) do update set updated_at = now()`,
+    [sessionId, method],
+  );
+}
+
+/** A session's assurance level and amr (newest first), as the JWT carries them. */
+export async function sessionAssurance(
+  db: Db,
+  sessionId: string,
+): Promise<{ aal: string; amr: AmrEntry[] } | undefined> {
+  const { rows } = await db.query(
+    `select s.aal::text as aal,
+            coalesce((select jsonb_agg(jsonb_build_object('method', c.authentication_method,
+                                        'timestamp', extract(epoch from c.updated_at)::bigint)
+                                       order by c.updated_at desc)
+                        from auth.mfa_amr_claims c where c.session_id = s.id), '[]') as amr
+       from auth.sessions s where s.id::text = $1`,
+    [sessionId],
+  );
+  return rows[0];
+}
+
+export async function addRefreshToken(
+  db: Db,
   sessionId: string,
   userId: string,
+  parent: string | null,
 ): Promise<string> {
   const token = randomBytes(24).toString("base64url");
-  await pool.query("insert into auth.refresh_tokens (token_hash, session_id, user_id) values ($1, $2, $3)", [
-    sha256(token),
-    sessionId,
-    userId,
-  ]);
+  await db.query(
+    "insert into auth.refresh_tokens (token_hash, session_id, user_id, parent) values ($1, $2, $3, $4)",
+    [sha256(token), sessionId, userId, parent],
+  );
   return token;
 }
 
@@ -131,7 +281,7 @@ export type RefreshOutcome =
 /**
  * Exchanges a refresh token. With rotation, the token is revoked and a new one issued; a revoked token
  * presented again within `reuseIntervalSeconds` of its rotation gets a fresh one (a client's retry), later
- * it counts as reuse and ends the whole session.
+ * it counts as reuse and ends the whole session (the token family).
  */
 export async function refreshSession(
   pool: pg.Pool,
@@ -147,7 +297,7 @@ export async function refreshSession(
     const row = rows[0];
     let outcome: RefreshOutcome;
     if (!row) outcome = { kind: "not_found" };
-    else if (row.revoked && Number(row.age) > options.reuseIntervalSeconds) {
+    else if (row.revoked && Number(row.age) >= options.reuseIntervalSeconds) {
       await client.query("delete from auth.sessions where id = $1", [row.session_id]);
       outcome = { kind: "reused" };
     } else if (!options.rotate && !row.revoked) {
@@ -159,7 +309,10 @@ export async function refreshSession(
           [row.id],
         );
       }
-      const next = await addRefreshToken(client, row.session_id, row.user_id);
+      const next = await addRefreshToken(client, row.session_id, row.user_id, sha256(token));
+      await client.query("update auth.sessions set refreshed_at = now(), updated_at = now() where id = $1", [
+        row.session_id,
+      ]);
       outcome = { kind: "ok", sessionId: row.session_id, userId: row.user_id, refreshToken: next };
     }
     return outcome;
@@ -168,16 +321,16 @@ export async function refreshSession(
 
 /** Ends sessions: `local` the given one, `others` all but it, `global` all of the user's. */
 export async function endSessions(
-  pool: pg.Pool,
+  db: Db,
   userId: string,
-  sessionId: string,
+  sessionId: string | null,
   scope: "global" | "local" | "others",
 ): Promise<void> {
-  if (scope === "global") {
-    await pool.query("delete from auth.sessions where user_id = $1", [userId]);
+  if (scope === "global" || !sessionId) {
+    await db.query("delete from auth.sessions where user_id = $1", [userId]);
     return;
   }
-  await pool.query("delete from auth.sessions where user_id = $1 and (id = $2) = $3", [
+  await db.query("delete from auth.sessions where user_id = $1 and (id = $2) = $3", [
     userId,
     sessionId,
     scope === "local",
@@ -185,6 +338,6 @@ export async function endSessions(
 }
 
 /** Whether a session still exists (a signed-out session's tokens stop opening /auth/v1/user). */
-export async function sessionExists(pool: pg.Pool, sessionId: string): Promise<boolean> {
-  return (await pool.query("select 1 from auth.sessions where id::text = $1", [sessionId])).rowCount === 1;
+export async function sessionExists(db: Db, sessionId: string): Promise<boolean> {
+  return (await db.query("select 1 from auth.sessions where id::text = $1", [sessionId])).rowCount === 1;
 }

@@ -127,6 +127,34 @@ const JSONB_COLUMNS = new Set(["platform.signing_keys.private_jwk"]);
 export type SealedColumn = (typeof SEALED_COLUMNS)[number];
 export const purposeOf = (c: SealedColumn) => `${c[0]}.${c[2]}`;
 
+/** Fields of a project's auth config (platform.auth_config.config) that hold secrets: stored sealed. */
+export const isSecretAuthField = (field: string): boolean =>
+  field === "smtp_pass" || /_secrets?$/.test(field);
+export const authFieldPurpose = (field: string) => `platform.auth_config.${field}`;
+
+/** Re-seals the secret fields of every project's auth config, as resealColumns does for columns. */
+async function resealAuthConfig(client: pg.ClientBase, to: KeyEncryptionKey, from?: KeyEncryptionKey) {
+  const { rows } = await client.query("select project_ref, config from platform.auth_config");
+  for (const row of rows) {
+    const config = row.config as Record<string, unknown>;
+    let changed = false;
+    for (const [field, value] of Object.entries(config)) {
+      if (!isSecretAuthField(field) || typeof value !== "string" || value === "") continue;
+      const sealedBefore = isSealed(value);
+      if (!from && sealedBefore) continue;
+      const plain = from && sealedBefore ? from.open(value, authFieldPurpose(field)) : value;
+      config[field] = to.seal(plain, authFieldPurpose(field));
+      changed = true;
+    }
+    if (changed) {
+      await client.query("update platform.auth_config set config = $2 where project_ref = $1", [
+        row.project_ref,
+        JSON.stringify(config),
+      ]);
+    }
+  }
+}
+
 /**
  * Re-seals every sealed column with `to`: values are opened with `from` (a rotation) or, without it, only
  * values stored in plain text are sealed (an installation from before sealing). Run in one transaction.
@@ -157,4 +185,5 @@ export async function resealColumns(
       await client.query(update.text, update.values as unknown[]);
     }
   }
+  await resealAuthConfig(client, to, from);
 }

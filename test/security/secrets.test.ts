@@ -34,6 +34,13 @@ describe("Secrets at rest", () => {
     await waitForStatus(server, ref, "ACTIVE_HEALTHY");
     expect(
       (
+        await mgmt(server, "PATCH", `/v1/projects/${ref}/config/auth`, {
+          body: { smtp_pass: "smtp-password-sealed", external_keycloak_secret: "oidc-client-secret-sealed" },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
         await mgmt(server, "POST", `/v1/projects/${ref}/secrets`, {
           body: [{ name: "STRIPE", value: "sk_live_sealed" }],
         })
@@ -56,6 +63,8 @@ describe("Secrets at rest", () => {
       (await mgmt(server, "GET", `/v1/projects/${ref}/pgsodium`)).body.root_key,
       "strata-test-authenticator",
       "sealed-project-password",
+      "smtp-password-sealed",
+      "oidc-client-secret-sealed",
       server.dbUrl,
     ];
     expect(values.every((v) => typeof v === "string" && v.length >= 16)).toBe(true);
@@ -116,8 +125,20 @@ describe("Secrets at rest", () => {
       /key-encryption key does not open this installation's secrets/,
     );
 
+    const smtp = await mgmt(own, "PATCH", `/v1/projects/${own.ref}/config/auth`, {
+      body: { smtp_pass: "smtp-password-to-reseal" },
+    });
+    expect(smtp.status).toBe(200);
+
     const next = "the-next-key-encryption-key-of-32-chars";
     await cli({ STRATA_KEK: TEST_KEK, STRATA_NEW_KEK: next });
+    const auth = await own.sql(
+      "select config->>'smtp_pass' as pass from platform.auth_config where project_ref = $1",
+      [own.ref],
+    );
+    expect(loadKek("", next).open(auth.rows[0].pass, "platform.auth_config.smtp_pass")).toBe(
+      "smtp-password-to-reseal",
+    );
     const { rows } = await own.sql("select jwt_secret from platform.projects where is_default");
     expect(loadKek("", next).open(rows[0].jwt_secret, "platform.projects.jwt_secret")).toBe(TEST_JWT_SECRET);
     expect(() => loadKek("", TEST_KEK).open(rows[0].jwt_secret, "platform.projects.jwt_secret")).toThrow();

@@ -8,6 +8,9 @@ export const STRING_FIELDS = [
   "smtp_port",
   "smtp_user",
   "smtp_pass",
+  "external_keycloak_client_id",
+  "external_keycloak_secret",
+  "external_keycloak_url",
   "smtp_sender_name",
   "mailer_subjects_confirmation",
   "mailer_templates_confirmation_content",
@@ -68,6 +71,7 @@ export const STRING_FIELDS = [
 export const BOOLEAN_FIELDS = [
   "disable_signup",
   "external_anonymous_users_enabled",
+  "external_keycloak_enabled",
   "external_email_enabled",
   "external_phone_enabled",
   "mailer_allow_unverified_email_sign_ins",

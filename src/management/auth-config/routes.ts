@@ -2,6 +2,7 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { AUTH_CONFIG_DEFAULTS, storedAuthConfig, updateAuthConfig } from "../../auth/authConfig";
+import { isSecretAuthField } from "../../platform/kek";
 import { route } from "../route";
 import {
   BOOLEAN_FIELDS,
@@ -51,9 +52,14 @@ const ALL_FIELDS = [
   ...Object.keys(GET_ONLY_FIELDS),
 ];
 
-/** The full auth config: every field of the spec, stored value, else default, else null. */
+/**
+ * The full auth config: every field of the spec, stored value, else default, else null. The SMTP password
+ * and secrets are applied but never answered.
+ */
 function fullConfig(stored: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(ALL_FIELDS.map((f) => [f, stored[f] ?? AUTH_CONFIG_DEFAULTS[f] ?? null]));
+  return Object.fromEntries(
+    ALL_FIELDS.map((f) => [f, isSecretAuthField(f) ? null : (stored[f] ?? AUTH_CONFIG_DEFAULTS[f] ?? null)]),
+  );
 }
 
 /** Auth config: read by /auth/v1 on every request, so a change applies at once. */

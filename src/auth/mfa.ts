@@ -1,0 +1,216 @@
+import { Router, type Request } from "express";
+import { z } from "zod";
+import * as OTPAuth from "otpauth";
+import QRCode from "qrcode";
+import type { ProjectRuntime } from "../projects/runtime";
+import { AuthApiError } from "./errors";
+import type { AuthToolkit, Handle } from "./router";
+import {
+  addRefreshToken,
+  elevateSession,
+  factorsOf,
+  sessionAssurance,
+  userById,
+  type FactorRow,
+} from "./users";
+
+/** A challenge is answered within 5 minutes; TOTP codes of the step before and after are accepted. */
+const CHALLENGE_SECONDS = 300;
+const TOTP_WINDOW = 1;
+
+const enrollBody = z.object({
+  factor_type: z.string(),
+  friendly_name: z.string().max(255).optional(),
+  issuer: z.string().optional(),
+});
+const verifyBody = z.object({ challenge_id: z.string().uuid(), code: z.string().min(1) });
+const uuid = z.string().uuid();
+
+function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const parsed = schema.safeParse(body ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new AuthApiError(400, "validation_failed", `${issue.path.join(".") || "body"}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** MFA with TOTP factors (auth-js `mfa.*`): enroll, challenge, verify, unenroll. */
+export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
+  const router = Router({ caseSensitive: true });
+
+  async function signedIn(project: ProjectRuntime, req: Request) {
+    const current = await tk.currentUser(project, req);
+    if (!current.user || !current.sessionId) {
+      throw new AuthApiError(
+        401,
+        "no_authorization",
+        "This endpoint requires a session of the project's user",
+      );
+    }
+    const assurance = await sessionAssurance(project.adminPool, current.sessionId);
+    return { user: current.user, sessionId: current.sessionId, aal: assurance?.aal ?? "aal1" };
+  }
+
+  async function factorOf(project: ProjectRuntime, userId: string, id: string): Promise<FactorRow> {
+    const factor = uuid.safeParse(id).success
+      ? (
+          await project.adminPool.query("select * from auth.mfa_factors where id = $1 and user_id = $2", [
+            id,
+            userId,
+          ])
+        ).rows[0]
+      : undefined;
+    if (!factor) throw new AuthApiError(404, "mfa_factor_not_found", "Factor not found");
+    return factor;
+  }
+
+  router.post(
+    "/factors",
+    handle(async (project, req) => {
+      const { user, aal } = await signedIn(project, req);
+      const settings = await tk.settings(project);
+      const body = parseBody(enrollBody, req.body);
+      if (body.factor_type !== "totp") {
+        throw new AuthApiError(
+          422,
+          "mfa_factor_type_not_supported",
+          `Factor type ${body.factor_type} is not supported`,
+        );
+      }
+      if (settings.mfa_totp_enroll_enabled === false) {
+        throw new AuthApiError(422, "mfa_totp_enroll_not_enabled", "MFA enroll is disabled for TOTP");
+      }
+      const factors = await factorsOf(project.adminPool, user.id);
+      if (factors.some((f) => f.status === "verified") && aal !== "aal2") {
+        throw new AuthApiError(422, "insufficient_aal", "AAL2 required to enroll a new factor");
+      }
+      if (factors.length >= Number(settings.mfa_max_enrolled_factors ?? 10)) {
+        throw new AuthApiError(
+          422,
+          "too_many_enrolled_mfa_factors",
+          "Maximum number of verified factors reached, unenroll to continue",
+        );
+      }
+      const friendlyName = body.friendly_name ?? "";
+      const secret = new OTPAuth.Secret({ size: 20 }).base32;
+      let issuer = body.issuer;
+      if (!issuer) {
+        try {
+          issuer = new URL(String(settings.site_url)).hostname;
+        } catch {
+          issuer = "Strata";
+        }
+      }
+      const uri = new OTPAuth.TOTP({ issuer, label: user.email || user.id, secret }).toString();
+      const { rows } = await project.adminPool
+        .query(
+          `insert into auth.mfa_factors (user_id, friendly_name, factor_type, status, secret)
+           values ($1, $2, 'totp', 'unverified', $3) returning *`,
+          [user.id, friendlyName, secret],
+        )
+        .catch((e) => {
+          if (e.code === "23505") {
+            throw new AuthApiError(
+              422,
+              "mfa_factor_name_conflict",
+              `A factor with the friendly name "${friendlyName}" for this user already exists`,
+            );
+          }
+          throw e;
+        });
+      const svg = await QRCode.toString(uri, { type: "svg" });
+      return {
+        id: rows[0].id,
+        type: "totp",
+        friendly_name: friendlyName,
+        totp: { qr_code: `data:image/svg+xml;utf-8,${svg}`, secret, uri },
+      };
+    }),
+  );
+
+  router.post(
+    "/factors/:id/challenge",
+    handle(async (project, req) => {
+      const { user } = await signedIn(project, req);
+      const settings = await tk.settings(project);
+      const factor = await factorOf(project, user.id, String(req.params.id));
+      if (settings.mfa_totp_verify_enabled === false) {
+        throw new AuthApiError(422, "mfa_totp_verify_not_enabled", "MFA verification is disabled for TOTP");
+      }
+      const { rows } = await project.adminPool.query(
+        `with c as (insert into auth.mfa_challenges (factor_id, ip_address) values ($1, $2) returning *),
+              f as (update auth.mfa_factors set last_challenged_at = now() where id = $1)
+         select id, extract(epoch from created_at)::bigint + $3 as expires_at from c`,
+        [factor.id, req.ip && /^[0-9a-f.:]+$/i.test(req.ip) ? req.ip : null, CHALLENGE_SECONDS],
+      );
+      return { id: rows[0].id, type: "totp", expires_at: Number(rows[0].expires_at) };
+    }),
+  );
+
+  router.post(
+    "/factors/:id/verify",
+    handle(async (project, req) => {
+      const { user, sessionId } = await signedIn(project, req);
+      const settings = await tk.settings(project);
+      const factor = await factorOf(project, user.id, String(req.params.id));
+      if (settings.mfa_totp_verify_enabled === false) {
+        throw new AuthApiError(422, "mfa_totp_verify_not_enabled", "MFA verification is disabled for TOTP");
+      }
+      const body = parseBody(verifyBody, req.body);
+      const { rows } = await project.adminPool.query(
+        `select id, verified_at, extract(epoch from now() - created_at) as age
+           from auth.mfa_challenges where id = $1 and factor_id = $2`,
+        [body.challenge_id, factor.id],
+      );
+      const challenge = rows[0];
+      if (!challenge) throw new AuthApiError(404, "mfa_challenge_not_found", "Challenge not found");
+      if (challenge.verified_at || Number(challenge.age) > CHALLENGE_SECONDS) {
+        await project.adminPool.query("delete from auth.mfa_challenges where id = $1", [challenge.id]);
+        throw new AuthApiError(
+          422,
+          "mfa_challenge_expired",
+          `MFA challenge ${challenge.id} has expired, verify against another challenge or create a new challenge.`,
+        );
+      }
+      const totp = new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(factor.secret) });
+      if (totp.validate({ token: body.code.trim(), window: TOTP_WINDOW }) === null) {
+        throw new AuthApiError(422, "mfa_verification_failed", "Invalid TOTP code entered");
+      }
+      await project.adminPool.query("update auth.mfa_challenges set verified_at = now() where id = $1", [
+        challenge.id,
+      ]);
+      await project.adminPool.query(
+        "update auth.mfa_factors set status = 'verified', updated_at = now() where id = $1",
+        [factor.id],
+      );
+      await elevateSession(project.adminPool, sessionId, factor.id, "totp");
+      // A fresh token pair of the same session, now at aal2.
+      const refreshToken = await addRefreshToken(project.adminPool, sessionId, user.id, null);
+      return tk.sessionResponse(
+        project,
+        req,
+        (await userById(project.adminPool, user.id))!,
+        { sessionId, refreshToken },
+        settings,
+        "totp",
+      );
+    }),
+  );
+
+  router.delete(
+    "/factors/:id",
+    handle(async (project, req) => {
+      const { user, aal } = await signedIn(project, req);
+      const factor = await factorOf(project, user.id, String(req.params.id));
+      const anyVerified = (await factorsOf(project.adminPool, user.id)).some((f) => f.status === "verified");
+      if (anyVerified && aal !== "aal2") {
+        throw new AuthApiError(422, "insufficient_aal", "AAL2 required to unenroll verified factor");
+      }
+      await project.adminPool.query("delete from auth.mfa_factors where id = $1", [factor.id]);
+      return { id: factor.id };
+    }),
+  );
+
+  return router;
+}
