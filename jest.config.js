@@ -7,6 +7,7 @@ module.exports = {
     "^.+\\.ts$": ["ts-jest", { diagnostics: false }],
   },
   globalSetup: "<rootDir>/test/setup/globalSetup.ts",
+  setupFiles: ["<rootDir>/test/setup/pgErrors.ts"],
   globalTeardown: "<rootDir>/test/setup/globalTeardown.ts",
   testTimeout: 60000,
   maxWorkers: 2,
