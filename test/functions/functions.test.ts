@@ -25,6 +25,14 @@ async function deploy(
 }
 
 describe("Edge functions", () => {
+  /** The function's text answer, or its error status and body (so a failure says what came back). */
+  async function textOf(slug: string): Promise<unknown> {
+    const { data, error } = await client.functions.invoke(slug, { method: "GET" });
+    if (!error) return data;
+    const response = (error as { context?: Response }).context;
+    return `error ${response?.status}: ${await response?.text().catch(() => "")}`;
+  }
+
   let server: TestServer;
   let client: SupabaseClient;
   const sentinel = "server-only-value-" + Math.random().toString(36).slice(2);
@@ -273,12 +281,12 @@ describe("Edge functions", () => {
 
   it("runs the new code after a redeploy, refuses code that does not parse, and answers 404 after delete", async () => {
     await deploy(server, server.ref, "versioned", { "index.ts": "Deno.serve(() => new Response('one'))" });
-    expect((await client.functions.invoke("versioned", { method: "GET" })).data).toBe("one");
+    expect(await textOf("versioned")).toBe("one");
     const second = await deploy(server, server.ref, "versioned", {
       "index.ts": "Deno.serve(() => new Response('two'))",
     });
     expect(second.body.version).toBe(2);
-    expect((await client.functions.invoke("versioned", { method: "GET" })).data).toBe("two");
+    expect(await textOf("versioned")).toBe("two");
 
     const broken = await deploy(server, server.ref, "versioned", {
       "index.ts": "Deno.serve(() => new Response('x'",
@@ -287,11 +295,11 @@ describe("Edge functions", () => {
     expect(broken.body.message).toMatch(/Failed to parse index\.ts/);
     const fn = await mgmt(server, "GET", `/v1/projects/${server.ref}/functions/versioned`);
     expect(fn.body.version).toBe(2);
-    expect((await client.functions.invoke("versioned", { method: "GET" })).data).toBe("two");
+    expect(await textOf("versioned")).toBe("two");
 
     // A third version: its files and the previous version's stay on disk, older ones go.
     await deploy(server, server.ref, "versioned", { "index.ts": "Deno.serve(() => new Response('three'))" });
-    expect((await client.functions.invoke("versioned", { method: "GET" })).data).toBe("three");
+    expect(await textOf("versioned")).toBe("three");
     const versionsDir = path.join(server.strata.ctx.config.dataDir, "functions", server.ref, "versioned");
     expect(readdirSync(versionsDir).sort()).toEqual(["2", "3"]);
 
@@ -325,7 +333,7 @@ describe("Edge functions", () => {
     expect(a.body).toMatchObject({ slug: "bundled-a", version: 2 });
     expect(b.body).toMatchObject({ slug: "bundled-b", version: 1 });
     // Uploaded, not served: the old version answers, the new function does not exist yet.
-    expect((await client.functions.invoke("bundled-a", { method: "GET" })).data).toBe("a1");
+    expect(await textOf("bundled-a")).toBe("a1");
     const missing = await client.functions.invoke("bundled-b", { method: "GET" });
     expect((missing.error as { context: Response }).context.status).toBe(404);
 
@@ -338,7 +346,7 @@ describe("Edge functions", () => {
       body: [entry(a), { ...entry(b), slug: "nowhere" }],
     });
     expect(refused.status).toBe(404);
-    expect((await client.functions.invoke("bundled-a", { method: "GET" })).data).toBe("a1");
+    expect(await textOf("bundled-a")).toBe("a1");
 
     const updated = await mgmt(server, "PUT", `/v1/projects/${server.ref}/functions`, {
       body: [entry(a), entry(b)],
@@ -348,8 +356,8 @@ describe("Edge functions", () => {
       ["bundled-a", 2],
       ["bundled-b", 1],
     ]);
-    expect((await client.functions.invoke("bundled-a", { method: "GET" })).data).toBe("a2");
-    expect((await client.functions.invoke("bundled-b", { method: "GET" })).data).toBe("b1");
+    expect(await textOf("bundled-a")).toBe("a2");
+    expect(await textOf("bundled-b")).toBe("b1");
     const { rows } = await server.strata.ctx.platformPool.query(
       `select slug, version from platform.edge_functions where project_ref = $1 and slug like 'bundled-%'
        union all select slug, -version from platform.edge_function_bundles where project_ref = $1 order by 1, 2`,
