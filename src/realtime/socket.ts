@@ -1,0 +1,385 @@
+import { createHash } from "node:crypto";
+import type { IncomingMessage, Server } from "node:http";
+import os from "node:os";
+import path from "node:path";
+import type { Duplex } from "node:stream";
+import { decodeJwt } from "jose";
+import { WebSocket, WebSocketServer } from "ws";
+import { authenticateBearer, authenticateDataRequest, type RequestAuth } from "../auth/dataAuth";
+import type { AppContext } from "../context";
+import { GateError, openProject } from "../http/gate";
+import type { ProjectRuntime } from "../projects/runtime";
+import { authorizeTopic } from "./authorize";
+import { ProjectHub, Session } from "./channels";
+import { parseBinding, type PgBinding } from "./filters";
+import { decodeFrame, encodeFrame, type Frame, type Vsn } from "./protocol";
+
+/**
+ * `/realtime/v1/websocket`: Phoenix channels as realtime-js speaks them (phx_join with the config
+ * {broadcast, presence, postgres_changes, private} and an access_token, heartbeat, access_token refreshes,
+ * broadcast, presence, phx_leave). The API key is checked when the socket connects; a bad one never gets a
+ * socket. Attached to the HTTP server's `upgrade` event.
+ */
+
+export const WEBSOCKET_PATH = "/realtime/v1/websocket";
+/** A subscriber whose socket holds this much unsent data is disconnected instead of buffering more. */
+const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
+const MAX_FRAME_BYTES = 1024 * 1024;
+/** setTimeout's limit; a token expiring later is checked on its next refresh. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+type Json = Record<string, unknown>;
+
+function tokenError(token: string, e: unknown): string {
+  try {
+    const { exp } = decodeJwt(token);
+    const now = Math.floor(Date.now() / 1000);
+    if (typeof exp === "number" && exp <= now) return `Token has expired ${now - exp} seconds ago`;
+  } catch {
+    return "The token provided is not a valid JWT";
+  }
+  return `InvalidJWTToken: ${(e as Error).message.replace(/^Invalid JWT: /, "")}`;
+}
+
+export class RealtimeServer {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
+  private readonly hubs = new Map<string, ProjectHub>();
+  private readonly connections = new Set<Connection>();
+  readonly nodeId: string;
+  private closed = false;
+
+  constructor(readonly ctx: AppContext) {
+    // Stable across restarts of this node, so a slot a crashed process left is found and replaced.
+    this.nodeId = createHash("sha1")
+      .update(`${os.hostname()}\u0000${path.resolve(ctx.config.dataDir)}`)
+      .digest("hex")
+      .slice(0, 10);
+  }
+
+  attach(server: Server): void {
+    server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      void this.upgrade(req, socket, head);
+    });
+  }
+
+  /** Says once at start when the main database cannot stream changes (postgres_changes need it). */
+  async checkWalLevel(): Promise<void> {
+    const { rows } = await this.ctx.platformPool.query("select current_setting('wal_level') as level");
+    if (rows[0]?.level !== "logical") {
+      this.ctx.log.warn(
+        `realtime: wal_level is ${rows[0]?.level}, so postgres_changes are off (broadcast and presence work); set wal_level = logical and restart PostgreSQL to turn them on`,
+      );
+    }
+  }
+
+  hubOf(project: ProjectRuntime): ProjectHub {
+    let hub = this.hubs.get(project.ref);
+    if (hub && hub.project !== project) {
+      // The project's runtime was replaced (restart, pause, secret change): start over on the new one.
+      void this.closeProject(project.ref);
+      hub = undefined;
+    }
+    if (!hub) {
+      hub = new ProjectHub(project, `strata_rt_${project.ref}_${this.nodeId}`, this.nodeId, this.ctx.log);
+      this.hubs.set(project.ref, hub);
+      project.events.once("closed", () => void this.closeProject(project.ref, project));
+      project.events.on("realtime-shutdown", () => void this.closeProject(project.ref, project));
+    }
+    return hub;
+  }
+
+  /** Closes a project's sockets and drops its slot (pause, delete, restart, realtime shutdown). */
+  async closeProject(ref: string, runtime?: ProjectRuntime): Promise<void> {
+    const hub = this.hubs.get(ref);
+    if (!hub || (runtime && hub.project !== runtime)) return;
+    this.hubs.delete(ref);
+    for (const c of [...this.connections]) if (c.project.ref === ref) c.close(1001, "project restarted");
+    await hub.close();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const c of [...this.connections]) c.close(1001, "server shutting down");
+    await Promise.all([...this.hubs.keys()].map((ref) => this.closeProject(ref)));
+    this.wss.close();
+  }
+
+  forget(c: Connection): void {
+    this.connections.delete(c);
+  }
+
+  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const refuse = (status: number, message: string) => {
+      const body = JSON.stringify({ message });
+      socket.end(
+        `HTTP/1.1 ${status} ${status === 404 ? "Not Found" : status === 503 ? "Service Unavailable" : "Forbidden"}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    };
+    if (url.pathname.replace(/\/$/, "") !== WEBSOCKET_PATH) return refuse(404, "Not found");
+    if (this.closed) return refuse(503, "Server is shutting down");
+    let project: ProjectRuntime;
+    let auth: RequestAuth;
+    const header = req.headers.apikey;
+    const apikey = url.searchParams.get("apikey") ?? (Array.isArray(header) ? header[0] : header);
+    try {
+      project = await openProject(this.ctx, req);
+      auth = await authenticateDataRequest(project, { apikey, authorization: undefined });
+    } catch (e) {
+      if (e instanceof GateError) return refuse(e.status === 401 ? 403 : e.status, e.message);
+      return refuse(403, (e as Error).message);
+    }
+    const vsn: Vsn = url.searchParams.get("vsn") === "2.0.0" ? "2.0.0" : "1.0.0";
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      this.connections.add(new Connection(this, ws, project, auth, apikey ?? "", vsn));
+    });
+  }
+}
+
+class Connection {
+  private readonly sessions = new Map<string, Session>();
+
+  constructor(
+    private readonly server: RealtimeServer,
+    private readonly ws: WebSocket,
+    readonly project: ProjectRuntime,
+    private readonly keyAuth: RequestAuth,
+    private readonly apikey: string,
+    private readonly vsn: Vsn,
+  ) {
+    ws.on("message", (data: Buffer, isBinary: boolean) => {
+      const frame = decodeFrame(
+        Buffer.isBuffer(data) ? data : Buffer.from(data as ArrayBuffer),
+        isBinary,
+        vsn,
+      );
+      if (frame) {
+        this.onFrame(frame).catch((e: Error) =>
+          server.ctx.log.warn({ ref: project.ref, err: e.message }, "realtime frame failed"),
+        );
+      }
+    });
+    ws.on("close", () => this.cleanup());
+    ws.on("error", () => this.cleanup());
+  }
+
+  private hubRef: ProjectHub | undefined;
+
+  private get hub(): ProjectHub {
+    return (this.hubRef ??= this.server.hubOf(this.project));
+  }
+
+  send(frame: Frame): void {
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    if (this.ws.bufferedAmount > MAX_BUFFERED_BYTES) {
+      // A subscriber that does not read: drop it rather than hold ever more frames for it.
+      this.ws.terminate();
+      return;
+    }
+    this.ws.send(encodeFrame(frame, this.vsn));
+  }
+
+  close(code: number, reason: string): void {
+    this.cleanup();
+    this.ws.close(code, reason);
+  }
+
+  private cleanup(): void {
+    this.server.forget(this);
+    for (const s of this.sessions.values()) this.hubRef?.remove(s);
+    this.sessions.clear();
+  }
+
+  private reply(frame: Frame, status: "ok" | "error", response: Json): void {
+    this.send({
+      join_ref: frame.join_ref,
+      ref: frame.ref,
+      topic: frame.topic,
+      event: "phx_reply",
+      payload: { status, response },
+    });
+  }
+
+  private async onFrame(frame: Frame): Promise<void> {
+    if (frame.topic === "phoenix") {
+      if (frame.event === "heartbeat") this.reply(frame, "ok", {});
+      return;
+    }
+    if (frame.event === "phx_join") return this.join(frame);
+    const session = this.sessions.get(frame.topic);
+    if (!session) {
+      if (frame.event !== "phx_leave") this.reply(frame, "error", { reason: "unmatched topic" });
+      else this.reply(frame, "ok", {});
+      return;
+    }
+    switch (frame.event) {
+      case "phx_leave":
+        this.drop(session);
+        this.reply(frame, "ok", {});
+        session.push("phx_close", {});
+        return;
+      case "access_token":
+        return this.refresh(session, frame.payload.access_token);
+      case "broadcast":
+        return this.broadcast(session, frame);
+      case "presence":
+        return this.presence(session, frame);
+      default:
+        return;
+    }
+  }
+
+  private drop(session: Session): void {
+    if (this.sessions.get(session.topic) === session) this.sessions.delete(session.topic);
+    this.hub.remove(session);
+  }
+
+  /** Closes a channel with a `system` error, as the platform does for an expired or refused token. */
+  private closeChannel(session: Session, message: string): void {
+    session.system("system", "error", message);
+    this.drop(session);
+    session.push("phx_close", {});
+  }
+
+  private async authOf(token: unknown): Promise<RequestAuth | string> {
+    if (typeof token !== "string" || token === "" || token === this.apikey) return this.keyAuth;
+    try {
+      return await authenticateBearer(this.project, token, this.keyAuth.role);
+    } catch (e) {
+      return tokenError(token, e);
+    }
+  }
+
+  private watchExpiry(session: Session): void {
+    clearTimeout(session.expiry);
+    const exp = session.currentAuth.claims.exp;
+    if (typeof exp !== "number") return;
+    const ms = exp * 1000 - Date.now();
+    if (ms > MAX_TIMER_MS) return;
+    session.expiry = setTimeout(
+      () => this.closeChannel(session, "Token has expired 0 seconds ago"),
+      Math.max(ms, 0),
+    );
+    session.expiry.unref();
+  }
+
+  private async join(frame: Frame): Promise<void> {
+    const payload = frame.payload;
+    const config = (payload.config && typeof payload.config === "object" ? payload.config : {}) as Json;
+    const previous = this.sessions.get(frame.topic);
+    if (previous) {
+      this.drop(previous);
+      previous.push("phx_close", {});
+    }
+    const auth = await this.authOf(payload.access_token);
+    if (typeof auth === "string") return this.reply(frame, "error", { reason: auth });
+
+    const rawBindings = Array.isArray(config.postgres_changes) ? config.postgres_changes : [];
+    const bindings: PgBinding[] = [];
+    for (const raw of rawBindings) {
+      const b = parseBinding(raw);
+      if (typeof b === "string") return this.reply(frame, "error", { reason: b });
+      bindings.push(b);
+    }
+    const broadcast = (config.broadcast ?? {}) as Json;
+    const presence = (config.presence ?? {}) as Json;
+    const isPrivate = config.private === true;
+    const session = new Session(
+      this,
+      frame.topic,
+      frame.join_ref,
+      isPrivate,
+      broadcast.self === true,
+      broadcast.ack === true,
+      typeof presence.key === "string" ? presence.key : undefined,
+      auth,
+    );
+    if (isPrivate) {
+      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => ({
+        read: false,
+        write: false,
+      }));
+      if (!rights.read) {
+        return this.reply(frame, "error", {
+          reason: `Unauthorized: You do not have permissions to read from this Channel topic: ${session.subTopic}`,
+        });
+      }
+      session.canWrite = rights.write;
+    }
+    if (this.ws.readyState !== WebSocket.OPEN) return;
+    const hub = this.hub;
+    this.sessions.set(frame.topic, session);
+    hub.add(session);
+    this.reply(frame, "ok", { postgres_changes: bindings.map((b) => ({ id: b.id, ...b.echo })) });
+    if (presence.enabled === true) session.push("presence_state", hub.presenceState(session.key));
+    this.watchExpiry(session);
+    if (bindings.length) {
+      session.bindings = bindings;
+      hub.feed.add(session).then(
+        () => {
+          if (this.sessions.get(frame.topic) === session)
+            session.system("postgres_changes", "ok", "Subscribed to PostgreSQL");
+        },
+        (e: Error) => {
+          this.server.ctx.log.warn({ ref: this.project.ref, err: e.message }, "realtime changes unavailable");
+          session.system("postgres_changes", "error", e.message);
+        },
+      );
+    }
+  }
+
+  private async refresh(session: Session, token: unknown): Promise<void> {
+    const auth = await this.authOf(token);
+    if (typeof auth === "string") return this.closeChannel(session, auth);
+    if (session.isPrivate) {
+      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => ({
+        read: false,
+        write: false,
+      }));
+      if (!rights.read) {
+        return this.closeChannel(
+          session,
+          `Unauthorized: You do not have permissions to read from this Channel topic: ${session.subTopic}`,
+        );
+      }
+      session.canWrite = rights.write;
+    }
+    session.currentAuth = auth;
+    this.watchExpiry(session);
+  }
+
+  private broadcast(session: Session, frame: Frame): void {
+    const p = frame.payload;
+    if (typeof p.event !== "string") {
+      if (session.ack) this.reply(frame, "error", { reason: "a broadcast needs an event" });
+      return;
+    }
+    if (session.isPrivate && !session.canWrite) {
+      if (session.ack) {
+        this.reply(frame, "error", {
+          reason: `Unauthorized: You do not have permissions to write to this Channel topic: ${session.subTopic}`,
+        });
+      }
+      return;
+    }
+    const message: Json = { type: "broadcast", event: p.event, payload: p.payload ?? {} };
+    if (p.meta !== undefined) message.meta = p.meta;
+    this.hub.broadcast(session.key, message, session);
+    if (session.ack) this.reply(frame, "ok", {});
+  }
+
+  private presence(session: Session, frame: Frame): void {
+    const p = frame.payload;
+    if (p.event === "track") {
+      const meta = p.payload && typeof p.payload === "object" ? (p.payload as Json) : {};
+      this.hub.track(session, meta);
+      this.reply(frame, "ok", {});
+    } else if (p.event === "untrack") {
+      this.hub.untrack(session);
+      this.reply(frame, "ok", {});
+    } else {
+      this.reply(frame, "error", { reason: "presence event must be track or untrack" });
+    }
+  }
+}
