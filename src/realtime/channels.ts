@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { RequestAuth } from "../auth/dataAuth";
+import { realtimeConfigOf, type RealtimeConfig } from "../catalog/realtimeConfig";
 import type { Logger } from "../log";
 import type { ProjectRuntime } from "../projects/runtime";
 import { ChangeFeed, type ChangeData, type ChangeSubscriber } from "./changes";
@@ -21,6 +22,7 @@ export interface Outbound {
 const NOTIFY_CHANNEL = "strata_realtime";
 /** pg_notify refuses payloads of 8000 bytes or more. */
 const NOTIFY_MAX = 7900;
+const CONFIG_TTL_MS = 1000;
 
 export class Session implements ChangeSubscriber {
   readonly id = randomUUID();
@@ -79,6 +81,10 @@ export class ProjectHub {
   readonly feed: ChangeFeed;
   private listener: pg.Client | undefined;
   private closed = false;
+  private configCache: { at: number; value: Promise<RealtimeConfig> } | undefined;
+  private readonly windows = new Map<string, { second: number; count: number }>();
+  /** Sockets of this project on this node. */
+  connections = 0;
 
   constructor(
     readonly project: ProjectRuntime,
@@ -88,6 +94,31 @@ export class ProjectHub {
   ) {
     this.feed = new ChangeFeed(project, slotPrefix, log);
     void this.listen();
+  }
+
+  /** The project's realtime config, read again when older than a second (a PATCH applies within one). */
+  config(): Promise<RealtimeConfig> {
+    const now = Date.now();
+    if (!this.configCache || now - this.configCache.at > CONFIG_TTL_MS) {
+      const value = realtimeConfigOf(this.project.platformPool, this.project.ref);
+      value.catch(() => (this.configCache = undefined));
+      this.configCache = { at: now, value };
+    }
+    return this.configCache.value;
+  }
+
+  forgetConfig(): void {
+    this.configCache = undefined;
+  }
+
+  /** Counts one event of `kind` in the current second; false once `limit` is reached. */
+  allow(kind: string, limit: number): boolean {
+    const second = Math.floor(Date.now() / 1000);
+    let w = this.windows.get(kind);
+    if (!w || w.second !== second) this.windows.set(kind, (w = { second, count: 0 }));
+    if (w.count >= limit) return false;
+    w.count++;
+    return true;
   }
 
   get sessions(): number {
@@ -166,8 +197,10 @@ export class ProjectHub {
     client.on("error", retry);
     client.on("notification", (msg) => {
       try {
-        const { node, key, message } = JSON.parse(msg.payload ?? "");
-        if (node !== this.nodeId && typeof key === "string") this.deliverLocal(key, message);
+        const { node, key, message, shutdown } = JSON.parse(msg.payload ?? "");
+        if (node === this.nodeId) return;
+        if (shutdown === true) this.project.events.emit("realtime-shutdown");
+        else if (typeof key === "string") this.deliverLocal(key, message);
       } catch {
         // Not one of ours.
       }
@@ -178,6 +211,14 @@ export class ProjectHub {
     } catch {
       retry();
     }
+  }
+
+  /** Tells the other nodes to close this project's sockets (Management API shutdown). */
+  async shutdownOthers(): Promise<void> {
+    await this.project.adminPool.query("select pg_notify($1, $2)", [
+      NOTIFY_CHANNEL,
+      JSON.stringify({ node: this.nodeId, shutdown: true }),
+    ]);
   }
 
   async close(): Promise<void> {

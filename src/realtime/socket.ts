@@ -82,7 +82,7 @@ export class RealtimeServer {
     if (!hub) {
       hub = new ProjectHub(project, `strata_rt_${project.ref}_${this.nodeId}`, this.nodeId, this.ctx.log);
       this.hubs.set(project.ref, hub);
-      project.events.once("closed", () => void this.closeProject(project.ref, project));
+      project.onClose(() => this.closeProject(project.ref, project));
       project.events.on("realtime-shutdown", () => void this.closeProject(project.ref, project));
     }
     return hub;
@@ -105,7 +105,19 @@ export class RealtimeServer {
   }
 
   forget(c: Connection): void {
-    this.connections.delete(c);
+    if (this.connections.delete(c) && c.counted) c.counted.connections--;
+  }
+
+  /** A PATCH of the project's realtime config: this node applies it now, the others within a second. */
+  forgetConfig(ref: string): void {
+    this.hubs.get(ref)?.forgetConfig();
+  }
+
+  /** POST /v1/projects/{ref}/config/realtime/shutdown: closes the project's sockets on every node. */
+  async shutdown(project: ProjectRuntime): Promise<void> {
+    const hub = this.hubOf(project);
+    await hub.shutdownOthers().catch(() => {});
+    await this.closeProject(project.ref);
   }
 
   private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -126,19 +138,27 @@ export class RealtimeServer {
     try {
       project = await openProject(this.ctx, req);
       auth = await authenticateDataRequest(project, { apikey, authorization: undefined });
+      if ((await this.hubOf(project).config()).suspend) {
+        return refuse(403, "RealtimeDisabledForTenant: Realtime is disabled for this project");
+      }
     } catch (e) {
       if (e instanceof GateError) return refuse(e.status === 401 ? 403 : e.status, e.message);
       return refuse(403, (e as Error).message);
     }
     const vsn: Vsn = url.searchParams.get("vsn") === "2.0.0" ? "2.0.0" : "1.0.0";
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      this.connections.add(new Connection(this, ws, project, auth, apikey ?? "", vsn));
+      const c = new Connection(this, ws, project, auth, apikey ?? "", vsn);
+      this.connections.add(c);
+      c.counted = this.hubOf(project);
+      c.counted.connections++;
     });
   }
 }
 
 class Connection {
   private readonly sessions = new Map<string, Session>();
+  /** The hub whose connection count includes this socket. */
+  counted: ProjectHub | undefined;
 
   constructor(
     private readonly server: RealtimeServer,
@@ -285,6 +305,19 @@ class Connection {
     const broadcast = (config.broadcast ?? {}) as Json;
     const presence = (config.presence ?? {}) as Json;
     const isPrivate = config.private === true;
+    const hub = this.hub;
+    const limits = await hub.config();
+    const refusal =
+      limits.private_only && !isPrivate
+        ? "PrivateOnly: This project only allows private channels"
+        : this.sessions.size >= limits.max_channels_per_client
+          ? "ChannelRateLimitReached: Too many channels"
+          : hub.connections > limits.max_concurrent_users
+            ? "ConnectionRateLimitReached: Too many connected users"
+            : !hub.allow("join", limits.max_joins_per_second)
+              ? "ClientJoinRateLimitReached: Too many joins per second"
+              : undefined;
+    if (refusal) return this.reply(frame, "error", { reason: refusal });
     const session = new Session(
       this,
       frame.topic,
@@ -308,7 +341,6 @@ class Connection {
       session.canWrite = rights.write;
     }
     if (this.ws.readyState !== WebSocket.OPEN) return;
-    const hub = this.hub;
     this.sessions.set(frame.topic, session);
     hub.add(session);
     this.reply(frame, "ok", { postgres_changes: bindings.map((b) => ({ id: b.id, ...b.echo })) });
@@ -349,8 +381,19 @@ class Connection {
     this.watchExpiry(session);
   }
 
-  private broadcast(session: Session, frame: Frame): void {
+  private async broadcast(session: Session, frame: Frame): Promise<void> {
     const p = frame.payload;
+    const limits = await this.hub.config();
+    const refusal =
+      Buffer.byteLength(JSON.stringify(p.payload ?? {})) > limits.max_payload_size_in_kb * 1024
+        ? "PayloadTooLarge: the payload exceeds max_payload_size_in_kb"
+        : !this.hub.allow("event", limits.max_events_per_second)
+          ? "ClientRateLimitReached: Too many messages per second"
+          : undefined;
+    if (refusal) {
+      if (session.ack) this.reply(frame, "error", { reason: refusal });
+      return;
+    }
     if (typeof p.event !== "string") {
       if (session.ack) this.reply(frame, "error", { reason: "a broadcast needs an event" });
       return;
@@ -369,8 +412,19 @@ class Connection {
     if (session.ack) this.reply(frame, "ok", {});
   }
 
-  private presence(session: Session, frame: Frame): void {
+  private async presence(session: Session, frame: Frame): Promise<void> {
     const p = frame.payload;
+    const limits = await this.hub.config();
+    if (!limits.presence_enabled) {
+      return this.reply(frame, "error", {
+        reason: "PresenceDisabled: presence is disabled for this project",
+      });
+    }
+    if (!this.hub.allow("presence", limits.max_presence_events_per_second)) {
+      return this.reply(frame, "error", {
+        reason: "PresenceRateLimitReached: Too many presence messages per second",
+      });
+    }
     if (p.event === "track") {
       const meta = p.payload && typeof p.payload === "object" ? (p.payload as Json) : {};
       this.hub.track(session, meta);
