@@ -27,6 +27,8 @@ const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
 const MAX_FRAME_BYTES = 1024 * 1024;
 /** setTimeout's limit; a token expiring later is checked on its next refresh. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** A client sends a heartbeat every 25-30 s; a socket silent this long is gone and is closed. */
+const SILENCE_MS = 60_000;
 
 type Json = Record<string, unknown>;
 
@@ -48,7 +50,13 @@ export class RealtimeServer {
   readonly nodeId: string;
   private closed = false;
 
+  private readonly sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const c of this.connections) if (now - c.lastSeen > SILENCE_MS) c.close(1000, "heartbeat timeout");
+  }, SILENCE_MS / 4);
+
   constructor(readonly ctx: AppContext) {
+    this.sweeper.unref();
     // Stable across restarts of this node, so a slot a crashed process left is found and replaced.
     this.nodeId = createHash("sha1")
       .update(`${os.hostname()}\u0000${path.resolve(ctx.config.dataDir)}`)
@@ -99,6 +107,7 @@ export class RealtimeServer {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.sweeper);
     for (const c of [...this.connections]) c.close(1001, "server shutting down");
     await Promise.all([...this.hubs.keys()].map((ref) => this.closeProject(ref)));
     this.wss.close();
@@ -159,6 +168,7 @@ class Connection {
   private readonly sessions = new Map<string, Session>();
   /** The hub whose connection count includes this socket. */
   counted: ProjectHub | undefined;
+  lastSeen = Date.now();
 
   constructor(
     private readonly server: RealtimeServer,
@@ -169,6 +179,7 @@ class Connection {
     private readonly vsn: Vsn,
   ) {
     ws.on("message", (data: Buffer, isBinary: boolean) => {
+      this.lastSeen = Date.now();
       const frame = decodeFrame(
         Buffer.isBuffer(data) ? data : Buffer.from(data as ArrayBuffer),
         isBinary,
