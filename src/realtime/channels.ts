@@ -30,6 +30,8 @@ export class Session implements ChangeSubscriber {
   canWrite = true;
   presenceKey: string;
   expiry: NodeJS.Timeout | undefined;
+  /** The access token the channel's auth came from (a refresh with the same one changes nothing). */
+  token: string | undefined;
 
   constructor(
     readonly out: Outbound,

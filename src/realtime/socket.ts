@@ -32,15 +32,27 @@ const SILENCE_MS = 60_000;
 
 type Json = Record<string, unknown>;
 
-function tokenError(token: string, e: unknown): string {
+/** Why a token was refused, as the platform says it: a code (for join replies) and a message. */
+interface TokenRefusal {
+  code: string;
+  message: string;
+}
+
+function tokenRefusal(token: string, e: unknown): TokenRefusal {
+  let exp: unknown;
   try {
-    const { exp } = decodeJwt(token);
-    const now = Math.floor(Date.now() / 1000);
-    if (typeof exp === "number" && exp <= now) return `Token has expired ${now - exp} seconds ago`;
+    exp = decodeJwt(token).exp;
   } catch {
-    return "The token provided is not a valid JWT";
+    return { code: "MalformedJWT", message: "The token provided is not a valid JWT" };
   }
-  return `InvalidJWTToken: ${(e as Error).message.replace(/^Invalid JWT: /, "")}`;
+  const now = Math.floor(Date.now() / 1000);
+  if (typeof exp === "number" && exp <= now) {
+    return { code: "InvalidJWTToken", message: `Token has expired ${now - exp} seconds ago` };
+  }
+  const reason = (e as Error).message.replace(/^Invalid JWT: /, "");
+  if (/signature/i.test(reason))
+    return { code: "JwtSignatureError", message: "Failed to validate JWT signature" };
+  return { code: "InvalidJWTToken", message: reason };
 }
 
 export class RealtimeServer {
@@ -147,9 +159,6 @@ export class RealtimeServer {
     try {
       project = await openProject(this.ctx, req);
       auth = await authenticateDataRequest(project, { apikey, authorization: undefined });
-      if ((await this.hubOf(project).config()).suspend) {
-        return refuse(403, "RealtimeDisabledForTenant: Realtime is disabled for this project");
-      }
     } catch (e) {
       if (e instanceof GateError) return refuse(e.status === 401 ? 403 : e.status, e.message);
       return refuse(403, (e as Error).message);
@@ -273,12 +282,12 @@ class Connection {
     session.push("phx_close", {});
   }
 
-  private async authOf(token: unknown): Promise<RequestAuth | string> {
+  private async authOf(token: unknown): Promise<RequestAuth | TokenRefusal> {
     if (typeof token !== "string" || token === "" || token === this.apikey) return this.keyAuth;
     try {
       return await authenticateBearer(this.project, token, this.keyAuth.role);
     } catch (e) {
-      return tokenError(token, e);
+      return tokenRefusal(token, e);
     }
   }
 
@@ -304,7 +313,7 @@ class Connection {
       previous.push("phx_close", {});
     }
     const auth = await this.authOf(payload.access_token);
-    if (typeof auth === "string") return this.reply(frame, "error", { reason: auth });
+    if ("code" in auth) return this.reply(frame, "error", { reason: `${auth.code}: ${auth.message}` });
 
     const rawBindings = Array.isArray(config.postgres_changes) ? config.postgres_changes : [];
     const bindings: PgBinding[] = [];
@@ -318,8 +327,9 @@ class Connection {
     const isPrivate = config.private === true;
     const hub = this.hub;
     const limits = await hub.config();
-    const refusal =
-      limits.private_only && !isPrivate
+    const refusal = limits.suspend
+      ? "RealtimeDisabledForTenant: Realtime disabled for this tenant"
+      : limits.private_only && !isPrivate
         ? "PrivateOnly: This project only allows private channels"
         : this.sessions.size >= limits.max_channels_per_client
           ? "ChannelRateLimitReached: Too many channels"
@@ -352,6 +362,7 @@ class Connection {
       session.canWrite = rights.write;
     }
     if (this.ws.readyState !== WebSocket.OPEN) return;
+    if (typeof payload.access_token === "string") session.token = payload.access_token;
     this.sessions.set(frame.topic, session);
     hub.add(session);
     this.reply(frame, "ok", { postgres_changes: bindings.map((b) => ({ id: b.id, ...b.echo })) });
@@ -373,8 +384,11 @@ class Connection {
   }
 
   private async refresh(session: Session, token: unknown): Promise<void> {
+    // As the platform: no token, an opaque key or the same token changes nothing.
+    if (typeof token !== "string" || token.startsWith("sb_") || token === session.token) return;
     const auth = await this.authOf(token);
-    if (typeof auth === "string") return this.closeChannel(session, auth);
+    if ("code" in auth) return this.closeChannel(session, auth.message);
+    session.token = token;
     if (session.isPrivate) {
       const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => ({
         read: false,
@@ -383,7 +397,7 @@ class Connection {
       if (!rights.read) {
         return this.closeChannel(
           session,
-          `Unauthorized: You do not have permissions to read from this Channel topic: ${session.subTopic}`,
+          `You no longer have permission to read from this Channel topic: ${session.subTopic}`,
         );
       }
       session.canWrite = rights.write;

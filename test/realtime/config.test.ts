@@ -69,6 +69,7 @@ test("a refused token on join or on setAuth never subscribes / closes the channe
   c.realtime.setAuth("not.a.jwt");
   const refused = await subscribe(c.channel("refused"));
   expect(refused.status).toBe("CHANNEL_ERROR");
+  expect(refused.err?.message).toBe("MalformedJWT: The token provided is not a valid JWT");
 
   const d = client();
   d.realtime.setAuth(await userToken(server, "22222222-2222-4222-8222-222222222222"));
@@ -82,7 +83,7 @@ test("a refused token on join or on setAuth never subscribes / closes the channe
   await d.realtime.setAuth(forged);
   expect(await error).toMatchObject({
     extension: "system",
-    message: expect.stringMatching(/InvalidJWTToken/),
+    message: "Failed to validate JWT signature",
   });
 }, 20_000);
 
