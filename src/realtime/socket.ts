@@ -178,6 +178,7 @@ class Connection {
   /** The hub whose connection count includes this socket. */
   counted: ProjectHub | undefined;
   lastSeen = Date.now();
+  private readonly pending = new Map<string, Promise<void>>();
 
   constructor(
     private readonly server: RealtimeServer,
@@ -194,11 +195,18 @@ class Connection {
         isBinary,
         vsn,
       );
-      if (frame) {
-        this.onFrame(frame).catch((e: Error) =>
+      if (!frame) return;
+      // A topic's frames are handled in order (a leave right after a join waits for the join).
+      const previous = this.pending.get(frame.topic) ?? Promise.resolve();
+      const next = previous
+        .then(() => this.onFrame(frame))
+        .catch((e: Error) =>
           server.ctx.log.warn({ ref: project.ref, err: e.message }, "realtime frame failed"),
-        );
-      }
+        )
+        .finally(() => {
+          if (this.pending.get(frame.topic) === next) this.pending.delete(frame.topic);
+        });
+      this.pending.set(frame.topic, next);
     });
     ws.on("close", () => this.cleanup());
     ws.on("error", () => this.cleanup());
