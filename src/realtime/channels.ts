@@ -28,6 +28,7 @@ export class Session implements ChangeSubscriber {
   readonly id = randomUUID();
   bindings: PgBinding[] = [];
   canWrite = true;
+  canTrack = true;
   presenceKey: string;
   expiry: NodeJS.Timeout | undefined;
   /** The access token the channel's auth came from (a refresh with the same one changes nothing). */

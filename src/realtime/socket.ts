@@ -9,7 +9,7 @@ import { authenticateBearer, authenticateDataRequest, type RequestAuth } from ".
 import type { AppContext } from "../context";
 import { GateError, openProject } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
-import { authorizeTopic } from "./authorize";
+import { authorizeTopic, type TopicRights } from "./authorize";
 import { ProjectHub, Session } from "./channels";
 import { parseBinding, type PgBinding } from "./filters";
 import { decodeFrame, encodeFrame, type Frame, type Vsn } from "./protocol";
@@ -31,6 +31,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const SILENCE_MS = 60_000;
 
 type Json = Record<string, unknown>;
+
+const NO_RIGHTS: TopicRights = { read: false, write: false, presence: false };
 
 /** Why a token was refused, as the platform says it: a code (for join replies) and a message. */
 interface TokenRefusal {
@@ -358,16 +360,14 @@ class Connection {
       auth,
     );
     if (isPrivate) {
-      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => ({
-        read: false,
-        write: false,
-      }));
+      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => NO_RIGHTS);
       if (!rights.read) {
         return this.reply(frame, "error", {
           reason: `Unauthorized: You do not have permissions to read from this Channel topic: ${session.subTopic}`,
         });
       }
       session.canWrite = rights.write;
+      session.canTrack = rights.presence;
     }
     if (this.ws.readyState !== WebSocket.OPEN) return;
     if (typeof payload.access_token === "string") session.token = payload.access_token;
@@ -398,10 +398,7 @@ class Connection {
     if ("code" in auth) return this.closeChannel(session, auth.message);
     session.token = token;
     if (session.isPrivate) {
-      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => ({
-        read: false,
-        write: false,
-      }));
+      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => NO_RIGHTS);
       if (!rights.read) {
         return this.closeChannel(
           session,
@@ -409,6 +406,7 @@ class Connection {
         );
       }
       session.canWrite = rights.write;
+      session.canTrack = rights.presence;
     }
     session.currentAuth = auth;
     this.watchExpiry(session);
@@ -456,6 +454,11 @@ class Connection {
     if (!this.hub.allow("presence", limits.max_presence_events_per_second)) {
       return this.reply(frame, "error", {
         reason: "PresenceRateLimitReached: Too many presence messages per second",
+      });
+    }
+    if (session.isPrivate && !session.canTrack) {
+      return this.reply(frame, "error", {
+        reason: `Unauthorized: You do not have permissions to track presence on this Channel topic: ${session.subTopic}`,
       });
     }
     if (p.event === "track") {

@@ -224,7 +224,17 @@ test("private channels follow RLS on realtime.messages; a bad API key never subs
     using ((select realtime.topic()) = 'members' and extension = 'broadcast')`);
   const member = client();
   member.realtime.setAuth(await userToken(server, USER_A));
-  expect(await subscribe(member.channel("members", { config: { private: true } }))).toBe("SUBSCRIBED");
+  const members = member.channel("members", { config: { private: true } });
+  expect(await subscribe(members)).toBe("SUBSCRIBED");
+  // Reading is allowed, tracking presence needs an insert policy for extension 'presence'.
+  expect(await members.track({ online: true })).toBe("error");
+  const again = member.channel("members-2", { config: { private: true } });
+  await server.sql(`create policy "members-2 read" on realtime.messages for select to authenticated
+    using ((select realtime.topic()) = 'members-2')`);
+  await server.sql(`create policy "members-2 track" on realtime.messages for insert to authenticated
+    with check ((select realtime.topic()) = 'members-2' and extension = 'presence')`);
+  expect(await subscribe(again)).toBe("SUBSCRIBED");
+  expect(await again.track({ online: true })).toBe("ok");
   expect(await subscribe(client().channel("members", { config: { private: true } }))).toBe("CHANNEL_ERROR");
 
   const bad = clientFor(server, "not-a-valid-key");
