@@ -223,6 +223,8 @@ export async function startStrata(
     const s = app.listen(config.port, (e?: Error) => (e ? refuse(e) : resolve(s)));
     s.on("error", refuse);
   });
+  ctx.realtime?.attach(server);
+  void ctx.realtime?.checkWalLevel().catch(() => {});
   const port = (server.address() as AddressInfo).port;
   ctx.config = { ...config, port };
   const info = await describeDefaultProject(ctx, db.managementToken);
@@ -232,6 +234,8 @@ export async function startStrata(
   const stop = () =>
     (stopping ??= (async () => {
       // Drain: stop accepting, let in-flight requests finish, then close pools and the database.
+      // Websockets first: upgraded sockets would hold server.close() open, and their slots must be dropped.
+      await ctx.realtime?.close();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       setTimeout(() => server.closeAllConnections(), 5000).unref();
       await closed;

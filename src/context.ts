@@ -4,6 +4,7 @@ import type { Logger } from "./log";
 import type { ProjectRegistry } from "./projects/registry";
 import type { UsageRecorder } from "./projects/usage";
 import type { ObjectBackend } from "./storage/backend/types";
+import type { RealtimeServer } from "./realtime/socket";
 
 /** What every part of the HTTP layer is given: configuration, logs, the control plane and the projects. */
 export interface AppContext {
@@ -20,6 +21,8 @@ export interface AppContext {
   webhooks?: { refresh(): void };
   /** Where storage keeps object bytes (absent in CLI commands that serve nothing). */
   storage?: ObjectBackend;
+  /** Realtime's websocket server and channels (absent in CLI commands that serve nothing). */
+  realtime?: RealtimeServer;
   /** False while the server is still starting (listening, but the default project not opened yet). */
   ready?: boolean;
 }

@@ -8,6 +8,7 @@ import { refOfHost } from "./http/gate";
 import { interfaceOf, Metrics } from "./http/metrics";
 import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
+import { realtimeRouter } from "./realtime/routes";
 import { storageRouter } from "./storage/routes";
 
 /** Answers whether the main database is reachable (within two seconds). */
@@ -85,6 +86,7 @@ export function createApp(ctx: AppContext): Express {
   app.use(graphqlRouter(ctx));
   app.use("/rest/v1", restRouter(ctx));
   app.use("/storage/v1", storageRouter(ctx));
+  app.use("/realtime/v1", realtimeRouter(ctx));
   app.use("/auth/v1", authRouter(ctx));
   app.use(managementRouter(ctx));
 

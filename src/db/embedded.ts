@@ -86,6 +86,13 @@ export async function startEmbeddedPostgres(
       "listen_addresses=127.0.0.1",
       "-c",
       "max_connections=300",
+      // Realtime streams each project's changes through a logical replication slot (pgoutput).
+      "-c",
+      "wal_level=logical",
+      "-c",
+      "max_replication_slots=100",
+      "-c",
+      "max_wal_senders=100",
       "-c",
       "unix_socket_directories=",
     ],

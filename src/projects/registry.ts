@@ -141,7 +141,11 @@ export class ProjectRegistry {
   async evict(ref: string): Promise<void> {
     const runtime = await this.runtimes.get(ref)?.catch(() => undefined);
     this.runtimes.delete(ref);
-    await runtime?.close();
+    // A runtime retired a moment ago (the row's change notice may come first) closes now as well, so
+    // that what it holds on the database (realtime's replication slot) is gone when evict returns.
+    const retired = [...this.retiring].filter((r) => r.ref === ref && r !== runtime);
+    for (const r of retired) this.retiring.delete(r);
+    await Promise.all([runtime?.close(), ...retired.map((r) => r.close())]);
   }
 
   /** Forgets a project's runtime; requests already running on it finish before its pools close. */

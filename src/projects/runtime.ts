@@ -48,6 +48,8 @@ export class ProjectRuntime {
   private adminPoolInstance: pg.Pool | undefined;
   private listener: pg.Client | undefined;
   private closed = false;
+  /** Work that must finish on the project's database before its pools end (realtime drops its slot). */
+  private readonly closeHooks = new Set<() => Promise<void>>();
 
   constructor(
     public record: ProjectRecord,
@@ -154,9 +156,17 @@ export class ProjectRuntime {
     listener?.end().catch(() => {});
   }
 
+  /** Runs `hook` when the runtime closes (pause, delete, restart, retirement), before its pools end. */
+  onClose(hook: () => Promise<void>): void {
+    this.closeHooks.add(hook);
+  }
+
   async close(): Promise<void> {
     this.stopWatching();
     this.events.emit("closed");
+    const hooks = [...this.closeHooks];
+    this.closeHooks.clear();
+    await Promise.all(hooks.map((hook) => hook().catch(() => {})));
     const retired = [...this.retiredPools];
     this.retiredPools.clear();
     await Promise.all([

@@ -11,7 +11,6 @@ type HealthItem = z.infer<typeof healthItem>;
 const NOT_SERVED: Partial<Record<HealthService, string>> = {
   pooler: "Strata runs no connection pooler",
   pg_bouncer: "Strata runs no connection pooler",
-  realtime: "Strata does not serve realtime",
   storage: "Strata does not serve storage",
 };
 
@@ -71,6 +70,16 @@ async function check(ctx: AppContext, project: ProjectRuntime, service: HealthSe
       );
     case "auth":
       return expectOk(await probeDataApi(ctx, project, "GET", "/auth/v1/health"));
+    case "realtime":
+      return expectOk(
+        await probeDataApi(
+          ctx,
+          project,
+          "POST",
+          "/realtime/v1/api/broadcast",
+          JSON.stringify({ messages: [] }),
+        ),
+      );
   }
 }
 

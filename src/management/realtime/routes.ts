@@ -1,23 +1,12 @@
 import { Router } from "express";
 import { z } from "zod";
+import { REALTIME_DEFAULTS } from "../../catalog/realtimeConfig";
 import type { AppContext } from "../../context";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
-/** Realtime configuration (stored; Strata serves no realtime channels yet, so shutdown has nothing to close). */
-const DEFAULTS = {
-  private_only: false,
-  connection_pool: 2,
-  max_concurrent_users: 200,
-  max_events_per_second: 100,
-  max_bytes_per_second: 100_000,
-  max_channels_per_client: 100,
-  max_joins_per_second: 100,
-  max_presence_events_per_second: 100,
-  max_payload_size_in_kb: 100,
-  suspend: false,
-  presence_enabled: true,
-};
+/** Realtime configuration, read by realtime on every connect and join (src/catalog/realtimeConfig.ts). */
+const DEFAULTS = REALTIME_DEFAULTS;
 const int = z.number().int().min(0);
 const Patch = z
   .object({
@@ -66,6 +55,7 @@ export function realtimeRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       await writeSettings(ctx, project.ref, "realtime", DEFAULTS, body);
+      ctx.realtime?.forgetConfig(project.ref);
       return undefined;
     },
   );
@@ -80,7 +70,8 @@ export function realtimeRoutes(ctx: AppContext): Router {
       access: { permission: "realtime_config_write" },
       status: 204,
     },
-    async () => {
+    async ({ project }) => {
+      await ctx.realtime?.shutdown(project);
       return undefined;
     },
   );

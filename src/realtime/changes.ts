@@ -1,0 +1,471 @@
+import { randomBytes } from "node:crypto";
+import { LogicalReplicationService, PgoutputPlugin, type Pgoutput } from "pg-logical-replication";
+import { sql } from "pg-sql2";
+import type { RequestAuth } from "../auth/dataAuth";
+import { withTransaction } from "../db/transaction";
+import type { Logger } from "../log";
+import type { ProjectRuntime } from "../projects/runtime";
+import { bindingMatches, passes, type PgBinding } from "./filters";
+
+/**
+ * postgres_changes of one project on this node: one logical replication slot (pgoutput, publication
+ * supabase_realtime), read by one replication connection while anyone subscribes. A committed transaction
+ * is delivered in order; its LSN is confirmed to the slot only after delivery, so a change made while the
+ * replication connection restarts is read again from the slot. Before a row reaches a subscriber, the
+ * subscriber's role checks it in the database (grants, RLS), one query per table and distinct role+claims.
+ */
+
+export const PUBLICATION = "supabase_realtime";
+const RESTART_MS = 1000;
+const STATUS_MS = 10_000;
+/** After the last subscriber leaves, the slot is kept this long for a quick resubscribe, then dropped. */
+const LINGER_MS = 15_000;
+
+export interface ChangeData {
+  schema: string;
+  table: string;
+  commit_timestamp: string;
+  type: "INSERT" | "UPDATE" | "DELETE";
+  columns: { name: string; type: string }[];
+  record?: Record<string, unknown>;
+  old_record?: Record<string, unknown>;
+  errors: null;
+}
+
+export interface ChangeSubscriber {
+  bindings: PgBinding[];
+  /** Who the subscriber is now (it changes with access_token messages). */
+  auth(): RequestAuth;
+  deliver(ids: number[], data: ChangeData): void;
+}
+
+type Row = Record<string, string | null | undefined>;
+type Change = Pgoutput.MessageInsert | Pgoutput.MessageUpdate | Pgoutput.MessageDelete;
+
+interface Transaction {
+  commitTime: bigint;
+  changes: Change[];
+}
+
+interface TableInfo {
+  rls: boolean;
+  pk: { name: string; typeSchema: string; typeName: string }[];
+}
+
+function lsnValue(lsn: string | null): bigint {
+  if (!lsn) return 0n;
+  const [hi, lo] = lsn.split("/");
+  return (BigInt(parseInt(hi, 16)) << 32n) | BigInt(parseInt(lo, 16));
+}
+
+/** A column's text value as the platform's JSON has it (numbers, booleans, JSON; the rest as text). */
+function jsonValue(type: string, text: string | null | undefined): unknown {
+  if (text === null || text === undefined) return text;
+  switch (type) {
+    case "bool":
+      return text === "t";
+    case "int2":
+    case "int4":
+    case "int8":
+    case "float4":
+    case "float8":
+    case "numeric":
+    case "oid": {
+      const n = Number(text);
+      return Number.isFinite(n) ? n : text;
+    }
+    case "json":
+    case "jsonb":
+      try {
+        return JSON.parse(text);
+      } catch {
+        return text;
+      }
+    case "timestamp":
+      return text.replace(" ", "T");
+    case "timestamptz":
+      return text.replace(" ", "T").replace(/([+-]\d\d)$/, "$1:00");
+    default:
+      return text;
+  }
+}
+
+export class ChangeFeed {
+  private readonly subscribers = new Set<ChangeSubscriber>();
+  private service: LogicalReplicationService | undefined;
+  private ready: Promise<void> | undefined;
+  private closed = false;
+  private tx: Transaction | undefined;
+  /** Delivery runs one transaction at a time, in commit order. */
+  private queue: Promise<void> = Promise.resolve();
+  private queuedLsn = 0n;
+  private confirmedLsn: string | undefined;
+  private statusTimer: NodeJS.Timeout | undefined;
+  private lingerTimer: NodeJS.Timeout | undefined;
+  private readonly relations = new Map<number, Pgoutput.MessageRelation>();
+  private readonly typeNames = new Map<number, string>();
+  private readonly tables = new Map<number, Promise<TableInfo>>();
+
+  /** The slot of the current stream: `<prefix>_<random>`, new on every start. */
+  private slot = "";
+
+  constructor(
+    private readonly project: ProjectRuntime,
+    /** `strata_rt_<ref>_<node>`: every slot of this project and node starts with it. */
+    private readonly slotPrefix: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Adds a subscriber; resolves once the slot exists (every later commit reaches it). */
+  async add(sub: ChangeSubscriber): Promise<void> {
+    clearTimeout(this.lingerTimer);
+    this.subscribers.add(sub);
+    this.ready ??= this.start();
+    try {
+      await this.ready;
+    } catch (e) {
+      this.subscribers.delete(sub);
+      throw e;
+    }
+  }
+
+  remove(sub: ChangeSubscriber): void {
+    this.subscribers.delete(sub);
+    if (this.subscribers.size || this.closed) return;
+    clearTimeout(this.lingerTimer);
+    this.lingerTimer = setTimeout(() => {
+      if (!this.subscribers.size) void this.stop(true);
+    }, LINGER_MS);
+    this.lingerTimer.unref();
+  }
+
+  /** Stops reading; with `drop`, the slot is dropped too (no subscriber, project paused or deleted). */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.subscribers.clear();
+    await this.stop(true);
+  }
+
+  private async stop(drop: boolean): Promise<void> {
+    clearTimeout(this.lingerTimer);
+    clearInterval(this.statusTimer);
+    const service = this.service;
+    this.service = undefined;
+    this.ready = undefined;
+    this.tx = undefined;
+    await service?.destroy().catch(() => {});
+    if (drop && this.slot) await this.dropSlot(this.slot).catch(() => {});
+  }
+
+  private async dropSlot(slot: string): Promise<void> {
+    // The walsender may take a moment to release the slot after its connection ended.
+    for (let i = 0; i < 30; i++) {
+      const { rows } = await this.project.adminPool.query(
+        "select active from pg_replication_slots where slot_name = $1",
+        [slot],
+      );
+      if (!rows.length) return;
+      if (!rows[0].active) {
+        await this.project.adminPool.query("select pg_drop_replication_slot($1)", [slot]);
+        return;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** A fresh slot (one left by a crashed process would replay changes made before anyone subscribed). */
+  private async start(): Promise<void> {
+    const pool = this.project.adminPool;
+    const { rows } = await pool.query("select current_setting('wal_level') as wal_level");
+    if (rows[0].wal_level !== "logical") {
+      throw new Error(
+        `postgres_changes need wal_level = logical on the project's database (it is ${rows[0].wal_level})`,
+      );
+    }
+    // Slots this node left behind (a crash) would keep WAL forever.
+    const stale = await pool.query(
+      "select slot_name from pg_replication_slots where starts_with(slot_name, $1) and not active",
+      [`${this.slotPrefix}_`],
+    );
+    for (const r of stale.rows) await this.dropSlot(r.slot_name).catch(() => {});
+    this.slot = `${this.slotPrefix}_${randomBytes(4).toString("hex")}`;
+    await pool.query("select pg_create_logical_replication_slot($1, 'pgoutput')", [this.slot]);
+    this.queuedLsn = 0n;
+    this.confirmedLsn = undefined;
+    this.stream();
+    this.statusTimer = setInterval(() => this.sendStatus(false), STATUS_MS);
+    this.statusTimer.unref();
+  }
+
+  private stream(): void {
+    if (this.closed || !this.ready) return;
+    const service = new LogicalReplicationService(
+      { connectionString: this.project.record.adminUrl },
+      { acknowledge: { auto: false, timeoutSeconds: 0 } },
+    );
+    this.service = service;
+    this.tx = undefined;
+    const plugin = new PgoutputPlugin({ protoVersion: 1, publicationNames: [PUBLICATION] });
+    let restarting = false;
+    const restart = (e: unknown) => {
+      if (restarting || this.service !== service) return;
+      restarting = true;
+      this.log.warn({ ref: this.project.ref, err: (e as Error)?.message }, "realtime replication restarts");
+      void service.destroy().catch(() => {});
+      setTimeout(() => {
+        if (this.service === service) this.stream();
+      }, RESTART_MS).unref();
+    };
+    service.on("error", restart);
+    service.on("data", (_lsn: string, msg: Pgoutput.Message) => this.onMessage(msg));
+    service.on("heartbeat", (lsn: string, _ts: number, shouldRespond: boolean) => {
+      // Nothing pending: the slot may move past WAL that holds none of our tables' changes.
+      if (!this.tx && lsnValue(lsn) >= this.queuedLsn && this.queuedSettled) {
+        this.confirmedLsn = lsn;
+        this.queuedLsn = lsnValue(lsn);
+      }
+      if (shouldRespond) this.sendStatus(false);
+    });
+    // Without a start position the slot resumes at its confirmed LSN.
+    service.subscribe(plugin, this.slot).then(
+      () => restart(new Error("replication stream ended")),
+      (e: unknown) => restart(e),
+    );
+  }
+
+  private queuedSettled = true;
+
+  private sendStatus(ping: boolean): void {
+    if (this.confirmedLsn) void this.service?.acknowledge(this.confirmedLsn, ping).catch(() => {});
+  }
+
+  private onMessage(msg: Pgoutput.Message): void {
+    switch (msg.tag) {
+      case "relation":
+        // Values stay as PostgreSQL's text; jsonValue converts them by type name.
+        for (const c of msg.columns) c.parser = (raw: unknown) => raw;
+        this.relations.set(msg.relationOid, msg);
+        this.tables.delete(msg.relationOid);
+        return;
+      case "begin":
+        this.tx = { commitTime: msg.commitTime as bigint, changes: [] };
+        return;
+      case "insert":
+      case "update":
+      case "delete":
+        this.tx?.changes.push(msg);
+        return;
+      case "commit": {
+        const tx = this.tx;
+        this.tx = undefined;
+        const end = lsnValue(msg.commitEndLsn);
+        // After a restart the slot may resend what was already queued.
+        if (!tx || end <= this.queuedLsn) return;
+        this.queuedLsn = end;
+        const lsn = msg.commitEndLsn!;
+        this.queuedSettled = false;
+        const queued = (this.queue = this.queue
+          .then(() => (tx.changes.length ? this.deliver(tx) : undefined))
+          .catch((e: unknown) =>
+            this.log.error({ ref: this.project.ref, err: (e as Error).message }, "realtime delivery failed"),
+          )
+          .then(() => {
+            this.confirmedLsn = lsn;
+            if (this.queue === queued) this.queuedSettled = true;
+          }));
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private async typeNameOf(oids: number[]): Promise<void> {
+    const missing = oids.filter((o) => !this.typeNames.has(o));
+    if (!missing.length) return;
+    const { rows } = await this.project.adminPool.query(
+      "select oid::int as oid, typname from pg_type where oid = any($1::oid[])",
+      [missing],
+    );
+    for (const r of rows) this.typeNames.set(r.oid, r.typname);
+  }
+
+  private tableInfo(oid: number): Promise<TableInfo> {
+    let info = this.tables.get(oid);
+    if (!info) {
+      info = this.project.adminPool
+        .query(
+          `select c.relrowsecurity as rls,
+                  coalesce((select json_agg(json_build_object('name', a.attname, 'typeSchema', tn.nspname, 'typeName', t.typname)
+                                            order by array_position(i.indkey::int2[], a.attnum))
+                              from pg_index i
+                              join pg_attribute a on a.attrelid = i.indrelid and a.attnum = any(i.indkey)
+                              join pg_type t on t.oid = a.atttypid
+                              join pg_namespace tn on tn.oid = t.typnamespace
+                             where i.indrelid = c.oid and i.indisprimary), '[]'::json) as pk
+             from pg_class c where c.oid = $1`,
+          [oid],
+        )
+        .then(({ rows }) => ({ rls: !!rows[0]?.rls, pk: rows[0]?.pk ?? [] }));
+      info.catch(() => this.tables.delete(oid));
+      this.tables.set(oid, info);
+    }
+    return info;
+  }
+
+  private async deliver(tx: Transaction): Promise<void> {
+    if (!this.subscribers.size) return;
+    const commitTimestamp = new Date(Number(tx.commitTime / 1000n)).toISOString();
+    await this.typeNameOf([
+      ...new Set(tx.changes.flatMap((c) => c.relation.columns.map((col) => col.typeOid))),
+    ]);
+
+    // Which bindings of which subscriber each change matches.
+    const subs = [...this.subscribers];
+    const matches = tx.changes.map((change) => {
+      const type = change.tag.toUpperCase();
+      const { schema, name } = change.relation;
+      const record = this.recordOf(change.relation, change.tag === "delete" ? undefined : change.new);
+      const old = this.oldOf(change);
+      const perSub = new Map<ChangeSubscriber, number[]>();
+      for (const sub of subs) {
+        const ids = sub.bindings
+          .filter(
+            (b) =>
+              bindingMatches(b, schema, name, type) &&
+              (!b.filter || passes(b.filter, change.tag === "delete" ? old : record)),
+          )
+          .map((b) => b.id);
+        if (ids.length) perSub.set(sub, [...new Set(ids)]);
+      }
+      return { change, type, record, old, perSub };
+    });
+
+    // Who may see which change: one transaction per distinct role and claims.
+    const groups = new Map<string, { auth: RequestAuth; indexes: Set<number> }>();
+    matches.forEach((m, i) => {
+      for (const sub of m.perSub.keys()) {
+        const auth = sub.auth();
+        const key = JSON.stringify([auth.role, auth.claims]);
+        let g = groups.get(key);
+        if (!g) groups.set(key, (g = { auth, indexes: new Set() }));
+        g.indexes.add(i);
+      }
+    });
+    const visible = new Map<string, Set<number>>();
+    for (const [key, g] of groups) visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches));
+
+    for (const [i, m] of matches.entries()) {
+      const info = await this.tableInfo(m.change.relation.relationOid);
+      for (const [sub, ids] of m.perSub) {
+        const auth = sub.auth();
+        if (!visible.get(JSON.stringify([auth.role, auth.claims]))?.has(i)) continue;
+        const data: ChangeData = {
+          schema: m.change.relation.schema,
+          table: m.change.relation.name,
+          commit_timestamp: commitTimestamp,
+          type: m.type as ChangeData["type"],
+          columns: m.change.relation.columns.map((c) => ({
+            name: c.name,
+            type: this.typeNames.get(c.typeOid) ?? String(c.typeOid),
+          })),
+          errors: null,
+        };
+        if (m.change.tag !== "delete") data.record = m.record;
+        if (m.change.tag === "update") data.old_record = m.old;
+        if (m.change.tag === "delete") {
+          // With RLS a deleted row cannot be checked any more: only its primary key is sent.
+          data.old_record =
+            info.rls && info.pk.length
+              ? Object.fromEntries(info.pk.filter((c) => c.name in m.old).map((c) => [c.name, m.old[c.name]]))
+              : m.old;
+        }
+        sub.deliver(ids, data);
+      }
+    }
+  }
+
+  private recordOf(relation: Pgoutput.MessageRelation, row: Row | null | undefined): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    if (!row) return out;
+    for (const c of relation.columns) {
+      const v = row[c.name];
+      if (v === undefined) continue;
+      out[c.name] = jsonValue(this.typeNames.get(c.typeOid) ?? "", v);
+    }
+    return out;
+  }
+
+  /** The old row as the replica identity gives it; without one, the key columns of the new row. */
+  private oldOf(change: Change): Record<string, unknown> {
+    if (change.tag === "insert") return {};
+    if (change.old) return this.recordOf(change.relation, change.old);
+    const keySource = change.key ?? (change.tag === "update" ? change.new : undefined);
+    const keyRow: Row = {};
+    for (const k of change.relation.keyColumns) if (keySource?.[k] !== undefined) keyRow[k] = keySource[k];
+    return this.recordOf(change.relation, keyRow);
+  }
+
+  /**
+   * The changes (by index) `auth` may see: SELECT on the table, and for a table with RLS an insert or
+   * update whose row, found by primary key, passes the role's policies now.
+   */
+  private async visibleTo(
+    auth: RequestAuth,
+    indexes: number[],
+    matches: { change: Change; record: Record<string, unknown> }[],
+  ): Promise<Set<number>> {
+    const visible = new Set<number>();
+    const byTable = new Map<number, number[]>();
+    for (const i of indexes) {
+      const oid = matches[i].change.relation.relationOid;
+      byTable.set(oid, [...(byTable.get(oid) ?? []), i]);
+    }
+    try {
+      await withTransaction(
+        this.project.dataPool,
+        { role: auth.role, claims: auth.claims },
+        async (client) => {
+          for (const [oid, list] of byTable) {
+            const { rows } = await client.query("select has_table_privilege($1::oid, 'SELECT') as ok", [oid]);
+            if (!rows[0]?.ok) continue;
+            const info = await this.tableInfo(oid);
+            const toCheck = list.filter((i) => matches[i].change.tag !== "delete");
+            for (const i of list) if (matches[i].change.tag === "delete") visible.add(i);
+            if (!info.rls) {
+              for (const i of toCheck) visible.add(i);
+              continue;
+            }
+            // Without a primary key a row cannot be found again: nothing is sent (the platform errors too).
+            if (!toCheck.length || !info.pk.length) continue;
+            const rel = matches[toCheck[0]].change.relation;
+            // The key values travel as text arrays and are cast to each key column's type.
+            const keyArrays = info.pk.map((c) =>
+              toCheck.map((i) => (matches[i].change as Pgoutput.MessageInsert).new[c.name] ?? null),
+            );
+            const unnestArgs = [
+              sql`${sql.value(toCheck)}::int[]`,
+              ...keyArrays.map((values) => sql`${sql.value(values)}::text[]`),
+            ];
+            const aliases = [sql.identifier("i"), ...info.pk.map((_c, n) => sql.identifier(`c${n}`))];
+            const conditions = info.pk.map(
+              (c, n) =>
+                sql`${sql.identifier("x", c.name)} = ${sql.identifier("k", `c${n}`)}::${sql.identifier(c.typeSchema, c.typeName)}`,
+            );
+            const query = sql.compile(
+              sql`select k.i from unnest(${sql.join(unnestArgs, ", ")}) as k(${sql.join(aliases, ", ")})
+                 where exists (select 1 from ${sql.identifier(rel.schema, rel.name)} as x
+                                where ${sql.join(conditions, " and ")})`,
+            );
+            const found = await client.query(query.text, query.values as unknown[]);
+            for (const r of found.rows) visible.add(r.i);
+          }
+        },
+      );
+    } catch (e) {
+      this.log.warn({ ref: this.project.ref, err: (e as Error).message }, "realtime visibility check failed");
+      return new Set();
+    }
+    return visible;
+  }
+}

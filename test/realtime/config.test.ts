@@ -1,0 +1,118 @@
+import type { RealtimeChannel, SupabaseClient } from "@supabase/supabase-js";
+import { SignJWT } from "jose";
+import { startTestServer, type TestServer } from "../helpers/server";
+import { mgmt } from "../management/client";
+import { clientFor, userToken } from "../rest/fixtures";
+
+/**
+ * Realtime's tokens and its Management API settings: an expired or refused access token closes the channel
+ * with the platform's system error, `private_only` refuses public channels, and shutdown closes the project's
+ * sockets and drops its replication slot (checked in pg_replication_slots).
+ */
+
+let server: TestServer;
+const clients: SupabaseClient[] = [];
+
+beforeAll(async () => {
+  server = await startTestServer();
+  await server.sql(`
+    create table public.items (id int primary key);
+    grant select on public.items to anon, authenticated, service_role;
+    alter publication supabase_realtime add table public.items;`);
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of clients) {
+    await c.removeAllChannels();
+    c.realtime.disconnect();
+  }
+  await server.stop();
+});
+
+function client(): SupabaseClient {
+  const c = clientFor(server);
+  clients.push(c);
+  return c;
+}
+
+function subscribe(channel: RealtimeChannel): Promise<{ status: string; err?: Error }> {
+  return new Promise((resolve) => channel.subscribe((status, err) => resolve({ status, err })));
+}
+
+function systemMessage(channel: RealtimeChannel, status: string): Promise<any> {
+  return new Promise((resolve) =>
+    channel.on("system", {}, (p: { status?: string }) => {
+      if (p.status === status) resolve(p);
+    }),
+  );
+}
+
+test("an access token that expires closes the channel with the platform's error", async () => {
+  const token = await new SignJWT({ role: "authenticated", sub: "11111111-1111-4111-8111-111111111111" })
+    .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+    .setIssuedAt()
+    .setExpirationTime(Math.floor(Date.now() / 1000) + 2)
+    .sign(new TextEncoder().encode(server.jwtSecret));
+  const c = client();
+  c.realtime.setAuth(token);
+  const channel = c.channel("expiring");
+  const error = systemMessage(channel, "error");
+  expect((await subscribe(channel)).status).toBe("SUBSCRIBED");
+  expect(await error).toMatchObject({
+    extension: "system",
+    message: expect.stringMatching(/^Token has expired/),
+  });
+}, 20_000);
+
+test("a refused token on join or on setAuth never subscribes / closes the channel", async () => {
+  const c = client();
+  c.realtime.setAuth("not.a.jwt");
+  const refused = await subscribe(c.channel("refused"));
+  expect(refused.status).toBe("CHANNEL_ERROR");
+  expect(refused.err?.message).toBe("MalformedJWT: The token provided is not a valid JWT");
+
+  const d = client();
+  d.realtime.setAuth(await userToken(server, "22222222-2222-4222-8222-222222222222"));
+  const channel = d.channel("later");
+  const error = systemMessage(channel, "error");
+  expect((await subscribe(channel)).status).toBe("SUBSCRIBED");
+  const forged = await new SignJWT({ role: "authenticated" })
+    .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+    .setExpirationTime("1h")
+    .sign(new TextEncoder().encode("another-secret-of-at-least-32-characters"));
+  await d.realtime.setAuth(forged);
+  expect(await error).toMatchObject({
+    extension: "system",
+    message: "Failed to validate JWT signature",
+  });
+}, 20_000);
+
+test("private_only refuses public channels until it is turned off", async () => {
+  const path = `/v1/projects/${server.ref}/config/realtime`;
+  expect((await mgmt(server, "PATCH", path, { body: { private_only: true } })).status).toBe(204);
+  const refused = await subscribe(client().channel("public-room"));
+  expect(refused.status).toBe("CHANNEL_ERROR");
+  expect(refused.err?.message).toMatch(/PrivateOnly/);
+  expect((await mgmt(server, "PATCH", path, { body: { private_only: false } })).status).toBe(204);
+  expect((await subscribe(client().channel("public-room-2"))).status).toBe("SUBSCRIBED");
+}, 20_000);
+
+test("shutdown closes the project's sockets and drops its replication slot", async () => {
+  const channel = client()
+    .channel("changes")
+    .on("postgres_changes", { event: "*", schema: "public", table: "items" }, () => {});
+  const ready = systemMessage(channel, "ok");
+  expect((await subscribe(channel)).status).toBe("SUBSCRIBED");
+  await ready;
+  const slots = () =>
+    server
+      .sql("select slot_name from pg_replication_slots where database = current_database()")
+      .then((r) => r.rows.map((row) => row.slot_name));
+  expect(await slots()).toEqual([expect.stringMatching(new RegExp(`^strata_rt_${server.ref}_`))]);
+  const res = await mgmt(server, "POST", `/v1/projects/${server.ref}/config/realtime/shutdown`);
+  expect(res.status).toBe(204);
+  const c = clients[clients.length - 1];
+  await c.removeAllChannels();
+  c.realtime.disconnect();
+  expect(await slots()).toEqual([]);
+}, 20_000);

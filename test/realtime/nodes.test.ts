@@ -1,0 +1,96 @@
+import { mkdtempSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { createClient, type RealtimeChannel, type SupabaseClient } from "@supabase/supabase-js";
+import { startStrata, type RunningStrata } from "../../src/app";
+import { loadConfig } from "../../src/config";
+import { createLogger } from "../../src/log";
+import { startTestServer, TEST_JWT_SECRET, TEST_KEK, type TestServer } from "../helpers/server";
+
+/**
+ * Two Strata nodes of one installation (one database): a broadcast sent to one node reaches a subscriber
+ * of the other (LISTEN/NOTIFY), and each node reads postgres_changes through a slot of its own.
+ */
+
+let server: TestServer;
+let second: RunningStrata;
+const clients: SupabaseClient[] = [];
+
+beforeAll(async () => {
+  server = await startTestServer();
+  second = await startStrata(
+    loadConfig({
+      DATABASE_URL: server.dbUrl,
+      PORT: "0",
+      JWT_SECRET: TEST_JWT_SECRET,
+      AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
+      STRATA_KEK: TEST_KEK,
+      STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-node2-")),
+    }),
+    createLogger("silent"),
+  );
+  await server.sql(`
+    create table public.ticks (id int primary key);
+    grant select on public.ticks to anon;
+    alter publication supabase_realtime add table public.ticks;`);
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of clients) {
+    await c.removeAllChannels();
+    c.realtime.disconnect();
+  }
+  await second.stop();
+  await server.stop();
+});
+
+function clientOf(url: string): SupabaseClient {
+  const c = createClient(url, server.anonKey, { auth: { persistSession: false, autoRefreshToken: false } });
+  clients.push(c);
+  return c;
+}
+
+function subscribe(channel: RealtimeChannel): Promise<string> {
+  return new Promise((resolve) => channel.subscribe((status) => resolve(status)));
+}
+
+test("a broadcast crosses nodes; each node streams changes from its own slot", async () => {
+  const onSecond = clientOf(`http://127.0.0.1:${second.port}`);
+  const onFirst = clientOf(server.url);
+  const got: unknown[] = [];
+  const arrived = new Promise<void>((resolve) => {
+    const listener = onSecond.channel("shared").on("broadcast", { event: "hello" }, (p) => {
+      got.push(p.payload);
+      resolve();
+    });
+    void subscribe(listener).then((s) => expect(s).toBe("SUBSCRIBED"));
+  });
+  const sender = onFirst.channel("shared");
+  expect(await subscribe(sender)).toBe("SUBSCRIBED");
+  // The listener's join may still be on its way: send until it has arrived.
+  for (let i = 0; got.length === 0 && i < 50; i++) {
+    await sender.send({ type: "broadcast", event: "hello", payload: { from: "first" } });
+    await Promise.race([arrived, new Promise((r) => setTimeout(r, 100))]);
+  }
+  expect(got[0]).toEqual({ from: "first" });
+
+  const changes: Record<string, unknown[]> = { first: [], second: [] };
+  const ready = (c: SupabaseClient, name: "first" | "second") =>
+    new Promise<void>((resolve) => {
+      const ch = c
+        .channel(`ticks-${name}`)
+        .on("postgres_changes", { event: "INSERT", schema: "public", table: "ticks" }, (p) =>
+          changes[name].push(p.new),
+        )
+        .on("system", {}, (p: { extension?: string }) => p.extension === "postgres_changes" && resolve());
+      void subscribe(ch);
+    });
+  await Promise.all([ready(onFirst, "first"), ready(onSecond, "second")]);
+  const slots = await server.sql(
+    "select count(*)::int as n from pg_replication_slots where database = current_database()",
+  );
+  expect(slots.rows[0].n).toBe(2);
+  await server.sql("insert into public.ticks values (1)");
+  while (changes.first.length + changes.second.length < 2) await new Promise((r) => setTimeout(r, 50));
+  expect(changes).toEqual({ first: [{ id: 1 }], second: [{ id: 1 }] });
+}, 30_000);
