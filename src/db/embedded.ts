@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Client } from "pg";
+import { runUtilityStatement } from "./utility";
 
 export interface EmbeddedDatabase {
   /** Superuser URL of the `postgres` database. */
@@ -37,7 +38,7 @@ async function replaceLegacyPassword(port: number, file: string): Promise<string
   await client.connect();
   try {
     savePassword(file, password);
-    await client.query(`alter role ${SUPERUSER} password ${client.escapeLiteral(password)}`);
+    await runUtilityStatement(client, "alter role %I password %L", [SUPERUSER, password]);
   } catch (e) {
     rmSync(file, { force: true });
     throw e;
