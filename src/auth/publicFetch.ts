@@ -1,5 +1,7 @@
 import { lookup } from "node:dns/promises";
+import type { LookupAddress } from "node:dns";
 import ipaddr from "ipaddr.js";
+import { Agent, fetch as pinnedFetch } from "undici";
 
 /**
  * Fetches a JSON document a project's settings point to (a third-party JWKS or OIDC discovery document) the
@@ -22,7 +24,13 @@ function reachable(address: string): boolean {
   return range === "unicast" || range === "loopback";
 }
 
-async function checkUrl(raw: string): Promise<URL> {
+/** A URL whose host was checked, with the address the check approved: the request goes to that address. */
+interface CheckedUrl {
+  url: URL;
+  address: LookupAddress;
+}
+
+async function checkUrl(raw: string): Promise<CheckedUrl> {
   let url: URL;
   try {
     url = new URL(raw);
@@ -39,7 +47,27 @@ async function checkUrl(raw: string): Promise<URL> {
   if (!addresses.every(reachable)) throw new UnsafeUrl(`${url.hostname} is a private or internal address`);
   if (url.protocol === "http:" && !addresses.every(isLoopback))
     throw new UnsafeUrl(`${url.origin} must use https`);
-  return url;
+  return {
+    url,
+    address: { address: addresses[0], family: ipaddr.parse(addresses[0]).kind() === "ipv6" ? 6 : 4 },
+  };
+}
+
+/**
+ * A connection that reaches the checked address and nothing else: the host name is not resolved a second
+ * time, so a DNS answer that changes between the check and the request (DNS rebinding) cannot redirect it
+ * to an internal address. TLS still verifies the certificate against the host name.
+ */
+function pinnedTo(address: LookupAddress): Agent {
+  return new Agent({
+    connect: {
+      lookup: (_hostname, options, callback) => {
+        if ((options as { all?: boolean }).all)
+          (callback as (e: null, a: LookupAddress[]) => void)(null, [address]);
+        else callback(null, address.address, address.family);
+      },
+    },
+  });
 }
 
 async function readLimited(res: Response): Promise<string> {
@@ -65,20 +93,31 @@ export async function fetchPublicJson(
   raw: string,
   init: { method?: string; headers?: Record<string, string>; body?: string } = {},
 ): Promise<unknown> {
-  let url = await checkUrl(raw);
+  let checked = await checkUrl(raw);
   for (let hop = 0; ; hop++) {
-    const res = await fetch(url, { ...init, redirect: "manual", signal: AbortSignal.timeout(TIMEOUT_MS) });
-    if (res.status >= 300 && res.status < 400 && res.headers.get("location") && !init.method) {
-      if (hop >= MAX_REDIRECTS) throw new UnsafeUrl("too many redirects");
-      url = await checkUrl(new URL(res.headers.get("location")!, url).href);
-      continue;
-    }
-    if (!res.ok) throw new UnsafeUrl(`${url.origin}${url.pathname} answered ${res.status}`);
-    const text = await readLimited(res);
+    const url = checked.url;
+    const dispatcher = pinnedTo(checked.address);
     try {
-      return JSON.parse(text);
-    } catch {
-      throw new UnsafeUrl(`${url.origin}${url.pathname} did not answer JSON`);
+      const res = await pinnedFetch(url, {
+        ...init,
+        redirect: "manual",
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+        dispatcher,
+      });
+      if (res.status >= 300 && res.status < 400 && res.headers.get("location") && !init.method) {
+        if (hop >= MAX_REDIRECTS) throw new UnsafeUrl("too many redirects");
+        checked = await checkUrl(new URL(res.headers.get("location")!, url).href);
+        continue;
+      }
+      if (!res.ok) throw new UnsafeUrl(`${url.origin}${url.pathname} answered ${res.status}`);
+      const text = await readLimited(res as unknown as Response);
+      try {
+        return JSON.parse(text);
+      } catch {
+        throw new UnsafeUrl(`${url.origin}${url.pathname} did not answer JSON`);
+      }
+    } finally {
+      void dispatcher.destroy().catch(() => {});
     }
   }
 }
