@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
@@ -136,10 +137,22 @@ export class Worker {
     return this.ready;
   }
 
+  /** Whether the worker accepts connections: its socket file appears at bind, before it listens. */
+  private accepting(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const probe = net.connect(this.socketPath);
+      probe.once("connect", () => {
+        probe.destroy();
+        resolve(true);
+      });
+      probe.once("error", () => resolve(false));
+    });
+  }
+
   private async waitForSocket(): Promise<void> {
     const deadline = Date.now() + this.limits.bootMs;
     while (!this.ended) {
-      if (existsSync(this.socketPath)) return;
+      if (existsSync(this.socketPath) && (await this.accepting())) return;
       if (Date.now() > deadline) {
         this.stop("boot_error");
         break;
