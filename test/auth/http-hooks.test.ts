@@ -6,7 +6,7 @@ import { decodeJwt } from "jose";
 import { Webhook } from "standardwebhooks";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { management } from "./helpers";
-import { memoryStorage } from "./mailbox";
+import { memoryStorage, startMailbox } from "./mailbox";
 
 interface Received {
   headers: Record<string, string>;
@@ -95,5 +95,82 @@ describe("HTTP auth hooks", () => {
     expect(unsigned).toMatchObject({ status: 500, body: { error_code: "hook_configuration_error" } });
     expect(received.length).toBe(before);
     await management(server, "PATCH", "/config/auth", { hook_custom_access_token_enabled: false });
+  });
+
+  it("hands auth mail to the send-email hook instead of SMTP while it is enabled", async () => {
+    const mailbox = await startMailbox({ user: "hooks", pass: "hooks-smtp-pass" });
+    try {
+      const set = await management(server, "PATCH", "/config/auth", {
+        mailer_autoconfirm: false,
+        smtp_host: "127.0.0.1",
+        smtp_port: String(mailbox.port),
+        smtp_user: "hooks",
+        smtp_pass: "hooks-smtp-pass",
+        smtp_admin_email: "auth@example.test",
+        smtp_max_frequency: 0,
+        rate_limit_email_sent: 100,
+        hook_send_email_enabled: true,
+        hook_send_email_uri: hookUrl,
+        hook_send_email_secrets: `v1,${secret}`,
+      });
+      expect(set.status).toBe(200);
+      answer = () => ({ status: 200, json: {} });
+      const a = createClient(server.url, server.anonKey, {
+        auth: { persistSession: true, autoRefreshToken: false, storage: memoryStorage() },
+      });
+      const signUp = await a.auth.signUp({
+        email: "jon@example.test",
+        password: "Jon-pass-12345",
+        options: { emailRedirectTo: "http://localhost:3000/welcome" },
+      });
+      expect(signUp.error).toBeNull();
+      expect(signUp.data.session).toBeNull();
+      const call = received.at(-1)!;
+      const payload = new Webhook(secret).verify(call.body, call.headers) as {
+        user: { id: string; email: string };
+        email_data: Record<string, string>;
+      };
+      expect(payload.user).toMatchObject({ id: signUp.data.user!.id, email: "jon@example.test" });
+      expect(payload.email_data).toMatchObject({
+        email_action_type: "signup",
+        redirect_to: "http://localhost:3000/welcome",
+        site_url: "http://localhost:3000",
+        token: expect.stringMatching(/^[0-9]{6}$/),
+        token_hash: expect.stringMatching(/^[0-9a-f]{56}$/),
+      });
+      expect(mailbox.countFor("jon@example.test")).toBe(0);
+      // The code the hook got is the real one.
+      const verified = await a.auth.verifyOtp({
+        email: "jon@example.test",
+        token: payload.email_data.token,
+        type: "signup",
+      });
+      expect(verified.error).toBeNull();
+      expect(verified.data.session?.access_token).toBeTruthy();
+
+      // A failing hook fails the sign-up, and nothing of it stays.
+      answer = () => ({ status: 503, json: {} });
+      const failed = await fetch(`${server.url}/auth/v1/signup`, {
+        method: "POST",
+        headers: { apikey: server.anonKey, "content-type": "application/json" },
+        body: JSON.stringify({ email: "kim@example.test", password: "Kim-pass-12345" }),
+      });
+      expect(failed.status).toBe(500);
+      const { rows } = await server.sql(
+        "select count(*)::int as n from auth.users where email = 'kim@example.test'",
+      );
+      expect(rows[0].n).toBe(0);
+
+      // Switched off, the mail goes over SMTP again.
+      await management(server, "PATCH", "/config/auth", { hook_send_email_enabled: false });
+      const before = received.length;
+      expect(
+        (await a.auth.signUp({ email: "kim@example.test", password: "Kim-pass-12345" })).error,
+      ).toBeNull();
+      expect((await mailbox.next("kim@example.test")).subject).toBe("Confirm Your Email");
+      expect(received.length).toBe(before);
+    } finally {
+      await mailbox.close();
+    }
   });
 });
