@@ -174,7 +174,20 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
         );
       }
       const totp = new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(factor.secret) });
-      if (totp.validate({ token: body.code.trim(), window: TOTP_WINDOW }) === null) {
+      const now = Date.now();
+      const delta = totp.validate({ token: body.code.trim(), timestamp: now, window: TOTP_WINDOW });
+      if (delta === null) {
+        throw new AuthApiError(422, "mfa_verification_failed", "Invalid TOTP code entered");
+      }
+      // Each time step's code verifies once: the step is claimed atomically, so a replayed code (or a
+      // concurrent second use) is refused like a wrong one.
+      const step = totp.counter({ timestamp: now }) + delta;
+      const claimed = await project.adminPool.query(
+        `update auth.mfa_factors set last_totp_step = $2
+          where id = $1 and (last_totp_step is null or last_totp_step < $2)`,
+        [factor.id, step],
+      );
+      if (claimed.rowCount !== 1) {
         throw new AuthApiError(422, "mfa_verification_failed", "Invalid TOTP code entered");
       }
       await project.adminPool.query("update auth.mfa_challenges set verified_at = now() where id = $1", [

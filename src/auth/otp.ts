@@ -2,8 +2,9 @@ import { createHash, randomInt, randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
+import { runHttpHook } from "./hook";
 import { MailError, sendAuthMail, type MailKind } from "./mailer";
-import { setUser, upsertEmailIdentity, type UserRow } from "./users";
+import { apiUser, setUser, upsertEmailIdentity, userById, type UserRow } from "./users";
 
 /** The platform's token hash: SHA-224 of the address and the code, hex. The link carries the hash. */
 export function tokenHash(email: string, otp: string): string {
@@ -128,6 +129,18 @@ export async function issueToken(
     `&redirect_to=${encodeURIComponent(options.redirectTo)}`;
   if (options.send) {
     await options.consumeSend?.();
+    if (settings.hook_send_email_enabled) {
+      await sendEmailHook(db, settings, user.id, {
+        token: otp,
+        token_hash: stored,
+        redirect_to: options.redirectTo,
+        email_action_type: type,
+        site_url: String(settings.site_url),
+        token_new: "",
+        token_hash_new: "",
+      });
+      return { otp, hashedToken: hash, link, type };
+    }
     await sendAuthMail(settings, kind, to, {
       ConfirmationURL: link,
       Token: otp,
@@ -148,6 +161,28 @@ export async function issueToken(
     });
   }
   return { otp, hashedToken: hash, link, type };
+}
+
+/**
+ * The send-email hook (hook_send_email_enabled, an http(s) hook_send_email_uri signed with
+ * hook_send_email_secrets): it gets `{user, email_data}` as from the platform and sends the mail itself;
+ * no mail goes over SMTP. A failing hook fails the request, so its transaction (the token) is rolled back.
+ */
+async function sendEmailHook(
+  db: pg.PoolClient,
+  settings: AuthSettings,
+  userId: string,
+  emailData: Record<string, string>,
+): Promise<void> {
+  const uri = String(settings.hook_send_email_uri ?? "");
+  if (!/^https?:\/\//.test(uri)) {
+    throw new AuthApiError(500, "hook_configuration_error", "The send email hook needs an http(s) URI");
+  }
+  const user = (await userById(db, userId))!;
+  await runHttpHook(uri, settings.hook_send_email_secrets, {
+    user: await apiUser(db, user),
+    email_data: emailData,
+  });
 }
 
 export type VerifyType = "signup" | "invite" | "magiclink" | "recovery" | "email_change" | "email";

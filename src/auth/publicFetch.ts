@@ -110,6 +110,7 @@ export async function fetchPublicJson(
         continue;
       }
       if (!res.ok) throw new UnsafeUrl(`${url.origin}${url.pathname} answered ${res.status}`);
+      if (res.status === 204) return null;
       const text = await readLimited(res as unknown as Response);
       try {
         return JSON.parse(text);

@@ -739,7 +739,11 @@ export function authRouter(ctx: AppContext): Router {
         const outcome = await refreshSession(project.adminPool, body.refresh_token, {
           rotate: Boolean(settings.refresh_token_rotation_enabled),
           reuseIntervalSeconds: Number(settings.security_refresh_token_reuse_interval),
+          timeboxSeconds: Number(settings.sessions_timebox) || 0,
+          inactivitySeconds: Number(settings.sessions_inactivity_timeout) || 0,
+          singlePerUser: Boolean(settings.sessions_single_per_user),
         });
+        if (outcome.kind === "expired") throw new AuthApiError(400, "session_expired", outcome.message);
         if (outcome.kind === "not_found") {
           throw new AuthApiError(
             400,

@@ -276,7 +276,42 @@ export async function addRefreshToken(
 export type RefreshOutcome =
   | { kind: "ok"; sessionId: string; userId: string; refreshToken: string }
   | { kind: "not_found" }
-  | { kind: "reused" };
+  | { kind: "reused" }
+  | { kind: "expired"; message: string };
+
+/** Session limits of the auth config (seconds, 0 = off) checked on every refresh, as the platform does. */
+export interface SessionLimits {
+  timeboxSeconds: number;
+  inactivitySeconds: number;
+  singlePerUser: boolean;
+}
+
+// When a session was last active: its last refresh, else the later of its start and the token's last change.
+const LAST_ACTIVE = `coalesce(s.refreshed_at::timestamptz, greatest(s.created_at, rt.updated_at))`;
+
+/**
+ * Whether the user has a valid session (within the limits) more recently active than the one of `row`:
+ * with sessions_single_per_user only the user's latest session may be refreshed. The user's row is locked
+ * so that two sessions refreshing at once are decided one after the other.
+ */
+async function newerSessionOf(
+  client: pg.PoolClient,
+  row: { session_id: string; user_id: string; last_active: Date },
+  limits: SessionLimits,
+): Promise<boolean> {
+  await client.query("select 1 from auth.users where id = $1 for update", [row.user_id]);
+  const { rows } = await client.query(
+    `select 1 from auth.sessions s
+      where s.user_id = $1 and s.id <> $2
+        and coalesce(s.refreshed_at::timestamptz, s.created_at) > $3
+        and ($4::float8 = 0 or s.created_at + make_interval(secs => $4::float8) >= now())
+        and ($5::float8 = 0
+             or coalesce(s.refreshed_at::timestamptz, s.created_at) + make_interval(secs => $5::float8) >= now())
+      limit 1`,
+    [row.user_id, row.session_id, row.last_active, limits.timeboxSeconds, limits.inactivitySeconds],
+  );
+  return rows.length > 0;
+}
 
 /**
  * Exchanges a refresh token. With rotation, the token is revoked and a new one issued; a revoked token
@@ -286,21 +321,36 @@ export type RefreshOutcome =
 export async function refreshSession(
   pool: pg.Pool,
   token: string,
-  options: { rotate: boolean; reuseIntervalSeconds: number },
+  options: { rotate: boolean; reuseIntervalSeconds: number } & SessionLimits,
 ): Promise<RefreshOutcome> {
   return withAdminTransaction(pool, async (client) => {
     const { rows } = await client.query(
-      `select id, session_id, user_id, revoked, extract(epoch from now() - updated_at) as age
-         from auth.refresh_tokens where token_hash = $1 for update`,
+      `select rt.id, rt.session_id, rt.user_id, rt.revoked, extract(epoch from now() - rt.updated_at) as age,
+              extract(epoch from now() - s.created_at) as session_age,
+              extract(epoch from now() - ${LAST_ACTIVE}) as idle, ${LAST_ACTIVE} as last_active
+         from auth.refresh_tokens rt join auth.sessions s on s.id = rt.session_id
+        where rt.token_hash = $1 for update of rt`,
       [sha256(token)],
     );
     const row = rows[0];
     let outcome: RefreshOutcome;
     if (!row) outcome = { kind: "not_found" };
-    else if (row.revoked && Number(row.age) >= options.reuseIntervalSeconds) {
+    else if (options.timeboxSeconds > 0 && Number(row.session_age) > options.timeboxSeconds) {
+      outcome = { kind: "expired", message: "Invalid Refresh Token: Session Expired" };
+    } else if (options.inactivitySeconds > 0 && Number(row.idle) > options.inactivitySeconds) {
+      outcome = { kind: "expired", message: "Invalid Refresh Token: Session Expired (Inactivity)" };
+    } else if (options.singlePerUser && (await newerSessionOf(client, row, options))) {
+      outcome = {
+        kind: "expired",
+        message: "Invalid Refresh Token: Session Expired (Revoked by Newer Login)",
+      };
+    } else if (row.revoked && Number(row.age) >= options.reuseIntervalSeconds) {
       await client.query("delete from auth.sessions where id = $1", [row.session_id]);
       outcome = { kind: "reused" };
     } else if (!options.rotate && !row.revoked) {
+      await client.query("update auth.sessions set refreshed_at = now(), updated_at = now() where id = $1", [
+        row.session_id,
+      ]);
       outcome = { kind: "ok", sessionId: row.session_id, userId: row.user_id, refreshToken: token };
     } else {
       if (!row.revoked) {
