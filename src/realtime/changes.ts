@@ -20,6 +20,9 @@ const RESTART_MS = 1000;
 const STATUS_MS = 10_000;
 /** After the last subscriber leaves, the slot is kept this long for a quick resubscribe, then dropped. */
 const LINGER_MS = 15_000;
+/** How long delivery waits for a decoded commit to become visible to snapshots (normally microseconds). */
+const VISIBLE_TRIES = 200;
+const VISIBLE_WAIT_MS = 5;
 
 export interface ChangeData {
   schema: string;
@@ -43,6 +46,7 @@ type Row = Record<string, string | null | undefined>;
 type Change = Pgoutput.MessageInsert | Pgoutput.MessageUpdate | Pgoutput.MessageDelete;
 
 interface Transaction {
+  xid: number;
   commitTime: bigint;
   changes: Change[];
 }
@@ -248,7 +252,7 @@ export class ChangeFeed {
         this.tables.delete(msg.relationOid);
         return;
       case "begin":
-        this.tx = { commitTime: msg.commitTime as bigint, changes: [] };
+        this.tx = { xid: msg.xid, commitTime: msg.commitTime as bigint, changes: [] };
         return;
       case "insert":
       case "update":
@@ -353,6 +357,7 @@ export class ChangeFeed {
       }
     });
     const visible = new Map<string, Set<number>>();
+    if (groups.size && (await this.needsRowChecks(matches))) await this.untilVisible(tx.xid);
     for (const [key, g] of groups) visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches));
 
     for (const [i, m] of matches.entries()) {
@@ -382,6 +387,36 @@ export class ChangeFeed {
         }
         sub.deliver(ids, data);
       }
+    }
+  }
+
+  /** Whether any change is a row that must be found again under RLS. */
+  private async needsRowChecks(matches: { change: Change; perSub: Map<ChangeSubscriber, number[]> }[]) {
+    for (const m of matches) {
+      if (m.change.tag === "delete" || !m.perSub.size) continue;
+      if ((await this.tableInfo(m.change.relation.relationOid)).rls) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Waits until the transaction is visible to new snapshots. Its commit record is decoded (and sent here)
+   * before the committing backend leaves the proc array, so a row check that runs at once may not see the
+   * row yet and would drop the change for every subscriber.
+   */
+  private async untilVisible(xid: number): Promise<void> {
+    for (let i = 0; i < VISIBLE_TRIES; i++) {
+      // The 32-bit xid from the stream, widened with the current epoch (the one before if it wrapped).
+      const { rows } = await this.project.adminPool.query(
+        `select pg_visible_in_snapshot(
+                  (case when full_xid > xmax then full_xid - 4294967296 else full_xid end)::text::xid8, s) as visible
+           from (select s, pg_snapshot_xmax(s)::text::bigint as xmax,
+                        ((pg_snapshot_xmax(s)::text::bigint >> 32) << 32) | $1::bigint as full_xid
+                   from pg_current_snapshot() s) v`,
+        [xid],
+      );
+      if (rows[0]?.visible) return;
+      await new Promise((r) => setTimeout(r, VISIBLE_WAIT_MS));
     }
   }
 
