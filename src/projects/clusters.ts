@@ -86,6 +86,16 @@ export async function prepareProjectDatabase(
         roles.sqlPassword,
         roles.readPassword,
       ]);
+      // The owner adds its tables to realtime's publication (`alter publication supabase_realtime add table`),
+      // as the platform's postgres does: that needs the publication to be the owner's.
+      const { rows } = await client.query(
+        "select exists (select from pg_publication where pubname = 'supabase_realtime') as present",
+      );
+      if (rows[0].present) {
+        await runUtilityStatement(client, "alter publication supabase_realtime owner to %I", [
+          `postgres_${roles.ref}`,
+        ]);
+      }
     } finally {
       await client.end().catch(() => {});
     }
