@@ -1,3 +1,4 @@
+import cors from "cors";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { pinoHttp } from "pino-http";
 import type { AppContext } from "./context";
@@ -10,6 +11,28 @@ import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
 import { realtimeRouter } from "./realtime/routes";
 import { storageRouter } from "./storage/routes";
+
+/** What a browser may send to and read from the data APIs. */
+const DATA_CORS: cors.CorsOptions = {
+  origin: "*",
+  methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+  // Unlisted: the headers a preflight asks for are allowed (apikey, authorization, x-client-info, prefer, ...).
+  exposedHeaders: [
+    "content-range",
+    "content-profile",
+    "content-disposition",
+    "content-length",
+    "content-type",
+    "etag",
+    "link",
+    "location",
+    "preference-applied",
+    "range-unit",
+    "x-total-count",
+    "sb-error-code",
+  ],
+  maxAge: 86_400,
+};
 
 /** Answers whether the main database is reachable (within two seconds). */
 async function databaseReachable(ctx: AppContext): Promise<boolean> {
@@ -83,6 +106,9 @@ export function createApp(ctx: AppContext): Express {
   app.get("/metrics", metrics.handler());
 
   app.use("/functions/v1", functionsRouter(ctx));
+  // Browser apps call the data APIs from their own origin, as they call the platform's: CORS for any origin
+  // (the key or token in the request decides, never a cookie). Edge functions answer their own preflights.
+  app.use(["/graphql/v1", "/rest/v1", "/storage/v1", "/auth/v1", "/realtime/v1"], cors(DATA_CORS));
   app.use(graphqlRouter(ctx));
   app.use("/rest/v1", restRouter(ctx));
   app.use("/storage/v1", storageRouter(ctx));
