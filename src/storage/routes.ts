@@ -522,6 +522,26 @@ async function signedDownloadPath(
   return `/${transformed ? "render/image" : "object"}/sign/${bucketId}/${name}?token=${token}`;
 }
 
+/** The headers every served object or image carries; `?download[=name]` makes it an attachment. */
+function setServedHeaders(
+  req: Request,
+  res: Response,
+  contentType: string,
+  cacheControl: string | undefined,
+) {
+  res.setHeader("content-type", contentType);
+  res.setHeader("cache-control", cacheControl ?? "no-cache");
+  res.setHeader("x-robots-tag", "none");
+  const download = req.query.download;
+  if (typeof download === "string") {
+    const encoded = encodeURIComponent(download);
+    res.setHeader(
+      "content-disposition",
+      download ? `attachment; filename=${encoded}; filename*=UTF-8''${encoded}` : "attachment;",
+    );
+  }
+}
+
 /** Streams a transformed image; an object that is not an image, or does not decode, is a 400. */
 async function serveImage(
   service: StorageService,
@@ -539,17 +559,7 @@ async function serveImage(
     stream.once("readable", resolve);
     stream.once("error", () => reject(notAnImage()));
   });
-  res.setHeader("content-type", contentType);
-  res.setHeader("cache-control", meta.cacheControl ?? "no-cache");
-  res.setHeader("x-robots-tag", "none");
-  const download = req.query.download;
-  if (typeof download === "string") {
-    const encoded = encodeURIComponent(download);
-    res.setHeader(
-      "content-disposition",
-      download ? `attachment; filename=${encoded}; filename*=UTF-8''${encoded}` : "attachment;",
-    );
-  }
+  setServedHeaders(req, res, contentType, meta.cacheControl);
   stream.on("error", () => res.destroy());
   stream.pipe(res);
 }
@@ -712,20 +722,10 @@ async function serveObject(
   const meta = row.metadata;
   const size = meta?.size ?? 0;
   const range = rangeOf(req.headers.range, size);
-  res.setHeader("content-type", meta?.mimetype ?? "application/octet-stream");
-  res.setHeader("cache-control", meta?.cacheControl ?? "no-cache");
+  setServedHeaders(req, res, meta?.mimetype ?? "application/octet-stream", meta?.cacheControl);
   if (meta?.eTag) res.setHeader("etag", meta.eTag);
   if (meta?.lastModified) res.setHeader("last-modified", new Date(meta.lastModified).toUTCString());
   res.setHeader("accept-ranges", "bytes");
-  res.setHeader("x-robots-tag", "none");
-  const download = req.query.download;
-  if (typeof download === "string") {
-    const encoded = encodeURIComponent(download);
-    res.setHeader(
-      "content-disposition",
-      download ? `attachment; filename=${encoded}; filename*=UTF-8''${encoded}` : "attachment;",
-    );
-  }
   if (meta?.eTag && req.headers["if-none-match"] === meta.eTag) {
     res.status(304).end();
     return;

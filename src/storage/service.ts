@@ -160,7 +160,11 @@ export class StorageService {
     },
   ): Promise<store.ObjectRow> {
     const { project } = caller;
-    const bucket = await this.asOwner(project, (c) => store.findBucket(c, target.bucketId));
+    // The bucket's limits, and the version an upsert or update replaces (its bytes go once the row is written).
+    const { bucket, previous } = await this.asOwner(project, async (c) => ({
+      bucket: await store.findBucket(c, target.bucketId),
+      previous: await store.findObject(c, target.bucketId, target.name),
+    }));
     if (!bucket) throw bucketNotFound();
     checkMimeType(body.contentType, bucket.allowed_mime_types);
     const limit = await this.sizeLimitOf(project, bucket);
@@ -185,8 +189,6 @@ export class StorageService {
         if (!(await write(c, placeholderMetadata(body)))) throw objectNotFound();
       });
     }
-    const previous = await this.asOwner(project, (c) => store.findObject(c, target.bucketId, target.name));
-
     const key = this.keyOf(project, version);
     const stored = await this.backend.write(key, limitStream(body.stream, limit));
     const metadata: store.ObjectMetadata = {

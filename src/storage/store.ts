@@ -158,8 +158,9 @@ export interface NewObject {
  * apply, and select for the row it answers, as on the platform). A taken name without `upsert` fails with
  * 23505. A plain insert returns nothing from the database, so an insert policy alone lets a role upload.
  */
-export async function writeObject(c: pg.ClientBase, object: NewObject, upsert: boolean): Promise<ObjectRow> {
-  const values = [
+/** $1-$7 of the object statements: bucket, name, owner (uuid or null), owner_id, version, metadata, user metadata. */
+function objectValues(object: NewObject): unknown[] {
+  return [
     object.bucketId,
     object.name,
     uuidOrNull(object.owner),
@@ -168,6 +169,10 @@ export async function writeObject(c: pg.ClientBase, object: NewObject, upsert: b
     object.metadata,
     object.userMetadata ?? null,
   ];
+}
+
+export async function writeObject(c: pg.ClientBase, object: NewObject, upsert: boolean): Promise<ObjectRow> {
+  const values = objectValues(object);
   if (upsert) {
     const { rows } = await c.query<ObjectRow>(
       `insert into storage.objects (bucket_id, name, owner, owner_id, version, metadata, user_metadata)
@@ -208,15 +213,7 @@ export async function replaceObject(c: pg.ClientBase, object: NewObject): Promis
     `update storage.objects set owner = $3::uuid, owner_id = $4, version = $5, metadata = $6, user_metadata = $7,
         updated_at = now(), last_accessed_at = now()
       where bucket_id = $1 and name = $2 returning ${OBJECT_COLUMNS}`,
-    [
-      object.bucketId,
-      object.name,
-      uuidOrNull(object.owner),
-      object.owner ?? null,
-      object.version,
-      object.metadata,
-      object.userMetadata ?? null,
-    ],
+    objectValues(object),
   );
   return rows[0];
 }
