@@ -25,6 +25,8 @@ export interface TestServer {
 
 export const TEST_JWT_SECRET = "test-jwt-secret-with-at-least-32-characters";
 /** Servers of one test database are nodes of one installation: they share its key-encryption key. */
+/** Test databases share one cluster, hence one authenticator role: all servers must agree on its password. */
+export const TEST_AUTHENTICATOR_PASSWORD = "strata-test-authenticator";
 export const TEST_KEK = "test-key-encryption-key-of-at-least-32-chars";
 export const TEST_MANAGEMENT_TOKEN = "sbp_" + "0123456789abcdef".repeat(2) + "01234567";
 
@@ -39,8 +41,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     PORT: "0",
     JWT_SECRET: TEST_JWT_SECRET,
     MANAGEMENT_TOKEN: TEST_MANAGEMENT_TOKEN,
-    // Test databases share one cluster, hence one authenticator role: all servers must agree on its password.
-    AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
+    AUTHENTICATOR_PASSWORD: TEST_AUTHENTICATOR_PASSWORD,
     STRATA_KEK: TEST_KEK,
     STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-server-")),
     ...env,

@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { createTestDatabase, dropTestDatabase } from "../helpers/db";
-import { TEST_KEK } from "../helpers/server";
+import { TEST_AUTHENTICATOR_PASSWORD, TEST_KEK } from "../helpers/server";
 
 /** `npm start` as a user runs it, in situations where it cannot start: one line naming the cause, exit 1. */
 async function start(env: Record<string, string>): Promise<{ code: number; lastLine: string }> {
@@ -17,6 +17,9 @@ async function start(env: Record<string, string>): Promise<{ code: number; lastL
         ...process.env,
         STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-startup-")),
         STRATA_KEK: TEST_KEK,
+        // The test cluster's servers share one authenticator role: a start-up that set another password
+        // would fail every other running test server's new connections.
+        AUTHENTICATOR_PASSWORD: TEST_AUTHENTICATOR_PASSWORD,
         LOG_LEVEL: "silent",
         GRAPHILE_ENV: "production",
         ...env,
