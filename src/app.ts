@@ -27,6 +27,7 @@ import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 import { oneOffClient } from "./db/client";
+import { ControlDatabaseError, prepareControlDatabase } from "./platform/controlDatabase";
 
 export class StartupError extends Error {}
 
@@ -141,8 +142,8 @@ export async function describeDefaultProject(
 }
 
 /**
- * Prepares the main database (embedded when DATABASE_URL is unset): bootstrap SQL, first-start rows and the
- * authenticator password. Shared by `start` and the CLI commands that only read.
+ * Prepares the main database (embedded when DATABASE_URL is unset) and the control plane's database beside
+ * it: bootstrap SQL, first-start rows and the authenticator password. Shared by `start` and the CLI commands that only read.
  */
 export async function prepareDatabase(config: StrataConfig, log: Logger) {
   let embedded: EmbeddedDatabase | undefined;
@@ -157,9 +158,12 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
   }
   try {
     await checkDatabase(adminUrl);
-    const applied = await applyBootstrap(adminUrl, ["project", "platform"]);
+    const applied = await applyBootstrap(adminUrl, ["project"]);
     if (applied.length) log.info({ applied }, "bootstrap applied");
-    const platformPool = new pg.Pool({ connectionString: adminUrl, max: 5 });
+    const controlUrl = await prepareControlDatabase(adminUrl).catch((e: Error) => {
+      throw e instanceof ControlDatabaseError ? new StartupError(e.message, { cause: e }) : e;
+    });
+    const platformPool = new pg.Pool({ connectionString: controlUrl, max: 5 });
     platformPool.on("error", (e) => log.warn({ err: e.message }, "idle control-plane connection lost"));
     const kek = await openKek(platformPool, config);
     attachKek(platformPool, kek);
@@ -177,7 +181,7 @@ export async function prepareDatabase(config: StrataConfig, log: Logger) {
       client.release();
     }
     await setAuthenticatorPassword(platformPool, adminUrl);
-    return { adminUrl, embedded, platformPool, ...first };
+    return { adminUrl, controlUrl, embedded, platformPool, ...first };
   } catch (e) {
     await embedded?.stop();
     throw e;
@@ -197,13 +201,14 @@ export async function startStrata(
     config.poolWaitMs,
     config.projectIdleMs,
   );
-  await registry.watchControlPlane(db.adminUrl);
+  await registry.watchControlPlane(db.controlUrl);
   const usage = new UsageRecorder(db.platformPool, log);
   const ctx: AppContext = {
     config,
     log,
     platformPool: db.platformPool,
     adminUrl: db.adminUrl,
+    controlUrl: db.controlUrl,
     registry,
     usage,
     storage: backendOf(config),

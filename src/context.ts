@@ -10,10 +10,12 @@ import type { RealtimeServer } from "./realtime/socket";
 export interface AppContext {
   config: StrataConfig;
   log: Logger;
-  /** Superuser pool on the main database (the control plane lives in its `platform` schema). */
+  /** Superuser pool on the control plane's own database (schema `platform`); no project role can connect to it. */
   platformPool: pg.Pool;
-  /** Superuser URL of the main database. */
+  /** Superuser URL of the main database (the default project's). */
   adminUrl: string;
+  /** Superuser URL of the control plane's database. */
+  controlUrl: string;
   registry: ProjectRegistry;
   /** Counts data requests per project for usage analytics (absent in CLI commands that serve nothing). */
   usage?: UsageRecorder;

@@ -7,6 +7,9 @@ import graphileConfig from "../../graphile.config";
 import { withAdminTransaction } from "../db/transaction";
 import { commitKeyFile, kekOf, loadKek, prepareNextKey, resealColumns } from "../platform/kek";
 import { oneOffClient } from "../db/client";
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { PASSWORD_FILE } from "../db/embedded";
 
 function configFromEnvironment(): StrataConfig {
   const strata = (graphileConfig as { strata?: { port?: number; domain?: string } }).strata ?? {};
@@ -67,7 +70,10 @@ async function withDatabase<T>(
   const config = configFromEnvironment();
   const log = createLogger("silent");
   if (!config.databaseUrl) {
-    const running = `postgres://postgres:postgres@127.0.0.1:${config.embeddedPgPort}/postgres`;
+    // The running server's cluster, with the superuser password it was given at its first start.
+    const passwordFile = path.join(config.dataDir, PASSWORD_FILE);
+    const password = existsSync(passwordFile) ? readFileSync(passwordFile, "utf8").trim() : "postgres";
+    const running = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${config.embeddedPgPort}/postgres`;
     const probe = oneOffClient({ connectionString: running, connectionTimeoutMillis: 1000 });
     const reachable = await probe.connect().then(
       () => true,
@@ -80,7 +86,14 @@ async function withDatabase<T>(
   const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
   try {
     return await work(
-      { config, log, platformPool: db.platformPool, adminUrl: db.adminUrl, registry },
+      {
+        config,
+        log,
+        platformPool: db.platformPool,
+        adminUrl: db.adminUrl,
+        controlUrl: db.controlUrl,
+        registry,
+      },
       db.managementToken,
     );
   } finally {

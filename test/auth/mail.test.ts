@@ -46,7 +46,7 @@ describe("auth mail flows through supabase-js and a real SMTP server", () => {
     expect(patched.body.smtp_pass).toBeNull();
     expect(JSON.stringify((await management(server, "GET", "/config/auth")).body)).not.toContain(SMTP.pass);
     // ... and stored sealed with the key-encryption key.
-    const stored = await server.sql(
+    const stored = await server.controlSql(
       "select config->>'smtp_pass' as pass from platform.auth_config where project_ref = $1",
       [server.ref],
     );

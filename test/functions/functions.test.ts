@@ -99,7 +99,7 @@ describe("Edge functions", () => {
     let logs: { kind: string; message: string | null; status: number | null }[] = [];
     for (let i = 0; i < 50 && logs.length < 2; i++) {
       await new Promise((r) => setTimeout(r, 200));
-      ({ rows: logs } = await server.sql(
+      ({ rows: logs } = await server.controlSql(
         "select kind, message, status from platform.function_logs where slug = 'hello' order by id",
       ));
     }

@@ -5,7 +5,7 @@ import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
-import { createTestDatabase, dropTestDatabase } from "./db";
+import { controlUrlOf, createTestDatabase, dropTestDatabase } from "./db";
 
 export interface TestServer {
   /** http://127.0.0.1:<port> */
@@ -20,6 +20,8 @@ export interface TestServer {
   dbUrl: string;
   /** Runs SQL as superuser in the server's main database. */
   sql(text: string, params?: unknown[]): Promise<pg.QueryResult>;
+  /** Runs SQL as superuser in the server's control-plane database (schema `platform`). */
+  controlSql(text: string, params?: unknown[]): Promise<pg.QueryResult>;
   stop(): Promise<void>;
 }
 
@@ -49,8 +51,10 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
   // Server faults (5xx causes) reach the test output; everything else stays quiet unless asked for.
   const strata = await startStrata(config, createLogger(process.env.TEST_LOG_LEVEL ?? "error"));
   const pool = new pg.Pool({ connectionString: dbUrl, max: 2 });
+  const controlPool = new pg.Pool({ connectionString: controlUrlOf(dbUrl), max: 2 });
   // Tests pause projects and drop databases: an idle connection ended by the server is not a failure.
   pool.on("error", () => {});
+  controlPool.on("error", () => {});
   return {
     url: `http://127.0.0.1:${strata.port}`,
     strata,
@@ -61,8 +65,10 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     managementToken: strata.info.management_token!,
     dbUrl,
     sql: (text, params) => pool.query(text, params),
+    controlSql: (text, params) => controlPool.query(text, params),
     async stop() {
       await pool.end();
+      await controlPool.end();
       await strata.stop();
       await dropTestDatabase(dbUrl);
     },

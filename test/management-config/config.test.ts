@@ -48,7 +48,7 @@ describe("Management API: REST-layer config and secrets", () => {
     expect(list.body).toEqual([
       { name: "STRIPE_KEY", value: expect.stringMatching(/^[0-9a-f]{64}$/), updated_at: expect.any(String) },
     ]);
-    const stored = await server.sql(
+    const stored = await server.controlSql(
       "select ciphertext from platform.project_secrets where name = 'STRIPE_KEY'",
     );
     expect(stored.rows[0].ciphertext).not.toContain("sk_live_123");
@@ -56,7 +56,7 @@ describe("Management API: REST-layer config and secrets", () => {
     expect((await mgmt(server, "PUT", `${base}/sodium`, { root_key: newKey })).body).toEqual({
       root_key: newKey,
     });
-    const after = await server.sql(
+    const after = await server.controlSql(
       "select ciphertext from platform.project_secrets where name = 'STRIPE_KEY'",
     );
     expect(decryptSecret(newKey, after.rows[0].ciphertext)).toBe("sk_live_123");

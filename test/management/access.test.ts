@@ -13,7 +13,7 @@ async function storeToken(
   opts: { permissions?: string[]; scopes?: string[]; expired?: boolean },
 ): Promise<string> {
   const token = newAccessToken();
-  await server.sql(
+  await server.controlSql(
     `insert into platform.access_tokens (user_id, name, token_hash, token_prefix, permissions, scopes, expires_at)
      select id, 'test', $1, $2, $3, $4, case when $5 then now() - interval '1 minute' end
        from platform.users where email = 'admin@strata.local'`,
@@ -48,7 +48,9 @@ describe("Management API access", () => {
     expect((await mgmt(server, "POST", "/v1/organizations", { token, body: { name: "nope" } })).status).toBe(
       403,
     );
-    expect((await server.sql("select 1 from platform.organizations where name = 'nope'")).rowCount).toBe(0);
+    expect(
+      (await server.controlSql("select 1 from platform.organizations where name = 'nope'")).rowCount,
+    ).toBe(0);
   });
 
   it("answers the JWT secret only to callers who may read the project's keys", async () => {
@@ -79,14 +81,14 @@ describe("Management API access", () => {
   });
 
   it("gives a personal token its user's privileges: organization membership and role", async () => {
-    const { rows } = await server.sql(
+    const { rows } = await server.controlSql(
       `with u as (insert into platform.users (email, username) values ('reader@example.test', 'reader') returning id)
        insert into platform.organization_members (organization_id, user_id, role_name)
        select o.id, u.id, 'Read-only' from platform.organizations o, u where o.slug = 'default-org'
        returning user_id`,
     );
     const token = newAccessToken();
-    await server.sql(
+    await server.controlSql(
       "insert into platform.access_tokens (user_id, name, token_hash, token_prefix) values ($1, 'reader', $2, $3)",
       [rows[0].user_id, sha256(token), token.slice(0, 8)],
     );
@@ -115,14 +117,14 @@ describe("Management API access", () => {
   });
 
   it("refuses every spelling of a path to a project or organization the caller is not a member of", async () => {
-    const { rows } = await server.sql(
+    const { rows } = await server.controlSql(
       `with u as (insert into platform.users (email, username) values ('outsider@example.test', 'outsider') returning id),
             o as (insert into platform.organizations (name, slug) values ('Outside', 'outside-org') returning id)
        insert into platform.organization_members (organization_id, user_id, role_name)
        select o.id, u.id, 'Owner' from o, u returning user_id`,
     );
     const token = newAccessToken();
-    await server.sql(
+    await server.controlSql(
       "insert into platform.access_tokens (user_id, name, token_hash, token_prefix) values ($1, 'outsider', $2, $3)",
       [rows[0].user_id, sha256(token), token.slice(0, 8)],
     );

@@ -45,7 +45,7 @@ describe("organizations, members, roles and profile", () => {
   });
 
   it("hides organizations the caller does not belong to", async () => {
-    await server.sql(
+    await server.controlSql(
       "insert into platform.organizations (slug, name) values ('someone-else', 'Someone Else')",
     );
     expect((await mgmt(server, "GET", "/v1/organizations/someone-else")).status).toBe(404);
@@ -55,7 +55,7 @@ describe("organizations, members, roles and profile", () => {
 
   it("pages v2 members with page[size], page[after], page[before] and links", async () => {
     const org = (await mgmt(server, "POST", "/v1/organizations", { body: { name: "Paged" } })).body;
-    await server.sql(
+    await server.controlSql(
       `with u as (insert into platform.users (email, username)
                   select 'user' || i || '@example.test', 'user' || i from generate_series(1, 4) i returning id)
        insert into platform.organization_members (organization_id, user_id, role_name)

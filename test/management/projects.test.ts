@@ -24,7 +24,7 @@ describe("projects as real databases", () => {
   });
   afterAll(async () => {
     // Project databases live beside the test database on the cluster: delete them as a user would.
-    const { rows } = await server.sql("select ref from platform.projects where not is_default");
+    const { rows } = await server.controlSql("select ref from platform.projects where not is_default");
     for (const { ref } of rows) await mgmt(server, "DELETE", `/v1/projects/${ref}`);
     await server.stop();
   });
@@ -44,7 +44,7 @@ describe("projects as real databases", () => {
     expect(created.body).toMatchObject({ name: "shop", organization_slug: "default-org", region: "local" });
     await waitForStatus(server, ref, "ACTIVE_HEALTHY");
 
-    const { rows } = await server.sql(
+    const { rows } = await server.controlSql(
       "select database_name, legacy_keys_iat from platform.projects where ref = $1",
       [ref],
     );
@@ -144,7 +144,7 @@ describe("projects as real databases", () => {
     expect(unknown.body.message).toMatch(/not found/);
     expect((await mgmt(server, "POST", "/v1/projects/zzzzzzzzzzzzzzzzzzzz/pause")).status).toBe(404);
 
-    const before = await server.sql("select count(*)::int as n from platform.projects");
+    const before = await server.controlSql("select count(*)::int as n from platform.projects");
     const missing = await mgmt(server, "POST", "/v1/projects", {
       body: { name: "x", organization_slug: "default-org" },
     });
@@ -157,7 +157,7 @@ describe("projects as real databases", () => {
       body: { name: "x", organization_slug: "no-such-org", db_pass: "pw" },
     });
     expect(noOrg.status).toBe(404);
-    const after = await server.sql("select count(*)::int as n from platform.projects");
+    const after = await server.controlSql("select count(*)::int as n from platform.projects");
     expect(after.rows[0].n).toBe(before.rows[0].n);
   });
 
@@ -195,7 +195,7 @@ describe("projects as real databases", () => {
 
   it("places a project on the cluster of the requested region", async () => {
     // A second cluster entry (here on the same server) as an operator would register it.
-    await server.sql(
+    await server.controlSql(
       `insert into platform.clusters (id, region, admin_url, authenticator_password)
        select 'second', 'eu-west', admin_url, authenticator_password from platform.clusters where id = 'local'`,
     );
@@ -207,7 +207,7 @@ describe("projects as real databases", () => {
     });
     expect(created.body.region).toBe("eu-west");
     await waitForStatus(server, created.body.ref, "ACTIVE_HEALTHY");
-    const { rows } = await server.sql("select cluster_id from platform.projects where ref = $1", [
+    const { rows } = await server.controlSql("select cluster_id from platform.projects where ref = $1", [
       created.body.ref,
     ]);
     expect(rows[0].cluster_id).toBe("second");

@@ -23,7 +23,7 @@ describe("project creation interrupted by a dying process", () => {
     // What a process leaves when it dies while creating a project: a COMING_UP row and a bare database.
     const ref = "interruptedprojectab";
     const database = `project_${ref}`;
-    await server.sql(
+    await server.controlSql(
       `insert into platform.projects (ref, name, organization_id, cluster_id, database_name, status, jwt_secret)
        select $1, 'interrupted', o.id, 'local', $2, 'COMING_UP', 'a-secret-of-at-least-thirty-two-chars'
          from platform.organizations o where o.slug = 'default-org'`,
@@ -50,7 +50,7 @@ describe("project creation interrupted by a dying process", () => {
     );
     expect(roles.rows[0].n).toBeGreaterThan(0);
     // The row was written in plain text, as by a version before sealing: the start sealed it.
-    const secret = await server.sql("select jwt_secret from platform.projects where ref = $1", [ref]);
+    const secret = await server.controlSql("select jwt_secret from platform.projects where ref = $1", [ref]);
     expect(secret.rows[0].jwt_secret).toMatch(/^kek1:/);
     expect((await mgmt(server, "DELETE", `/v1/projects/${ref}`)).status).toBe(200);
   });

@@ -83,7 +83,7 @@ test("a project's slot lives in its own database and is dropped on pause and bef
   expect(created.status).toBe(201);
   const ref: string = created.body.ref;
   await waitForStatus(server, ref, "ACTIVE_HEALTHY");
-  const { rows } = await server.sql(
+  const { rows } = await server.controlSql(
     "select database_name, legacy_keys_iat from platform.projects where ref = $1",
     [ref],
   );

@@ -19,8 +19,9 @@ describe("Idle projects", () => {
     });
     const ref = created.body.ref as string;
     await waitForStatus(server, ref, "ACTIVE_HEALTHY");
-    const database = (await server.sql("select database_name from platform.projects where ref = $1", [ref]))
-      .rows[0].database_name as string;
+    const database = (
+      await server.controlSql("select database_name from platform.projects where ref = $1", [ref])
+    ).rows[0].database_name as string;
     const keys = await mgmt(server, "GET", `/v1/projects/${ref}/api-keys?reveal=true`);
     const anon = keys.body.find((k: { name: string }) => k.name === "anon").api_key as string;
 

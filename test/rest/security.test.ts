@@ -70,7 +70,7 @@ describe("REST under grants and row level security", () => {
   it("serves another schema once the REST config exposes it, and caps reads at max_rows", async () => {
     const before = await clientFor(server).schema("catalogue").from("items").select();
     expect(before.error?.code).toBe("PGRST106");
-    await server.sql(
+    await server.controlSql(
       `insert into platform.restapi_config (project_ref, db_schema, max_rows) values ($1, 'public, catalogue', 1)
        on conflict (project_ref) do update set db_schema = excluded.db_schema, max_rows = excluded.max_rows`,
       [server.ref],

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { newAccessToken, sha256 } from "../../src/platform/ids";
-import { startTestServer, type TestServer } from "../helpers/server";
+import { startTestServer, TEST_AUTHENTICATOR_PASSWORD, type TestServer } from "../helpers/server";
 import { mgmt, waitForStatus } from "../management/client";
 
 /** Connects with `role`/`password` to `database` on the test cluster; answers the error message on refusal. */
@@ -33,7 +33,7 @@ describe("Least privilege in the database", () => {
     const token = newAccessToken();
     let userId: string;
     if (opts.role) {
-      const { rows } = await server.sql(
+      const { rows } = await server.controlSql(
         `with u as (insert into platform.users (email, username) values ($1, $1) returning id)
          insert into platform.organization_members (organization_id, user_id, role_name)
          select o.id, u.id, $2 from platform.organizations o, u where o.slug = 'default-org' returning user_id`,
@@ -41,10 +41,10 @@ describe("Least privilege in the database", () => {
       );
       userId = rows[0].user_id;
     } else {
-      userId = (await server.sql("select id from platform.users where email = 'admin@strata.local'")).rows[0]
-        .id;
+      userId = (await server.controlSql("select id from platform.users where email = 'admin@strata.local'"))
+        .rows[0].id;
     }
-    await server.sql(
+    await server.controlSql(
       `insert into platform.access_tokens (user_id, name, token_hash, token_prefix, permissions)
        values ($1, 'test', $2, $3, $4)`,
       [userId, sha256(token), token.slice(0, 8), opts.permissions ?? null],
@@ -119,8 +119,9 @@ describe("Least privilege in the database", () => {
       (await sql("create table private (secret text); insert into private values ('theirs')", { ref: other }))
         .status,
     ).toBe(201);
-    const otherDb = (await server.sql("select database_name from platform.projects where ref = $1", [other]))
-      .rows[0].database_name as string;
+    const otherDb = (
+      await server.controlSql("select database_name from platform.projects where ref = $1", [other])
+    ).rows[0].database_name as string;
     const ownDb = new URL(server.dbUrl).pathname.slice(1);
     // db_pass is the new project's owner password (set right after it becomes active).
     let owner = "";
@@ -144,6 +145,13 @@ describe("Least privilege in the database", () => {
     expect(await tryConnect(server, login.body.role, login.body.password, "postgres")).toMatch(
       /permission denied/,
     );
+    // Nor the control plane's database, nor does the main database hold any of it.
+    for (const [role, pass] of [
+      [login.body.role, login.body.password],
+      ["authenticator", TEST_AUTHENTICATOR_PASSWORD],
+    ])
+      expect(await tryConnect(server, role, pass, `${ownDb}_control`)).toMatch(/permission denied/);
+    expect((await server.sql("select to_regnamespace('platform') as s")).rows).toEqual([{ s: null }]);
 
     const password = await mgmt(server, "PATCH", `/v1/projects/${server.ref}/database/password`, {
       body: { password: "owner-password-1" },

@@ -69,29 +69,31 @@ describe("Secrets at rest", () => {
     ];
     expect(values.every((v) => typeof v === "string" && v.length >= 16)).toBe(true);
 
-    // Everything the control plane stores, as text: what a dump of its schema would hold.
-    const tables = await server.sql(
-      "select format('%I.%I', schemaname, tablename) as t from pg_tables where schemaname = 'platform'",
+    // Everything the control plane's database stores, as text: what a dump of it would hold.
+    const tables = await server.controlSql(
+      `select format('%I.%I', schemaname, tablename) as t from pg_tables
+        where schemaname not in ('pg_catalog', 'information_schema')`,
     );
     let dump = "";
     for (const { t } of tables.rows) {
-      const rows = await server.sql(
+      const rows = await server.controlSql(
         `select coalesce(string_agg(row_to_json(x)::text, E'\\n'), '') as d from ${t} x`,
       );
       dump += rows.rows[0].d + "\n";
     }
+    expect(dump).toContain(ref);
     for (const value of values) expect(dump.includes(value)).toBe(false);
     expect(dump).not.toContain("sk_live_sealed");
     const signing = await mgmt(server, "POST", `/v1/projects/${ref}/config/auth/signing-keys`, {
       body: { algorithm: "ES256" },
     });
     expect(signing.status).toBe(201);
-    const jwks = await server.sql("select private_jwk from platform.signing_keys where id = $1", [
+    const jwks = await server.controlSql("select private_jwk from platform.signing_keys where id = $1", [
       signing.body.id,
     ]);
     expect(jwks.rows[0].private_jwk).toMatch(/^kek1:/);
 
-    const sealed = await server.sql(
+    const sealed = await server.controlSql(
       `select jwt_secret, sql_role_password, read_role_password from platform.projects where ref = $1`,
       [ref],
     );
@@ -132,14 +134,14 @@ describe("Secrets at rest", () => {
 
     const next = "the-next-key-encryption-key-of-32-chars";
     await cli({ STRATA_KEK: TEST_KEK, STRATA_NEW_KEK: next });
-    const auth = await own.sql(
+    const auth = await own.controlSql(
       "select config->>'smtp_pass' as pass from platform.auth_config where project_ref = $1",
       [own.ref],
     );
     expect(loadKek("", next).open(auth.rows[0].pass, "platform.auth_config.smtp_pass")).toBe(
       "smtp-password-to-reseal",
     );
-    const { rows } = await own.sql("select jwt_secret from platform.projects where is_default");
+    const { rows } = await own.controlSql("select jwt_secret from platform.projects where is_default");
     expect(loadKek("", next).open(rows[0].jwt_secret, "platform.projects.jwt_secret")).toBe(TEST_JWT_SECRET);
     expect(() => loadKek("", TEST_KEK).open(rows[0].jwt_secret, "platform.projects.jwt_secret")).toThrow();
     await own.stop();

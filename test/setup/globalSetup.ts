@@ -8,6 +8,8 @@ import { startEmbeddedPostgres } from "../../src/db/embedded";
 import { withDatabase } from "../../src/db/urls";
 
 export const TEMPLATE_DB = "strata_test_template";
+/** The control plane's database of every test server is cloned from this one (see test/helpers/db.ts). */
+export const CONTROL_TEMPLATE_DB = "strata_test_template_control";
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -35,9 +37,12 @@ export default async function globalSetup(): Promise<void> {
   }
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
-  await client.query(`drop database if exists ${TEMPLATE_DB} with (force)`);
-  await client.query(`create database ${TEMPLATE_DB}`);
+  for (const db of [TEMPLATE_DB, CONTROL_TEMPLATE_DB]) {
+    await client.query(`drop database if exists ${db} with (force)`);
+    await client.query(`create database ${db}`);
+  }
   await client.end();
-  await applyBootstrap(withDatabase(adminUrl, TEMPLATE_DB), ["project", "platform"]);
+  await applyBootstrap(withDatabase(adminUrl, TEMPLATE_DB), ["project"]);
+  await applyBootstrap(withDatabase(adminUrl, CONTROL_TEMPLATE_DB), ["platform"]);
   process.env.STRATA_TEST_ADMIN_URL = adminUrl;
 }

@@ -28,7 +28,7 @@ async function withProjectLock<T>(
   work: (c: pg.Client) => Promise<T>,
   tryOnly = false,
 ): Promise<T | undefined> {
-  const client = oneOffClient({ connectionString: ctx.adminUrl });
+  const client = oneOffClient({ connectionString: ctx.controlUrl });
   await client.connect();
   try {
     const lock = tryOnly ? "pg_try_advisory_lock" : "pg_advisory_lock";

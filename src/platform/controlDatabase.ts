@@ -1,0 +1,146 @@
+import pg from "pg";
+import { applyBootstrap } from "../db/bootstrap";
+import { oneOffClient } from "../db/client";
+import { withAdminTransaction } from "../db/transaction";
+import { databaseName, withDatabase } from "../db/urls";
+import { runUtilityStatement } from "../db/utility";
+
+// Held on the main database while the control database is made and an old layout moved into it, so two
+// Strata processes starting together do it once.
+const CONTROL_LOCK = 7_305_004;
+const MAX_IDENTIFIER = 63;
+
+export class ControlDatabaseError extends Error {}
+
+/**
+ * The control plane's database sits beside the main one on the same cluster, named after it, so that
+ * installations sharing a cluster keep theirs apart.
+ */
+export function controlDatabaseName(mainUrl: string): string {
+  const name = `${databaseName(mainUrl)}_control`;
+  if (Buffer.byteLength(name) > MAX_IDENTIFIER)
+    throw new ControlDatabaseError(
+      `The main database's name is too long: Strata keeps its control plane in "<name>_control", which must fit in ${MAX_IDENTIFIER} bytes`,
+    );
+  return name;
+}
+
+/**
+ * Makes the control plane's database ready: created when missing, closed to every role but Strata's own
+ * superuser connection (no project role may connect to it), bootstrapped, and holding the control plane of
+ * an installation that kept it in the main database's `platform` schema (moved with every row intact).
+ * Returns its URL.
+ */
+export async function prepareControlDatabase(mainUrl: string): Promise<string> {
+  const controlUrl = withDatabase(mainUrl, controlDatabaseName(mainUrl));
+  const main = oneOffClient({ connectionString: mainUrl });
+  await main.connect();
+  try {
+    await main.query("select pg_advisory_lock($1)", [CONTROL_LOCK]);
+    await createControlDatabase(main, databaseName(controlUrl));
+    await applyBootstrap(controlUrl, ["platform"]);
+    if (await hasOldLayout(main)) await moveControlPlane(main, mainUrl, controlUrl);
+  } finally {
+    await main.query("select pg_advisory_unlock($1)", [CONTROL_LOCK]).catch(() => {});
+    await main.end();
+  }
+  return controlUrl;
+}
+
+async function createControlDatabase(main: pg.Client, name: string): Promise<void> {
+  const { rowCount } = await main.query("select 1 from pg_database where datname = $1", [name]);
+  if (!rowCount) {
+    try {
+      await runUtilityStatement(main, "create database %I", [name]);
+    } catch (e) {
+      throw new ControlDatabaseError(
+        `Cannot create the control-plane database "${name}": ${(e as Error).message} (Strata's database user needs CREATEDB)`,
+        { cause: e },
+      );
+    }
+  }
+  // Applied on every start: a grant made by hand is taken back.
+  await runUtilityStatement(main, "revoke all on database %I from public", [name]);
+}
+
+/** Installations before the control database kept the control plane in the main database. */
+async function hasOldLayout(main: pg.Client): Promise<boolean> {
+  const { rows } = await main.query("select to_regclass('platform.projects') is not null as old");
+  return rows[0].old;
+}
+
+/**
+ * Copies every control-plane table from the main database into the control database in one transaction,
+ * then drops the old schema. Run again after a crash between the two steps, it finds the rows already copied
+ * and only drops.
+ */
+async function moveControlPlane(main: pg.Client, mainUrl: string, controlUrl: string): Promise<void> {
+  // Both sides at the same bootstrap version, so the tables have the same columns.
+  await applyBootstrap(mainUrl, ["platform"]);
+  const control = oneOffClient({ connectionString: controlUrl });
+  await control.connect();
+  try {
+    const copied = await control.query("select 1 from platform.projects limit 1");
+    if (!copied.rowCount) {
+      await withAdminTransaction(control, async () => {
+        // Rows arrive in any order: foreign keys and triggers (change notifications) are not checked here.
+        await control.query("set local session_replication_role = replica");
+        for (const table of await platformTables(main)) await copyTable(main, control, table);
+        await resetSequences(control);
+      });
+    }
+  } finally {
+    await control.end();
+  }
+  await withAdminTransaction(main, async () => {
+    await main.query("drop schema platform cascade");
+    await main.query("delete from _strata.bootstrap where set_name = 'platform'");
+  });
+}
+
+async function platformTables(client: pg.Client): Promise<string[]> {
+  const { rows } = await client.query<{ name: string }>(
+    `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = 'platform' and c.relkind in ('r', 'p') order by 1`,
+  );
+  return rows.map((r) => r.name);
+}
+
+/** One table's rows as JSON from the old side, inserted column by column (generated columns left out). */
+async function copyTable(from: pg.Client, to: pg.Client, table: string): Promise<void> {
+  const { rows: columns } = await to.query<{ name: string }>(
+    `select attname as name from pg_attribute
+      where attrelid = format('platform.%I', $1::text)::regclass and attnum > 0 and not attisdropped
+        and attgenerated = ''`,
+    [table],
+  );
+  if (!columns.length) return;
+  const { rows } = await from.query<{ data: string }>(
+    `select coalesce(json_agg(t), '[]')::text as data from platform.${pg.escapeIdentifier(table)} t`,
+  );
+  const list = columns.map((c) => pg.escapeIdentifier(c.name)).join(", ");
+  const target = `platform.${pg.escapeIdentifier(table)}`;
+  await to.query(
+    `insert into ${target} (${list}) overriding system value
+     select ${list} from json_populate_recordset(null::${target}, $1::json)`,
+    [rows[0].data],
+  );
+}
+
+/** Sequences continue after the copied rows' highest values. */
+async function resetSequences(client: pg.Client): Promise<void> {
+  const { rows } = await client.query<{ seq: string; tbl: string; col: string }>(
+    `select s.oid::regclass::text as seq, d.refobjid::regclass::text as tbl, a.attname as col
+       from pg_class s
+       join pg_depend d on d.objid = s.oid and d.deptype in ('a', 'i')
+       join pg_attribute a on a.attrelid = d.refobjid and a.attnum = d.refobjsubid
+       join pg_namespace n on n.oid = s.relnamespace
+      where s.relkind = 'S' and n.nspname = 'platform'`,
+  );
+  for (const { seq, tbl, col } of rows) {
+    await client.query(
+      `select setval($1::regclass, coalesce((select max(${pg.escapeIdentifier(col)}) from ${tbl}), 0) + 1, false)`,
+      [seq],
+    );
+  }
+}
