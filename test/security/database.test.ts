@@ -77,6 +77,9 @@ describe("Least privilege in the database", () => {
       "create role intruder superuser login password 'x'",
       "set role postgres",
       "drop database postgres",
+      // Extensions that open connections to other databases are out of reach too.
+      "create extension dblink",
+      "create extension postgres_fdw",
     ]) {
       const res = await sql(attack);
       expect({ attack, status: res.status }).toEqual({ attack, status: 400 });
