@@ -154,7 +154,10 @@ export function cancelRestore(ctx: AppContext, project: ProjectRow): Promise<voi
   });
 }
 
-/** Drops the project's database and its row; the row stays when the drop fails. */
+/**
+ * Drops the project's database, roles and row (its secrets and settings rows go with it); the row stays when
+ * the drop fails. Then its files.
+ */
 export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
   refuseDefault(project, "deleted");
   return withProjectLock(ctx, project, (db) =>
@@ -164,7 +167,11 @@ export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<voi
       await dropProjectDatabase(project.cluster, project.database_name);
       await dropProjectRoles(project.cluster, project.ref);
     }),
-  ).then(() => removeProjectFunctions(ctx, project.ref));
+  ).then(async () => {
+    // What the project kept outside its database: function bundles and stored objects.
+    await removeProjectFunctions(ctx, project.ref);
+    await ctx.storage?.removeProject(project.ref);
+  });
 }
 
 /**

@@ -4,7 +4,14 @@ import { copyFile, mkdir, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { Transform, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { checkKey, ObjectMissing, type ByteRange, type ObjectBackend, type StoredBytes } from "./types";
+import {
+  checkKey,
+  checkRef,
+  ObjectMissing,
+  type ByteRange,
+  type ObjectBackend,
+  type StoredBytes,
+} from "./types";
 
 /** A Transform that hashes and counts what passes through it. */
 export function measuring(): { stream: Transform; result: () => StoredBytes } {
@@ -68,5 +75,9 @@ export class DiskBackend implements ObjectBackend {
 
   async remove(keys: string[]): Promise<void> {
     await Promise.all(keys.map((key) => rm(this.fileOf(key), { force: true })));
+  }
+
+  async removeProject(ref: string): Promise<void> {
+    await rm(path.join(this.root, checkRef(ref)), { recursive: true, force: true });
   }
 }

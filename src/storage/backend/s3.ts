@@ -3,12 +3,20 @@ import {
   CopyObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
+  ListObjectsV2Command,
   NoSuchKey,
   S3Client,
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { measuring } from "./disk";
-import { checkKey, ObjectMissing, type ByteRange, type ObjectBackend, type StoredBytes } from "./types";
+import {
+  checkKey,
+  checkRef,
+  ObjectMissing,
+  type ByteRange,
+  type ObjectBackend,
+  type StoredBytes,
+} from "./types";
 
 export interface S3Settings {
   bucket: string;
@@ -99,6 +107,19 @@ export class S3Backend implements ObjectBackend {
         new DeleteObjectsCommand({ Bucket: this.settings.bucket, Delete: { Objects: batch, Quiet: true } }),
       );
     }
+  }
+
+  async removeProject(ref: string): Promise<void> {
+    const prefix = `${checkRef(ref)}/`;
+    let token: string | undefined;
+    do {
+      const page = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.settings.bucket, Prefix: prefix, ContinuationToken: token }),
+      );
+      const keys = (page.Contents ?? []).map((o) => o.Key!).filter(Boolean);
+      if (keys.length) await this.remove(keys);
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
   }
 
   async close(): Promise<void> {

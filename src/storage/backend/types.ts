@@ -25,7 +25,15 @@ export interface ObjectBackend {
   copy(from: string, to: string): Promise<void>;
   /** Removes the keys; a key that holds nothing is not an error. */
   remove(keys: string[]): Promise<void>;
+  /** Removes every object of a project (its keys start with `<ref>/`), when the project is deleted. */
+  removeProject(ref: string): Promise<void>;
   close?(): Promise<void>;
+}
+
+/** A project ref as it starts every storage key. */
+export function checkRef(ref: string): string {
+  if (!/^[a-z]{20}$/.test(ref)) throw new Error(`invalid project ref ${JSON.stringify(ref)}`);
+  return ref;
 }
 
 export class ObjectMissing extends Error {
