@@ -8,6 +8,8 @@ export interface StrataConfig {
   port: number;
   /** Projects are also served at `<ref>.<domain>`. */
   domain: string;
+  /** DNS servers (`ip` or `ip:port`) that check custom hostnames' records; the system's when empty. */
+  dnsServers: string[];
   /** HS256 secret of the default project; generated and persisted when unset. */
   jwtSecret: string | undefined;
   /** Seeds the bootstrap admin's personal access token. */
@@ -79,6 +81,13 @@ const schema = z.object({
     .string()
     .regex(/^[a-z0-9.-]+$/i, "STRATA_DOMAIN must be a host name such as localhost")
     .default("localhost"),
+  STRATA_DNS_SERVERS: z
+    .string()
+    .regex(
+      /^\s*[0-9a-f.:[\]]+(\s*,\s*[0-9a-f.:[\]]+)*\s*$/i,
+      "STRATA_DNS_SERVERS must be a comma-separated list of IP addresses (ip or ip:port)",
+    )
+    .optional(),
   JWT_SECRET: z.string().min(32, "JWT_SECRET must be at least 32 characters long").optional(),
   MANAGEMENT_TOKEN: z.string().min(16, "MANAGEMENT_TOKEN must be at least 16 characters long").optional(),
   LOG_LEVEL: z
@@ -144,6 +153,10 @@ export function loadConfig(
     databaseUrl: c.DATABASE_URL,
     port: c.PORT,
     domain: c.STRATA_DOMAIN.toLowerCase(),
+    dnsServers: (c.STRATA_DNS_SERVERS ?? "")
+      .split(",")
+      .map((v) => v.trim())
+      .filter(Boolean),
     jwtSecret: c.JWT_SECRET,
     managementToken: c.MANAGEMENT_TOKEN,
     logLevel: c.LOG_LEVEL,

@@ -48,12 +48,16 @@ export interface GateOptions {
   credentials?: "key" | "key-and-bearer";
 }
 
-/** The project ref a Host header names (`<ref>.<STRATA_DOMAIN>`), or undefined for the default project. */
+/**
+ * The project ref a Host header names (`<ref>.<STRATA_DOMAIN>`, an activated custom hostname or a vanity
+ * subdomain), or undefined for the default project.
+ */
 export function refOfHost(ctx: AppContext, hostHeader: string | undefined): string | undefined {
   const host = (hostHeader ?? "").split(":")[0].toLowerCase();
   const suffix = "." + ctx.config.domain;
   const ref = host.endsWith(suffix) ? host.slice(0, -suffix.length) : undefined;
-  return ref && /^[a-z]{20}$/.test(ref) ? ref : undefined;
+  if (ref && /^[a-z]{20}$/.test(ref)) return ref;
+  return ctx.registry.hostnames.refOf(host);
 }
 
 /**

@@ -1,4 +1,5 @@
 import pg from "pg";
+import { HostDirectory } from "./hostnames";
 import type { Logger } from "../log";
 import { withCredentials, withDatabase } from "../db/urls";
 import { randomSecret } from "../platform/ids";
@@ -71,9 +72,11 @@ export class ProjectRegistry {
   private readonly retiring = new Set<ProjectRuntime>();
   private listener: pg.Client | undefined;
   private closed = false;
+  /** Custom hostnames and vanity subdomains that reach a project. */
+  readonly hostnames: HostDirectory;
 
   constructor(
-    /** Superuser pool on the main database, where the control plane lives. */
+    /** Superuser pool on the control plane's database. */
     readonly platformPool: pg.Pool,
     readonly defaultRef: string,
     private readonly log: Logger,
@@ -82,6 +85,7 @@ export class ProjectRegistry {
     /** A project's runtime unused this long is retired (its pools and DDL watch closed); the default's never. */
     idleMs = 10 * 60_000,
   ) {
+    this.hostnames = new HostDirectory(platformPool);
     this.sweeper = setInterval(() => this.retireIdle(idleMs), Math.min(idleMs, 60_000));
     this.sweeper.unref();
   }
@@ -163,7 +167,8 @@ export class ProjectRegistry {
   /**
    * LISTENs for changes of project rows (sql/platform/100_management_control.sql), so that a pause, restore,
    * rename or delete made by any Strata process reaches this one: the project's runtime is retired and the
-   * next request reloads it from its row. Reconnects when the connection is lost.
+   * next request reloads it from its row. Also for changes of the served host names. Reconnects when the
+   * connection is lost.
    */
   async watchControlPlane(adminUrl: string): Promise<void> {
     if (this.closed || this.listener) return;
@@ -176,11 +181,15 @@ export class ProjectRegistry {
     };
     client.on("error", retry);
     client.on("notification", (msg) => {
-      if (msg.payload) this.retire(msg.payload).catch(() => {});
+      if (msg.channel === "strata_hostnames_changed") this.hostnames.reload().catch(() => {});
+      else if (msg.payload) this.retire(msg.payload).catch(() => {});
     });
     try {
       await client.connect();
       await client.query("listen strata_project_changed");
+      await client.query("listen strata_hostnames_changed");
+      // Loaded after listening, so no change made in between is missed.
+      await this.hostnames.reload();
     } catch {
       retry();
     }

@@ -1,12 +1,80 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
+import { randomSecret } from "../../platform/ids";
+import { HttpError } from "../http";
 import { route } from "../route";
-import { readSettings } from "../settings";
+import { challengeName, resolverFor, verifyHostnameRecords } from "./dns";
+import {
+  claimHostname,
+  hostnameOf,
+  isHostnameTaken,
+  releaseHostname,
+  setHostnameStatus,
+  type HostnameRow,
+} from "./store";
 
-/** Custom hostname and vanity subdomain (stored; availability is checked against every project's choice). */
+// The platform's custom hostname states (its Cloudflare flow); Strata uses the ones that apply to it.
+const NOT_STARTED = "1_not_started";
+const INITIATED = "2_initiated";
+const VERIFIED = "4_origin_setup_completed";
+const SERVED = "5_services_reconfigured";
+
+const hostnameSchema = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .max(253, "must be at most 253 characters")
+  .regex(
+    /^(?=.*[a-z])([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]([a-z0-9-]{0,61}[a-z0-9])?$/,
+    "must be a host name such as api.example.com",
+  );
+
+const subdomainSchema = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{2,62}$/, "must be 3-63 lowercase letters, digits or dashes")
+  .refine((v) => !/^[a-z]{20}$/.test(v), "has the shape of a project ref, which is reserved");
+
+/** The platform's custom hostname answer for a project's row (or for none). */
+function customHostnameBody(ctx: AppContext, ref: string, row: HostnameRow | undefined) {
+  const origin = `${ref}.${ctx.config.domain}`;
+  return {
+    status: row?.status ?? NOT_STARTED,
+    custom_hostname: row?.hostname ?? "",
+    data: {
+      success: true,
+      errors: [],
+      messages: [],
+      result: {
+        id: ref,
+        hostname: row?.hostname ?? "",
+        // Strata serves HTTP; TLS for a custom hostname is the operator's proxy's, not managed here.
+        ssl: { status: "not_managed", validation_records: [], validation_errors: [] },
+        ownership_verification: {
+          type: "txt",
+          name: row ? challengeName(row.hostname) : "",
+          value: row?.verification_token ?? "",
+        },
+        custom_origin_server: origin,
+        verification_errors: row?.verification_errors ?? [],
+        status: row?.status === SERVED ? "active" : row ? "pending" : "",
+      },
+    },
+  };
+}
+
+/**
+ * Custom hostname (initialize → DNS records verified by reverify → activate: Strata serves the project's
+ * APIs at it) and vanity subdomain (`<name>.<STRATA_DOMAIN>`, served at once). A name belongs to one project.
+ */
 export function domainRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
+  const resolver = resolverFor(ctx.config.dnsServers);
+  const custom = (ref: string) => hostnameOf(ctx.platformPool, ref, "custom");
+  const served = () => ctx.registry.hostnames.reload();
+  const read = { permission: "custom_domain_read", scope: "domains:read" } as const;
+  const write = { permission: "custom_domain_write", scope: "domains:write" } as const;
+
   route(
     ctx,
     router,
@@ -15,30 +83,116 @@ export function domainRoutes(ctx: AppContext): Router {
       project: "any",
       path: "/v1/projects/:ref/custom-hostname",
       summary: "Gets the custom hostname",
-      access: { permission: "custom_domain_read", scope: "domains:read" },
+      access: read,
+      status: 200,
+    },
+    async ({ project }) => customHostnameBody(ctx, project.ref, await custom(project.ref)),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "any",
+      path: "/v1/projects/:ref/custom-hostname/initialize",
+      summary: "Starts serving a custom hostname: answers the DNS records to create",
+      access: write,
+      body: z.object({ custom_hostname: hostnameSchema }),
+      rateLimits: [{ name: "POST custom-hostname/initialize", points: 10, seconds: 60 }],
+      status: 201,
+    },
+    async ({ project, body }) => {
+      const hostname = body.custom_hostname;
+      if (hostname === ctx.config.domain || hostname.endsWith(`.${ctx.config.domain}`))
+        throw new HttpError(
+          400,
+          `custom_hostname must not be under ${ctx.config.domain}, which Strata serves itself`,
+        );
+      const claimed = await claimHostname(ctx.platformPool, {
+        hostname,
+        project_ref: project.ref,
+        kind: "custom",
+        status: INITIATED,
+        verification_token: randomSecret(24),
+      });
+      if (!claimed) throw new HttpError(400, `The hostname ${hostname} is already used by another project`);
+      await served();
+      return customHostnameBody(ctx, project.ref, await custom(project.ref));
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "any",
+      path: "/v1/projects/:ref/custom-hostname/reverify",
+      summary: "Checks the custom hostname's DNS records again",
+      access: write,
+      rateLimits: [{ name: "POST custom-hostname/reverify", points: 10, seconds: 60 }],
+      status: 201,
+    },
+    async ({ project }) => {
+      const row = await custom(project.ref);
+      if (!row) throw new HttpError(400, "This project has no custom hostname: initialize one first");
+      const errors = await verifyHostnameRecords(
+        resolver,
+        row.hostname,
+        `${project.ref}.${ctx.config.domain}`,
+        row.verification_token,
+      );
+      // An active hostname keeps serving while its records are being changed; the errors are reported.
+      const status = row.status === SERVED ? SERVED : errors.length ? INITIATED : VERIFIED;
+      await setHostnameStatus(ctx.platformPool, project.ref, "custom", status, errors);
+      return customHostnameBody(ctx, project.ref, await custom(project.ref));
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "any",
+      path: "/v1/projects/:ref/custom-hostname/activate",
+      summary: "Serves the project's APIs at its verified custom hostname",
+      access: write,
+      status: 201,
+    },
+    async ({ project }) => {
+      const row = await custom(project.ref);
+      if (!row) throw new HttpError(400, "This project has no custom hostname: initialize one first");
+      if (row.status !== VERIFIED && row.status !== SERVED)
+        throw new HttpError(
+          400,
+          "The custom hostname's DNS records are not verified yet: create them and call reverify",
+        );
+      await setHostnameStatus(ctx.platformPool, project.ref, "custom", SERVED, []);
+      await served();
+      return customHostnameBody(ctx, project.ref, await custom(project.ref));
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "delete",
+      project: "any",
+      path: "/v1/projects/:ref/custom-hostname",
+      summary: "Stops serving the custom hostname and forgets it",
+      access: write,
+      rateLimits: [{ name: "DELETE custom-hostname", points: 10, seconds: 60 }],
       status: 200,
     },
     async ({ project }) => {
-      const h = await readSettings(ctx, project.ref, "custom_hostname", { hostname: "" });
-      return {
-        status: h.hostname ? "2_initiated" : "1_not_started",
-        custom_hostname: h.hostname,
-        data: {
-          success: true,
-          errors: [],
-          messages: [],
-          result: {
-            id: project.ref,
-            hostname: h.hostname,
-            ssl: { status: "pending_validation", validation_records: [] },
-            ownership_verification: { type: "txt", name: "", value: "" },
-            custom_origin_server: `${project.ref}.${ctx.config.domain}`,
-            status: "pending",
-          },
-        },
-      };
+      await releaseHostname(ctx.platformPool, project.ref, "custom");
+      await served();
+      return {};
     },
   );
+
+  const vanityRead = { permission: "vanity_subdomain_read", scope: "domains:read" } as const;
+  const vanityWrite = { permission: "vanity_subdomain_write", scope: "domains:write" } as const;
+  const vanityHost = (name: string) => `${name}.${ctx.config.domain}`;
   route(
     ctx,
     router,
@@ -48,16 +202,12 @@ export function domainRoutes(ctx: AppContext): Router {
       path: "/v1/projects/:ref/vanity-subdomain",
       rateLimits: [{ name: "GET vanity-subdomain", points: 10, seconds: 60 }],
       summary: "Gets the vanity subdomain",
-      access: { permission: "vanity_subdomain_read", scope: "domains:read" },
+      access: vanityRead,
       status: 200,
     },
     async ({ project }) => {
-      const v = await readSettings(ctx, project.ref, "vanity_subdomain", {
-        subdomain: "",
-      });
-      return v.subdomain
-        ? { status: "active", custom_domain: `${v.subdomain}.${ctx.config.domain}` }
-        : { status: "not-used" };
+      const row = await hostnameOf(ctx.platformPool, project.ref, "vanity");
+      return row ? { status: "active", custom_domain: row.hostname } : { status: "not-used" };
     },
   );
   route(
@@ -68,20 +218,56 @@ export function domainRoutes(ctx: AppContext): Router {
       project: "any",
       path: "/v1/projects/:ref/vanity-subdomain/check-availability",
       summary: "Checks whether a vanity subdomain is free",
-      access: { permission: "vanity_subdomain_write", scope: "domains:write" },
-      body: z.object({
-        vanity_subdomain: z
-          .string()
-          .regex(/^[a-z0-9][a-z0-9-]{2,62}$/, "must be 3-63 lowercase letters, digits or dashes"),
-      }),
+      access: vanityWrite,
+      body: z.object({ vanity_subdomain: subdomainSchema }),
       status: 201,
     },
-    async ({ body }) => {
-      const { rows } = await ctx.platformPool.query(
-        "select 1 from platform.project_settings where kind = 'vanity_subdomain' and value ->> 'subdomain' = $1 union all select 1 from platform.projects where ref = $1",
-        [body.vanity_subdomain],
-      );
-      return { available: rows.length === 0 };
+    async ({ project, body }) => ({
+      available: !(await isHostnameTaken(ctx.platformPool, vanityHost(body.vanity_subdomain), project.ref)),
+    }),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "any",
+      path: "/v1/projects/:ref/vanity-subdomain/activate",
+      summary: "Serves the project's APIs at <vanity_subdomain>.<STRATA_DOMAIN>",
+      access: vanityWrite,
+      body: z.object({ vanity_subdomain: subdomainSchema }),
+      status: 201,
+    },
+    async ({ project, body }) => {
+      const hostname = vanityHost(body.vanity_subdomain);
+      const claimed = await claimHostname(ctx.platformPool, {
+        hostname,
+        project_ref: project.ref,
+        kind: "vanity",
+        status: "active",
+        verification_token: "",
+      });
+      if (!claimed)
+        throw new HttpError(400, `The vanity subdomain ${body.vanity_subdomain} is not available`);
+      await served();
+      return { custom_domain: hostname };
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "delete",
+      project: "any",
+      path: "/v1/projects/:ref/vanity-subdomain",
+      summary: "Stops serving the vanity subdomain",
+      access: vanityWrite,
+      status: 200,
+    },
+    async ({ project }) => {
+      await releaseHostname(ctx.platformPool, project.ref, "vanity");
+      await served();
+      return {};
     },
   );
   return router;
