@@ -21,6 +21,8 @@ import { createLogger, type Logger } from "./log";
 import { ensureFirstStart } from "./platform/firstStart";
 import { ProjectRegistry } from "./projects/registry";
 import { UsageRecorder } from "./projects/usage";
+import { LogRecorder } from "./logs/recorder";
+import { DrainForwarder } from "./logs/drains";
 import { stopFunctionRuntime } from "./functions/runtime";
 import { backendOf } from "./storage/backend";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
@@ -203,6 +205,8 @@ export async function startStrata(
   );
   await registry.watchControlPlane(db.controlUrl);
   const usage = new UsageRecorder(db.platformPool, log);
+  const logs = new LogRecorder(db.platformPool, log, config.logRetentionHours);
+  const drains = new DrainForwarder(db.platformPool, kekOf(db.platformPool), log, () => logs.flush());
   const ctx: AppContext = {
     config,
     log,
@@ -211,6 +215,7 @@ export async function startStrata(
     controlUrl: db.controlUrl,
     registry,
     usage,
+    logs,
     storage: backendOf(config),
     ready: false,
   };
@@ -248,6 +253,8 @@ export async function startStrata(
       await webhooks.stop();
       await ctx.storage?.close?.();
       await usage.stop();
+      drains.stop();
+      await logs.stop();
       await registry.closeAll();
       await db.platformPool.end().catch(() => {});
       await db.embedded?.stop();

@@ -28,6 +28,8 @@ export interface StrataConfig {
   poolWaitMs: number;
   /** How long an unused project keeps its pools and DDL watch open. */
   projectIdleMs: number;
+  /** How long the projects' log events are kept (hours). */
+  logRetentionHours: number;
   /** The key-encryption key (`STRATA_KEK`); unset: the data directory's key file. */
   kek: string | undefined;
   /** How long a signing key must have been revoked before it may be deleted (tokens it signed expire). */
@@ -99,6 +101,7 @@ const schema = z.object({
   STRATA_PG_PORT: port("STRATA_PG_PORT").default(54322),
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
   PROJECT_IDLE_MS: positiveInt("PROJECT_IDLE_MS").default(600_000),
+  LOG_RETENTION_HOURS: positiveInt("LOG_RETENTION_HOURS").default(72),
   STRATA_KEK: z.string().min(32, "STRATA_KEK must be at least 32 characters long").optional(),
   AUTHENTICATOR_PASSWORD: z
     .string()
@@ -166,6 +169,7 @@ export function loadConfig(
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,
     projectIdleMs: c.PROJECT_IDLE_MS,
+    logRetentionHours: c.LOG_RETENTION_HOURS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
     storage: {

@@ -3,6 +3,7 @@ import type { StrataConfig } from "./config";
 import type { Logger } from "./log";
 import type { ProjectRegistry } from "./projects/registry";
 import type { UsageRecorder } from "./projects/usage";
+import type { LogRecorder } from "./logs/recorder";
 import type { ObjectBackend } from "./storage/backend/types";
 import type { RealtimeServer } from "./realtime/socket";
 
@@ -19,6 +20,8 @@ export interface AppContext {
   registry: ProjectRegistry;
   /** Counts data requests per project for usage analytics (absent in CLI commands that serve nothing). */
   usage?: UsageRecorder;
+  /** Records each project's API requests as log events (absent in CLI commands that serve nothing). */
+  logs?: LogRecorder;
   /** Sends what database webhooks queue; told when a project enables them. */
   webhooks?: { refresh(): void };
   /** Where storage keeps object bytes (absent in CLI commands that serve nothing). */

@@ -73,7 +73,7 @@ export function createApp(ctx: AppContext): Express {
       },
     }),
   );
-  // Metrics and usage: interface, status, time.
+  // Metrics, usage and the projects' edge logs: interface, status, time.
   app.use((req: Request, res: Response, next: NextFunction) => {
     const started = process.hrtime.bigint();
     // Routers mounted under a prefix rewrite req.path: keep the path the request came with.
@@ -82,12 +82,19 @@ export function createApp(ctx: AppContext): Express {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const iface = interfaceOf(path);
       metrics.observe(iface, res.statusCode, seconds);
+      if (iface === "management" || iface === "other") return;
+      const ref = refOfHost(ctx, req.headers.host) ?? ctx.registry.defaultRef;
+      ctx.logs?.edge({
+        ref,
+        method: req.method,
+        path: req.originalUrl,
+        status: res.statusCode,
+        service: iface,
+        durationMs: seconds * 1000,
+      });
       if (iface === "rest" || iface === "graphql" || iface === "auth" || iface === "storage") {
         // GraphQL counts as REST traffic, as the platform's usage report does.
-        ctx.usage?.record(
-          refOfHost(ctx, req.headers.host) ?? ctx.registry.defaultRef,
-          iface === "graphql" ? "rest" : iface,
-        );
+        ctx.usage?.record(ref, iface === "graphql" ? "rest" : iface);
       }
     });
     next();

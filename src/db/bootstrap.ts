@@ -28,10 +28,16 @@ function sqlFiles(set: BootstrapSet): SqlFile[] {
 }
 
 /**
- * Applies the numbered files of `sets` that the database has not recorded yet, in order, each in its own
- * transaction together with its entry in `_strata.bootstrap`. Returns the names of the files applied.
+ * Applies the numbered files of `sets` that the database has not recorded yet (and `accept` accepts), in
+ * order, each in its own transaction together with its entry in `_strata.bootstrap`. Returns the names of the
+ * files applied.
  */
-export async function applyBootstrap(databaseUrl: string, sets: BootstrapSet[]): Promise<string[]> {
+export async function applyBootstrap(
+  databaseUrl: string,
+  sets: BootstrapSet[],
+  /** Only the files whose version this accepts (a database brought to another one's version). */
+  accept: (version: string) => boolean = () => true,
+): Promise<string[]> {
   const client = oneOffClient({ connectionString: databaseUrl });
   await client.connect();
   const applied: string[] = [];
@@ -54,7 +60,7 @@ export async function applyBootstrap(databaseUrl: string, sets: BootstrapSet[]):
         ),
       );
       for (const file of sqlFiles(set)) {
-        if (done.has(file.version)) continue;
+        if (done.has(file.version) || !accept(file.version)) continue;
         await withAdminTransaction(client, async () => {
           await client.query(file.text);
           await client.query("insert into _strata.bootstrap (set_name, version, name) values ($1, $2, $3)", [

@@ -38,8 +38,8 @@ export async function prepareControlDatabase(mainUrl: string): Promise<string> {
   try {
     await main.query("select pg_advisory_lock($1)", [CONTROL_LOCK]);
     await createControlDatabase(main, databaseName(controlUrl));
+    if (await hasOldLayout(main)) await moveControlPlane(main, controlUrl);
     await applyBootstrap(controlUrl, ["platform"]);
-    if (await hasOldLayout(main)) await moveControlPlane(main, mainUrl, controlUrl);
   } finally {
     await main.query("select pg_advisory_unlock($1)", [CONTROL_LOCK]).catch(() => {});
     await main.end();
@@ -71,12 +71,16 @@ async function hasOldLayout(main: pg.Client): Promise<boolean> {
 
 /**
  * Copies every control-plane table from the main database into the control database in one transaction,
- * then drops the old schema. Run again after a crash between the two steps, it finds the rows already copied
- * and only drops.
+ * then drops the old schema. The control database is first brought to the old one's bootstrap version (the
+ * same tables and columns; later files run after the copy, on the copied rows), and nothing is applied to
+ * the main database. Run again after a crash between copy and drop, it finds the rows copied and only drops.
  */
-async function moveControlPlane(main: pg.Client, mainUrl: string, controlUrl: string): Promise<void> {
-  // Both sides at the same bootstrap version, so the tables have the same columns.
-  await applyBootstrap(mainUrl, ["platform"]);
+async function moveControlPlane(main: pg.Client, controlUrl: string): Promise<void> {
+  const { rows } = await main.query<{ version: string }>(
+    "select version from _strata.bootstrap where set_name = 'platform'",
+  );
+  const oldVersions = new Set(rows.map((r) => r.version));
+  await applyBootstrap(controlUrl, ["platform"], (version) => oldVersions.has(version));
   const control = oneOffClient({ connectionString: controlUrl });
   await control.connect();
   try {
@@ -108,12 +112,18 @@ async function platformTables(client: pg.Client): Promise<string[]> {
 
 /** One table's rows as JSON from the old side, inserted column by column (generated columns left out). */
 async function copyTable(from: pg.Client, to: pg.Client, table: string): Promise<void> {
-  const { rows: columns } = await to.query<{ name: string }>(
-    `select attname as name from pg_attribute
-      where attrelid = format('platform.%I', $1::text)::regclass and attnum > 0 and not attisdropped
-        and attgenerated = ''`,
-    [table],
-  );
+  const columnsOf = async (client: pg.Client) =>
+    (
+      await client.query<{ name: string }>(
+        `select attname as name from pg_attribute
+          where attrelid = to_regclass(format('platform.%I', $1::text)) and attnum > 0 and not attisdropped
+            and attgenerated = ''`,
+        [table],
+      )
+    ).rows.map((r) => r.name);
+  // Both sides are at one bootstrap version; the intersection only guards a table made by hand.
+  const theirs = new Set(await columnsOf(from));
+  const columns = (await columnsOf(to)).filter((c) => theirs.has(c)).map((name) => ({ name }));
   if (!columns.length) return;
   const { rows } = await from.query<{ data: string }>(
     `select coalesce(json_agg(t), '[]')::text as data from platform.${pg.escapeIdentifier(table)} t`,

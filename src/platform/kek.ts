@@ -118,6 +118,8 @@ export const SEALED_COLUMNS = [
   ["platform.clusters", "id", "authenticator_password"],
   ["platform.project_root_keys", "project_ref", "root_key"],
   ["platform.api_keys", "id", "secret"],
+  // A log drain's destination and headers (credentials), as one JSON text.
+  ["platform.log_drains", "id", "config"],
   // jsonb: sealed, the JWK is stored as a JSON string.
   ["platform.signing_keys", "id", "private_jwk"],
 ] as const;

@@ -17,7 +17,8 @@ import { TEST_AUTHENTICATOR_PASSWORD, TEST_KEK, TEST_MANAGEMENT_TOKEN } from "..
  * rows, in the main database), then started with this version.
  */
 async function oldLayout(url: string, dataDir: string): Promise<{ ref: string; jwtSecret: string }> {
-  await applyBootstrap(url, ["platform"]);
+  // The control-plane files that existed before it had its own database (up to 899).
+  await applyBootstrap(url, ["platform"], (version) => version < "900");
   const kek = loadKek("", TEST_KEK);
   const client = new pg.Client({ connectionString: url });
   await client.connect();

@@ -4,13 +4,15 @@ import type { AppContext } from "../../context";
 import { functionRuntimeOf } from "../../functions/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { queryLogs } from "../../logs/query";
+import { createDrain, deleteDrain, drainsOf, updateDrain, type DrainInput } from "../../logs/drainStore";
+import { DRAIN_BACKENDS, type DrainRow } from "../../logs/drains";
 
 /**
- * Analytics: log queries (time-range rules of the spec; Strata does not run the platform's log SQL, so
- * results are empty), usage counters from `platform.api_usage` (counted by the HTTP layer), edge
- * function invocation stats from `platform.function_logs` (written by src/functions) and log drains
- * (stored).
+ * Analytics: log queries over the project's log sources (src/logs records them; the query runs in
+ * src/logs/query.ts), usage counters from `platform.api_usage` (counted by the HTTP layer), edge function
+ * invocation stats from `platform.function_logs` (written by src/functions) and log drains (forwarded by
+ * src/logs/drains.ts).
  */
 
 const INTERVALS: Record<string, { span: string; bucket: string }> = {
@@ -50,24 +52,61 @@ const LogDrain = z.object({
   config: z.record(z.string(), z.unknown()),
 });
 
-type Drain = {
-  id: string;
-  name: string;
-  description?: string;
-  backend_type: string;
-  config: Record<string, unknown>;
-};
+/** Only HTTP drains can be forwarded from here; the URL must be http(s). */
+function checkedDrain(attributes: z.infer<typeof LogDrain>): DrainInput {
+  if (!(DRAIN_BACKENDS as readonly string[]).includes(attributes.backend_type))
+    throw new HttpError(
+      400,
+      `backend_type ${attributes.backend_type} is not supported by Strata: use ${DRAIN_BACKENDS.join(", ")}`,
+    );
+  const config = WebhookConfig.safeParse(attributes.config);
+  if (!config.success)
+    throw new HttpError(
+      400,
+      `config: ${config.error.issues.map((i) => `${i.path.join(".")} ${i.message}`).join("; ")}`,
+    );
+  return { ...attributes, description: attributes.description ?? "", config: config.data };
+}
 
-/** Drains are answered without their secrets (passwords, api keys). */
-function drainJson(d: Drain) {
-  const config = Object.fromEntries(
-    Object.entries(d.config).filter(([k]) => !/pass|secret|key|token/i.test(k)),
-  );
+const WebhookConfig = z.object({
+  url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }),
+  headers: z.record(z.string(), z.string()).optional(),
+  http: z.enum(["http1", "http2"]).optional(),
+  gzip: z.boolean().optional(),
+});
+
+/** Drains are answered without their configuration's secrets: the URL's host and the header names only. */
+function drainJson(d: DrainRow & { configPlain: { url: string; headers?: Record<string, string> } }) {
+  const url = new URL(d.configPlain.url);
   return {
     type: "log_drain",
     id: d.id,
-    attributes: { name: d.name, description: d.description ?? "", backend_type: d.backend_type, config },
+    attributes: {
+      name: d.name,
+      description: d.description,
+      backend_type: d.backend_type,
+      config: {
+        url: `${url.protocol}//${url.host}${url.pathname}`,
+        headers: Object.keys(d.configPlain.headers ?? {}),
+      },
+      last_error: d.last_error,
+    },
   };
+}
+
+/** The spec's time-range rules, then the query over the project's log sources. */
+async function runLogQuery(ctx: AppContext, ref: string, query: z.infer<typeof LogQuery>) {
+  const end = query.iso_timestamp_end ? Date.parse(query.iso_timestamp_end) : Date.now();
+  const start = query.iso_timestamp_start ? Date.parse(query.iso_timestamp_start) : end - 60_000;
+  if (end < start) throw new HttpError(400, "iso_timestamp_end must not be before iso_timestamp_start");
+  if (end - start > DAY) throw new HttpError(400, "The time range of a log query must not exceed 24 hours");
+  await ctx.logs?.flush();
+  const sql =
+    query.sql?.trim() ||
+    "select id, timestamp, event_message, metadata from edge_logs order by timestamp desc limit 100";
+  const result = await queryLogs(ctx.controlUrl, { ref, sql, start: new Date(start), end: new Date(end) });
+  if ("error" in result) throw new HttpError(400, result.error);
+  return { result: result.rows, error: null };
 }
 
 export function analyticsRoutes(ctx: AppContext): Router {
@@ -85,14 +124,22 @@ export function analyticsRoutes(ctx: AppContext): Router {
       query: LogQuery,
       status: 200,
     },
-    async ({ query }) => {
-      const end = query.iso_timestamp_end ? Date.parse(query.iso_timestamp_end) : Date.now();
-      const start = query.iso_timestamp_start ? Date.parse(query.iso_timestamp_start) : end - 60_000;
-      if (end < start) throw new HttpError(400, "iso_timestamp_end must not be before iso_timestamp_start");
-      if (end - start > DAY)
-        throw new HttpError(400, "The time range of a log query must not exceed 24 hours");
-      return { result: [], error: null };
+    async ({ project, query }) => runLogQuery(ctx, project.ref, query),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      project: "any",
+      path: `${base}/logs.all`,
+      rateLimits: [{ name: "logs.all", points: 30, seconds: 60 }],
+      summary: "Queries the project's logs (deprecated: the same as logs)",
+      access: { permission: "analytics_logs_read", scope: "analytics:read" },
+      query: LogQuery,
+      status: 200,
     },
+    async ({ project, query }) => runLogQuery(ctx, project.ref, query),
   );
   route(
     ctx,
@@ -191,15 +238,11 @@ export function analyticsRoutes(ctx: AppContext): Router {
   const drains = "/v2/projects/:ref/analytics/log-drains";
   const read = { permission: "analytics_config_read", scope: "analytics_config:read" };
   const write = { permission: "analytics_config_write", scope: "analytics_config:write" };
-  const load = async (ref: string) =>
-    (await readSettings(ctx, ref, "log_drains", { items: [] as Drain[] })).items;
   route(
     ctx,
     router,
     { method: "get", project: "any", path: drains, summary: "Lists log drains", access: read, status: 200 },
-    async ({ project }) => ({
-      data: (await load(project.ref)).map(drainJson),
-    }),
+    async ({ project }) => ({ data: (await drainsOf(ctx.platformPool, project.ref)).map(drainJson) }),
   );
   route(
     ctx,
@@ -208,20 +251,35 @@ export function analyticsRoutes(ctx: AppContext): Router {
       method: "post",
       project: "any",
       path: drains,
-      summary: "Creates a log drain",
+      summary: "Creates a log drain: the project's new log events are forwarded to it in batches",
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 201,
     },
-    async ({ project, body }) => {
-      const drain: Drain = { id: crypto.randomUUID(), ...body.data.attributes };
-      await writeSettings(
-        ctx,
+    async ({ project, body }) => ({
+      data: drainJson(await createDrain(ctx.platformPool, project.ref, checkedDrain(body.data.attributes))),
+    }),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "put",
+      project: "any",
+      path: `${drains}/:id`,
+      summary: "Updates a log drain",
+      access: write,
+      body: z.object({ data: z.object({ attributes: LogDrain }) }),
+      status: 200,
+    },
+    async ({ project, params, body }) => {
+      const drain = await updateDrain(
+        ctx.platformPool,
         project.ref,
-        "log_drains",
-        { items: [] as Drain[] },
-        { items: [...(await load(project.ref)), drain] },
+        params.id,
+        checkedDrain(body.data.attributes),
       );
+      if (!drain) throw new HttpError(404, `Log drain ${params.id} not found`);
       return { data: drainJson(drain) };
     },
   );
@@ -234,19 +292,11 @@ export function analyticsRoutes(ctx: AppContext): Router {
       path: `${drains}/:id`,
       summary: "Deletes a log drain",
       access: write,
-      status: 200,
+      status: 204,
     },
     async ({ project, params }) => {
-      const items = await load(project.ref);
-      if (!items.some((d) => d.id === params.id))
+      if (!(await deleteDrain(ctx.platformPool, project.ref, params.id)))
         throw new HttpError(404, `Log drain ${params.id} not found`);
-      await writeSettings(
-        ctx,
-        project.ref,
-        "log_drains",
-        { items: [] as Drain[] },
-        { items: items.filter((d) => d.id !== params.id) },
-      );
       return {};
     },
   );
