@@ -27,6 +27,22 @@ const INTERVALS: Record<string, { span: string; bucket: string }> = {
 
 const DAY = 24 * 3600 * 1000;
 
+const logQueryResponse = z.object({
+  result: z.array(z.record(z.string(), z.unknown())),
+  error: z.string().nullable(),
+});
+const drainResponse = z.object({
+  type: z.literal("log_drain"),
+  id: z.string(),
+  attributes: z.object({
+    name: z.string(),
+    description: z.string(),
+    backend_type: z.string(),
+    config: z.object({ url: z.string(), headers: z.array(z.string()) }),
+    last_error: z.string().nullable(),
+  }),
+});
+
 const LogQuery = z.object({
   sql: z.string().optional(),
   iso_timestamp_start: z.string().datetime({ offset: true }).optional(),
@@ -123,6 +139,7 @@ export function analyticsRoutes(ctx: AppContext): Router {
       access: { permission: "analytics_logs_read", scope: "analytics:read" },
       query: LogQuery,
       status: 200,
+      response: logQueryResponse,
     },
     async ({ project, query }) => runLogQuery(ctx, project.ref, query),
   );
@@ -138,6 +155,7 @@ export function analyticsRoutes(ctx: AppContext): Router {
       access: { permission: "analytics_logs_read", scope: "analytics:read" },
       query: LogQuery,
       status: 200,
+      response: logQueryResponse,
     },
     async ({ project, query }) => runLogQuery(ctx, project.ref, query),
   );
@@ -241,7 +259,15 @@ export function analyticsRoutes(ctx: AppContext): Router {
   route(
     ctx,
     router,
-    { method: "get", project: "any", path: drains, summary: "Lists log drains", access: read, status: 200 },
+    {
+      method: "get",
+      project: "any",
+      path: drains,
+      summary: "Lists log drains",
+      access: read,
+      status: 200,
+      response: z.object({ data: z.array(drainResponse) }),
+    },
     async ({ project }) => ({ data: (await drainsOf(ctx.platformPool, project.ref)).map(drainJson) }),
   );
   route(
@@ -255,6 +281,7 @@ export function analyticsRoutes(ctx: AppContext): Router {
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 201,
+      response: z.object({ data: drainResponse }),
     },
     async ({ project, body }) => ({
       data: drainJson(await createDrain(ctx.platformPool, project.ref, checkedDrain(body.data.attributes))),
@@ -271,6 +298,7 @@ export function analyticsRoutes(ctx: AppContext): Router {
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 200,
+      response: z.object({ data: drainResponse }),
     },
     async ({ project, params, body }) => {
       const drain = await updateDrain(

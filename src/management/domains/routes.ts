@@ -5,6 +5,7 @@ import { randomSecret } from "../../platform/ids";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { challengeName, resolverFor, verifyHostnameRecords } from "./dns";
+import { customHostnameResponse, vanitySubdomainResponse } from "./shapes";
 import {
   claimHostname,
   hostnameOf,
@@ -85,6 +86,7 @@ export function domainRoutes(ctx: AppContext): Router {
       summary: "Gets the custom hostname",
       access: read,
       status: 200,
+      response: customHostnameResponse,
     },
     async ({ project }) => customHostnameBody(ctx, project.ref, await custom(project.ref)),
   );
@@ -100,6 +102,7 @@ export function domainRoutes(ctx: AppContext): Router {
       body: z.object({ custom_hostname: hostnameSchema }),
       rateLimits: [{ name: "POST custom-hostname/initialize", points: 10, seconds: 60 }],
       status: 201,
+      response: customHostnameResponse,
     },
     async ({ project, body }) => {
       const hostname = body.custom_hostname;
@@ -131,6 +134,7 @@ export function domainRoutes(ctx: AppContext): Router {
       access: write,
       rateLimits: [{ name: "POST custom-hostname/reverify", points: 10, seconds: 60 }],
       status: 201,
+      response: customHostnameResponse,
     },
     async ({ project }) => {
       const row = await custom(project.ref);
@@ -157,6 +161,7 @@ export function domainRoutes(ctx: AppContext): Router {
       summary: "Serves the project's APIs at its verified custom hostname",
       access: write,
       status: 201,
+      response: customHostnameResponse,
     },
     async ({ project }) => {
       const row = await custom(project.ref);
@@ -204,6 +209,7 @@ export function domainRoutes(ctx: AppContext): Router {
       summary: "Gets the vanity subdomain",
       access: vanityRead,
       status: 200,
+      response: vanitySubdomainResponse,
     },
     async ({ project }) => {
       const row = await hostnameOf(ctx.platformPool, project.ref, "vanity");
@@ -221,6 +227,7 @@ export function domainRoutes(ctx: AppContext): Router {
       access: vanityWrite,
       body: z.object({ vanity_subdomain: subdomainSchema }),
       status: 201,
+      response: z.object({ available: z.boolean() }),
     },
     async ({ project, body }) => ({
       available: !(await isHostnameTaken(ctx.platformPool, vanityHost(body.vanity_subdomain), project.ref)),
@@ -237,6 +244,7 @@ export function domainRoutes(ctx: AppContext): Router {
       access: vanityWrite,
       body: z.object({ vanity_subdomain: subdomainSchema }),
       status: 201,
+      response: z.object({ custom_domain: z.string() }),
     },
     async ({ project, body }) => {
       const hostname = vanityHost(body.vanity_subdomain);
