@@ -327,7 +327,8 @@ async function main() {
       );
       for (const s of t.samples) console.log(`    ${s}`);
     }
-    const warm = rss.filter(([t]) => t >= Math.min(60, (MINUTES * 60) / 5));
+    // Warm-up: the first fifth of the run, at least a minute (caches, schemas and pools filling).
+    const warm = rss.filter(([t]) => t >= Math.max(60, (MINUTES * 60) / 5));
     const first = warm[0]?.[1] ?? rss[0]?.[1] ?? 0;
     const last = rss[rss.length - 1]?.[1] ?? 0;
     const unexplained = [...tallies.values()].reduce((s, t) => s + t.errors5xx, 0);
