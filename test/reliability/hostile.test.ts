@@ -337,7 +337,7 @@ describe("Hostile input", () => {
       }),
       { numRuns: RUNS, seed: SEED },
     );
-  });
+  }, 180_000);
 
   it("GraphQL answers every generated document with data or errors, never 5xx", async () => {
     await fc.assert(
@@ -363,7 +363,7 @@ describe("Hostile input", () => {
       }),
       { numRuns: RUNS, seed: SEED },
     );
-  });
+  }, 180_000);
 
   it("the Management API answers every generated body with 2xx or {message}, never 5xx", async () => {
     await fc.assert(
@@ -381,5 +381,5 @@ describe("Hostile input", () => {
       }),
       { numRuns: RUNS, seed: SEED },
     );
-  });
+  }, 180_000);
 });
