@@ -177,7 +177,7 @@ export function projectRoutes(ctx: AppContext): Router {
           name: p.name,
           cloud_provider: CLOUD_PROVIDER,
           region: p.cluster.region,
-          is_branch: false,
+          is_branch: p.is_branch,
           status: p.status as never,
           inserted_at: p.created_at.toISOString(),
           databases: [

@@ -11,6 +11,8 @@ export interface ProjectRow {
   name: string;
   status: string;
   is_default: boolean;
+  /** A preview branch of another project. */
+  is_branch: boolean;
   database_name: string;
   created_at: Date;
   organization_id: string;
@@ -20,6 +22,7 @@ export interface ProjectRow {
 
 const SELECT = `
   select p.id, p.ref, p.name, p.status, p.is_default, p.database_name, p.created_at,
+         exists (select from platform.branches b where b.project_ref = p.ref) as is_branch,
          o.id as organization_id, o.slug as organization_slug,
          c.id as cluster_id, c.region, c.admin_url, c.authenticator_password
     from platform.projects p
@@ -45,6 +48,12 @@ export async function findProject(
   ref: string,
 ): Promise<ProjectRow | undefined> {
   const { rows } = await db.query(`${SELECT} where ${VISIBLE} and p.ref = $2`, [userId, ref]);
+  return rows[0] && toProject(rows[0], kekOf(db));
+}
+
+/** A project by ref, whoever's it is (for work whose access was checked another way). */
+export async function findAnyProject(db: Queryable, ref: string): Promise<ProjectRow | undefined> {
+  const { rows } = await db.query(`${SELECT} where p.ref = $1`, [ref]);
   return rows[0] && toProject(rows[0], kekOf(db));
 }
 
