@@ -11,6 +11,7 @@ import { authConfigRoutes } from "./auth-config/routes";
 import { signingKeyRoutes } from "./signing-keys/routes";
 import { thirdPartyAuthRoutes } from "./third-party-auth/routes";
 import { rateLimit } from "./rateLimit";
+import { oauthClientRoutes, oauthRoutes } from "./oauth/routes";
 // Remaining configuration families
 import { advisorRoutes } from "./advisors/routes";
 import { analyticsRoutes } from "./analytics/routes";
@@ -39,7 +40,10 @@ export function managementRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   router.use(["/v1", "/v2"], identifyCaller(ctx), rateLimit(ctx), express.json({ limit: "10mb" }));
   router.use(openApiRoute());
+  // The OAuth client endpoints authenticate the application, not a bearer token.
+  router.use(oauthClientRoutes(ctx));
   router.use(["/v1", "/v2"], requirePrincipal, resolveMembership(ctx));
+  router.use(oauthRoutes(ctx));
   router.use(profileRoutes(ctx));
   router.use(organizationRoutes(ctx));
   router.use(projectRoutes(ctx));

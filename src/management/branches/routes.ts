@@ -170,7 +170,7 @@ export function branchRoutes(ctx: AppContext): Router {
 
   /** The branch `/v1/branches/{id_or_ref}` names, checked against the caller's role there. */
   async function addressedBranch(req: Request, idOrRef: string, access: Access): Promise<BranchRow> {
-    const branch = await branchByIdOrRef(db, req.principal!.userId, idOrRef);
+    const branch = await branchByIdOrRef(db, req.principal!.userId, idOrRef, req.principal!.organizationId);
     if (!branch) throw new HttpError(404, `Branch ${idOrRef} not found`);
     checkRole(branch.role_name, access.permission!);
     return branch;

@@ -59,12 +59,19 @@ export async function branchByIdOrRef(
   db: Queryable,
   userId: string,
   idOrRef: string,
+  onlyOrganization: string | null = null,
 ): Promise<BranchRow | undefined> {
-  if (/^[a-z]{20}$/.test(idOrRef)) {
-    return (await db.query(`${SELECT} where b.project_ref = $2`, [userId, idOrRef])).rows[0];
-  }
-  if (UUID.test(idOrRef)) return (await db.query(`${SELECT} where b.id = $2`, [userId, idOrRef])).rows[0];
-  return undefined;
+  const column = /^[a-z]{20}$/.test(idOrRef)
+    ? "b.project_ref"
+    : UUID.test(idOrRef)
+      ? "b.id::text"
+      : undefined;
+  if (!column) return undefined;
+  const { rows } = await db.query(
+    `${SELECT} where ${column} = $2 and ($3::uuid is null or p.organization_id = $3)`,
+    [userId, idOrRef, onlyOrganization],
+  );
+  return rows[0];
 }
 
 export async function insertBranch(

@@ -37,8 +37,16 @@ function toProject(row: any, kek: KeyEncryptionKey): ProjectRow {
   return { ...row, cluster: clusterOfRow(row, kek) };
 }
 
-export async function listProjects(db: pg.Pool, userId: string): Promise<ProjectRow[]> {
-  const { rows } = await db.query(`${SELECT} where ${VISIBLE} order by p.created_at, p.id`, [userId]);
+/** The user's projects; `onlyOrganization` (an OAuth token's organization) narrows them to one's. */
+export async function listProjects(
+  db: pg.Pool,
+  userId: string,
+  onlyOrganization: string | null = null,
+): Promise<ProjectRow[]> {
+  const { rows } = await db.query(
+    `${SELECT} where ${VISIBLE} and ($2::uuid is null or p.organization_id = $2) order by p.created_at, p.id`,
+    [userId, onlyOrganization],
+  );
   return rows.map((r) => toProject(r, kekOf(db)));
 }
 
