@@ -6,6 +6,7 @@ import { openApiRoute } from "./openapi";
 import { organizationRoutes } from "./organizations/routes";
 import { profileRoutes } from "./profile/routes";
 import { projectRoutes } from "./projects/routes";
+import { transferRoutes } from "./projects/transfers";
 import { apiKeyRoutes } from "./api-keys/routes";
 import { authConfigRoutes } from "./auth-config/routes";
 import { signingKeyRoutes } from "./signing-keys/routes";
@@ -46,7 +47,7 @@ export function managementRouter(ctx: AppContext): Router {
   router.use(oauthRoutes(ctx));
   router.use(profileRoutes(ctx));
   router.use(organizationRoutes(ctx));
-  router.use(projectRoutes(ctx));
+  router.use(projectRoutes(ctx), transferRoutes(ctx));
   router.use(apiKeyRoutes(ctx), signingKeyRoutes(ctx), thirdPartyAuthRoutes(ctx), authConfigRoutes(ctx));
   // Project configuration families
   router.use(
