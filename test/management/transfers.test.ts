@@ -75,4 +75,34 @@ describe("project transfers", () => {
     const read = await atProjectHost(server, ref, "/rest/v1/things?select=name", { apikey: server.anonKey });
     expect(read).toMatchObject({ status: 200, body: [{ name: "kept" }] });
   });
+
+  it("describes the branch, OAuth and transfer bodies in /v1/openapi.json", async () => {
+    const doc: any = await (await fetch(`${server.url}/v1/openapi.json`)).json();
+    const body = (path: string, method: string) =>
+      doc.paths[path][method].requestBody.content["application/json"].schema;
+    const ok = (path: string, method: string, status: number) =>
+      doc.paths[path][method].responses[status].content["application/json"].schema;
+    expect(body("/v1/projects/{ref}/branches", "post").required).toEqual(["branch_name"]);
+    expect(Object.keys(ok("/v1/projects/{ref}/branches", "post", 201).properties)).toEqual(
+      expect.arrayContaining(["id", "project_ref", "parent_project_ref", "status", "with_data"]),
+    );
+    expect(ok("/v1/branches/{branch_id_or_ref}/merge", "post", 201).required).toEqual([
+      "workflow_run_id",
+      "message",
+    ]);
+    expect(ok("/v1/projects/{ref}/actions/{run_id}", "get", 200).properties.run_steps.type).toBe("array");
+    expect(body("/v1/oauth/token", "post").properties.grant_type.enum).toContain("refresh_token");
+    expect(ok("/v1/oauth/token", "post", 200).required).toEqual(
+      expect.arrayContaining(["access_token", "refresh_token", "expires_in", "token_type"]),
+    );
+    expect(body("/v1/oauth/revoke", "post").required).toEqual([
+      "client_id",
+      "client_secret",
+      "refresh_token",
+    ]);
+    expect(body("/v2/projects/{ref}/transfers", "post").required).toEqual(["data"]);
+    expect(
+      ok("/v2/projects/{ref}/transfers/previews", "post", 200).properties.data.properties.type.const,
+    ).toBe("project_transfer_result");
+  });
 });
