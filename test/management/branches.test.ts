@@ -1,3 +1,5 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { mintLegacyKey } from "../../src/auth/legacyKeys";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { atProjectHost, mgmt } from "./client";
@@ -169,14 +171,30 @@ describe("branches and action runs", () => {
     expect((await mgmt(server, "GET", `/v1/projects/${ref}`)).status).toBe(404);
   });
 
-  it("resets a branch to its parent, keeping its ref and keys", async () => {
+  it("resets a branch to its parent, keeping its ref and keys, and tells its notify_url", async () => {
     const parent = server.ref;
+    const notices: any[] = [];
+    const receiver = http.createServer((req, res) => {
+      let text = "";
+      req.on("data", (c) => (text += c));
+      req.on("end", () => {
+        notices.push(JSON.parse(text));
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    const notifyUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/branches`;
     const created = await mgmt(server, "POST", `/v1/projects/${parent}/branches`, {
-      body: { branch_name: "reset-me" },
+      body: { branch_name: "reset-me", notify_url: notifyUrl },
     });
     const ref: string = created.body.project_ref;
     const [first] = (await mgmt(server, "GET", `/v1/projects/${ref}/actions`)).body;
     await finishedRun(server, ref, first.id);
+    receiver.close();
+    expect(notices).toEqual([
+      expect.objectContaining({ type: "branch.status", project_ref: ref, status: "RUNNING_MIGRATIONS" }),
+      expect.objectContaining({ type: "branch.status", project_ref: ref, status: "MIGRATIONS_PASSED" }),
+    ]);
     // Without with_data the branch has the parent's tables but none of its rows.
     const empty = await mgmt(server, "POST", `/v1/projects/${ref}/database/query`, {
       body: { query: "select count(*)::int as n from public.items" },

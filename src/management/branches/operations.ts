@@ -3,6 +3,7 @@ import type { AppContext } from "../../context";
 import { oneOffClient } from "../../db/client";
 import { dropProjectDatabase } from "../../projects/clusters";
 import type { ProjectRuntime } from "../../projects/runtime";
+import { fetchPublicJson } from "../../auth/publicFetch";
 import { withProjectSqlClient } from "../database/sqlRunner";
 import { HttpError } from "../http";
 import { deleteProject, pauseProject, provisionProject, restoreProject } from "../projects/lifecycle";
@@ -18,6 +19,35 @@ import {
   type BranchRow,
   type StepName,
 } from "./store";
+
+/**
+ * Sets a branch's status and tells its `notify_url`, if it has one, with a POST of
+ * `{type: "branch.status", branch_id, project_ref, parent_project_ref, status}` (sent as auth hooks are: https,
+ * or plain http to loopback only, never to an internal address; a failed delivery is logged, not retried).
+ */
+async function setStatusAndNotify(ctx: AppContext, branchId: string, status: string): Promise<void> {
+  await setBranchStatus(ctx.platformPool, branchId, status);
+  const { rows } = await ctx.platformPool.query(
+    "select project_ref, parent_project_ref, notify_url from platform.branches where id = $1",
+    [branchId],
+  );
+  const branch = rows[0];
+  if (!branch?.notify_url) return;
+  const body = JSON.stringify({
+    type: "branch.status",
+    branch_id: branchId,
+    project_ref: branch.project_ref,
+    parent_project_ref: branch.parent_project_ref,
+    status,
+  });
+  await fetchPublicJson(branch.notify_url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body,
+  }).catch((e) =>
+    ctx.log.warn({ branch: branch.project_ref, err: (e as Error).message }, "branch notify_url not reached"),
+  );
+}
 
 /** A branch scheduled for deletion with `force=false` can be restored this long. */
 export const DELETION_GRACE_MS = 60 * 60_000;
@@ -131,25 +161,26 @@ async function build(
   run: Run,
   after: Migration[] = [],
 ): Promise<void> {
-  const db = ctx.platformPool;
   await run.step("clone", async () => {
     await provisionProject(ctx, await projectRow(ctx, branch.project_ref));
     const row = await projectRow(ctx, branch.project_ref);
     if (row.status !== "ACTIVE_HEALTHY") throw new Error(`the branch's database could not be created`);
+    // A runtime loaded while the database was being made knows it as COMING_UP: open it afresh.
+    await ctx.registry.evict(branch.project_ref);
   });
   const parent = await runtimeOf(ctx, branch.parent_project_ref);
   const target = await runtimeOf(ctx, branch.project_ref);
-  await setBranchStatus(db, branch.id, "RUNNING_MIGRATIONS");
+  await setStatusAndNotify(ctx, branch.id, "RUNNING_MIGRATIONS");
   try {
     await run.step("migrate", async () => {
       await applyMigrations(target, await appliedMigrations(parent), run.log);
       await applyMigrations(target, after, run.log);
     });
   } catch (e) {
-    await setBranchStatus(db, branch.id, "MIGRATIONS_FAILED");
+    await setStatusAndNotify(ctx, branch.id, "MIGRATIONS_FAILED");
     throw e;
   }
-  await setBranchStatus(db, branch.id, "MIGRATIONS_PASSED");
+  await setStatusAndNotify(ctx, branch.id, "MIGRATIONS_PASSED");
   if (branch.with_data) await run.step("seed", () => copyData(parent, target, run.log));
   await run.step("health", async () => {
     await withProjectSqlClient(target, true, (c) => c.query("select 1"));
@@ -206,14 +237,14 @@ async function migrateStep(
   run: Run,
   work: () => Promise<void>,
 ): Promise<void> {
-  await setBranchStatus(ctx.platformPool, branch.id, "RUNNING_MIGRATIONS");
+  await setStatusAndNotify(ctx, branch.id, "RUNNING_MIGRATIONS");
   try {
     await run.step("migrate", work);
   } catch (e) {
-    await setBranchStatus(ctx.platformPool, branch.id, "MIGRATIONS_FAILED");
+    await setStatusAndNotify(ctx, branch.id, "MIGRATIONS_FAILED");
     throw e;
   }
-  await setBranchStatus(ctx.platformPool, branch.id, "MIGRATIONS_PASSED");
+  await setStatusAndNotify(ctx, branch.id, "MIGRATIONS_PASSED");
 }
 
 function upTo(migrations: Migration[], version: string | undefined): Migration[] {
