@@ -109,6 +109,8 @@ export function oauthModel(
 
     async saveAuthorizationCode(code, client, user) {
       const u = user as OAuthUser;
+      // Codes that were never exchanged are dropped once expired.
+      await db.query("delete from platform.oauth_codes where expires_at < now()");
       await db.query(
         `insert into platform.oauth_codes (code_hash, app_id, user_id, organization_id, scopes, redirect_uri,
                                            code_challenge, code_challenge_method, expires_at)
@@ -165,6 +167,11 @@ export function oauthModel(
       const scopes = token.scope ?? [];
       const c = await db.connect();
       try {
+        // Expired tokens of any grant go; revoked refresh tokens stay until they expire (reuse detection).
+        await c.query(
+          "delete from platform.access_tokens where oauth_grant_id is not null and expires_at < now()",
+        );
+        await c.query("delete from platform.oauth_refresh_tokens where expires_at < now()");
         await c.query("begin");
         await c.query(
           `insert into platform.access_tokens (user_id, name, token_hash, token_prefix, scopes, expires_at,
