@@ -28,6 +28,7 @@ import { backendOf } from "./storage/backend";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
+import { deleteDueBranches } from "./management/branches/operations";
 import { oneOffClient } from "./db/client";
 import { ControlDatabaseError, prepareControlDatabase } from "./platform/controlDatabase";
 
@@ -221,6 +222,9 @@ export async function startStrata(
   };
   const app = createApp(ctx);
   void resumeProvisioning(ctx);
+  // Branches deleted with force=false go when their grace period ends.
+  const branchSweeper = setInterval(() => void deleteDueBranches(ctx).catch(() => {}), 60_000);
+  branchSweeper.unref();
   const webhooks = new WebhookDispatcher(ctx);
   ctx.webhooks = webhooks;
   webhooks.start();
@@ -249,6 +253,7 @@ export async function startStrata(
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       setTimeout(() => server.closeAllConnections(), 5000).unref();
       await closed;
+      clearInterval(branchSweeper);
       await stopFunctionRuntime(ctx);
       await webhooks.stop();
       await ctx.storage?.close?.();

@@ -23,6 +23,8 @@ export interface Principal {
   scopes: string[] | null;
   /** OAuth application, when the token was issued to one (rate-limit identity). */
   oauthAppId: string | null;
+  /** An OAuth token acts in the one organization its user chose when authorising the application. */
+  organizationId: string | null;
 }
 
 /** A member's role, and the project or organization whose membership was checked for this request. */
@@ -67,7 +69,7 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
       const { rows } = await ctx.platformPool.query(
         `update platform.access_tokens set last_used_at = now()
           where token_hash = $1 and (expires_at is null or expires_at > now())
-          returning id, user_id, permissions, scopes, oauth_app_id`,
+          returning id, user_id, permissions, scopes, oauth_app_id, organization_id`,
         [sha256(token)],
       );
       if (rows.length === 0) req.authFailure = "Unauthorized: invalid access token";
@@ -78,6 +80,7 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
           permissions: rows[0].permissions,
           scopes: rows[0].scopes,
           oauthAppId: rows[0].oauth_app_id,
+          organizationId: rows[0].organization_id,
         };
       next();
     } catch (e) {

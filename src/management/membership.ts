@@ -16,8 +16,8 @@ export function resolveMembership(ctx: AppContext): RequestHandler {
         const { rows } = await ctx.platformPool.query(
           `select m.role_name from platform.projects p
              join platform.organization_members m on m.organization_id = p.organization_id and m.user_id = $1
-            where p.ref = $2`,
-          [req.principal!.userId, ref],
+            where p.ref = $2 and ($3::uuid is null or p.organization_id = $3)`,
+          [req.principal!.userId, ref, req.principal!.organizationId],
         );
         if (!rows[0]) throw new HttpError(404, `Project ${ref} not found`);
         req.membership = { role: rows[0].role_name, project: ref };
@@ -25,8 +25,8 @@ export function resolveMembership(ctx: AppContext): RequestHandler {
         const { rows } = await ctx.platformPool.query(
           `select m.role_name from platform.organizations o
              join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
-            where o.slug = $2`,
-          [req.principal!.userId, decodeURIComponent(slug)],
+            where o.slug = $2 and ($3::uuid is null or o.id = $3)`,
+          [req.principal!.userId, decodeURIComponent(slug), req.principal!.organizationId],
         );
         if (!rows[0]) throw new HttpError(404, `Organization ${slug} not found`);
         req.membership = { role: rows[0].role_name, organization: decodeURIComponent(slug) };

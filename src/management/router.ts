@@ -6,11 +6,13 @@ import { openApiRoute } from "./openapi";
 import { organizationRoutes } from "./organizations/routes";
 import { profileRoutes } from "./profile/routes";
 import { projectRoutes } from "./projects/routes";
+import { transferRoutes } from "./projects/transfers";
 import { apiKeyRoutes } from "./api-keys/routes";
 import { authConfigRoutes } from "./auth-config/routes";
 import { signingKeyRoutes } from "./signing-keys/routes";
 import { thirdPartyAuthRoutes } from "./third-party-auth/routes";
 import { rateLimit } from "./rateLimit";
+import { oauthClientRoutes, oauthRoutes } from "./oauth/routes";
 // Remaining configuration families
 import { advisorRoutes } from "./advisors/routes";
 import { analyticsRoutes } from "./analytics/routes";
@@ -39,10 +41,13 @@ export function managementRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   router.use(["/v1", "/v2"], identifyCaller(ctx), rateLimit(ctx), express.json({ limit: "10mb" }));
   router.use(openApiRoute());
+  // The OAuth client endpoints authenticate the application, not a bearer token.
+  router.use(oauthClientRoutes(ctx));
   router.use(["/v1", "/v2"], requirePrincipal, resolveMembership(ctx));
+  router.use(oauthRoutes(ctx));
   router.use(profileRoutes(ctx));
   router.use(organizationRoutes(ctx));
-  router.use(projectRoutes(ctx));
+  router.use(projectRoutes(ctx), transferRoutes(ctx));
   router.use(apiKeyRoutes(ctx), signingKeyRoutes(ctx), thirdPartyAuthRoutes(ctx), authConfigRoutes(ctx));
   // Project configuration families
   router.use(

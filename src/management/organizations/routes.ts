@@ -1,6 +1,6 @@
 import { Router } from "express";
 import type { AppContext } from "../../context";
-import { HttpError } from "../http";
+import { HttpError, type Principal } from "../http";
 import { route } from "../route";
 import { cursorPage } from "./pagination";
 import { BASE_ROLES, baseRoleOf } from "./roles";
@@ -28,10 +28,10 @@ const FEATURES = ["projects.create", "projects.pause", "branching", "custom_doma
 /** The organization `slug` the caller belongs to, else 404. */
 export async function organizationOf(
   ctx: AppContext,
-  userId: string,
+  caller: Pick<Principal, "userId" | "organizationId">,
   slug: string,
 ): Promise<OrganizationRow> {
-  const org = await findOrganization(ctx.platformPool, userId, slug);
+  const org = await findOrganization(ctx.platformPool, caller.userId, slug, caller.organizationId);
   if (!org) throw new HttpError(404, `Organization ${slug} not found`);
   return org;
 }
@@ -69,7 +69,8 @@ export function organizationRoutes(ctx: AppContext): Router {
       status: 200,
       response: organizationSummary.array(),
     },
-    async ({ req }) => (await listOrganizations(db, req.principal!.userId)).map(summary),
+    async ({ req }) =>
+      (await listOrganizations(db, req.principal!.userId, req.principal!.organizationId)).map(summary),
   );
 
   route(
@@ -84,7 +85,7 @@ export function organizationRoutes(ctx: AppContext): Router {
       response: organizationDetail,
     },
     async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      const org = await organizationOf(ctx, req.principal!, params.slug);
       return {
         id: org.id,
         name: org.name,
@@ -107,7 +108,7 @@ export function organizationRoutes(ctx: AppContext): Router {
       response: entitlementsResponse,
     },
     async ({ req, params }) => {
-      await organizationOf(ctx, req.principal!.userId, params.slug);
+      await organizationOf(ctx, req.principal!, params.slug);
       return {
         entitlements: FEATURES.map((key) => ({
           feature: { key, type: "boolean" },
@@ -131,7 +132,7 @@ export function organizationRoutes(ctx: AppContext): Router {
       response: memberV1.array(),
     },
     async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      const org = await organizationOf(ctx, req.principal!, params.slug);
       return (await listMembers(db, org.id)).map((m) => ({
         user_id: m.user_id,
         user_name: m.username,
@@ -156,7 +157,7 @@ export function organizationRoutes(ctx: AppContext): Router {
       response: membersV2Response,
     },
     async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      const org = await organizationOf(ctx, req.principal!, params.slug);
       const members = (await listMembers(db, org.id)).map((m) => {
         const role = baseRoleOf(m.role_name);
         return {
@@ -189,7 +190,7 @@ export function organizationRoutes(ctx: AppContext): Router {
       response: rolesV2Response,
     },
     async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      const org = await organizationOf(ctx, req.principal!, params.slug);
       const roles = BASE_ROLES.map((r) => ({
         type: "organization_role" as const,
         id: String(r.id),

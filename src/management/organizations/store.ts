@@ -19,12 +19,18 @@ export interface MemberRow {
 }
 
 /** Organizations the user belongs to. */
-export async function listOrganizations(db: pg.Pool, userId: string): Promise<OrganizationRow[]> {
+/** The user's organizations; `onlyId` (an OAuth token's organization) narrows them to one. */
+export async function listOrganizations(
+  db: pg.Pool,
+  userId: string,
+  onlyId: string | null = null,
+): Promise<OrganizationRow[]> {
   const { rows } = await db.query(
     `select o.id, o.slug, o.name, o.plan, m.role_name from platform.organizations o
        join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
+      where $2::uuid is null or o.id = $2
       order by o.created_at, o.slug`,
-    [userId],
+    [userId, onlyId],
   );
   return rows;
 }
@@ -34,12 +40,13 @@ export async function findOrganization(
   db: pg.Pool,
   userId: string,
   slug: string,
+  onlyId: string | null = null,
 ): Promise<OrganizationRow | undefined> {
   const { rows } = await db.query(
     `select o.id, o.slug, o.name, o.plan, m.role_name from platform.organizations o
        join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
-      where o.slug = $2`,
-    [userId, slug],
+      where o.slug = $2 and ($3::uuid is null or o.id = $3)`,
+    [userId, slug, onlyId],
   );
   return rows[0];
 }

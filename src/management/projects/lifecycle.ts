@@ -9,7 +9,14 @@ import {
   openProjectDatabase,
 } from "../../projects/clusters";
 import { HttpError } from "../http";
-import { deleteProjectRow, projectsComingUp, setStatus, touchProject, type ProjectRow } from "./store";
+import {
+  deleteProjectRow,
+  findAnyProject,
+  projectsComingUp,
+  setStatus,
+  touchProject,
+  type ProjectRow,
+} from "./store";
 import { withAdminTransaction } from "../../db/transaction";
 import { runUtilityStatement } from "../../db/utility";
 import { oneOffClient } from "../../db/client";
@@ -156,10 +163,18 @@ export function cancelRestore(ctx: AppContext, project: ProjectRow): Promise<voi
 
 /**
  * Drops the project's database, roles and row (its secrets and settings rows go with it); the row stays when
- * the drop fails. Then its files.
+ * the drop fails. Then its files. A project's branches are projects of their own and go first.
  */
-export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
+export async function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
   refuseDefault(project, "deleted");
+  const { rows } = await ctx.platformPool.query(
+    "select project_ref from platform.branches where parent_project_ref = $1",
+    [project.ref],
+  );
+  for (const { project_ref } of rows) {
+    const branch = await findAnyProject(ctx.platformPool, project_ref);
+    if (branch) await deleteProject(ctx, branch);
+  }
   return withProjectLock(ctx, project, (db) =>
     withAdminTransaction(db, async (client) => {
       await deleteProjectRow(client, project.ref);

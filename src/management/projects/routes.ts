@@ -93,7 +93,8 @@ export function projectRoutes(ctx: AppContext): Router {
       status: 200,
       response: projectDetail.array(),
     },
-    async ({ req }) => Promise.all((await listProjects(db, req.principal!.userId)).map(detail)),
+    async ({ req }) =>
+      Promise.all((await listProjects(db, req.principal!.userId, req.principal!.organizationId)).map(detail)),
   );
 
   route(
@@ -111,7 +112,7 @@ export function projectRoutes(ctx: AppContext): Router {
     },
     async ({ req, body }) => {
       const userId = req.principal!.userId;
-      const org = await organizationOf(ctx, userId, body.organization_slug);
+      const org = await organizationOf(ctx, req.principal!, body.organization_slug);
       checkRole(org.role_name, "organization_projects_create");
       const cluster = await clusterFor(db, body.region_selection?.code ?? body.region, DEFAULT_CLUSTER_ID);
       const ref = newProjectRef();
@@ -143,7 +144,7 @@ export function projectRoutes(ctx: AppContext): Router {
       response: availableRegionsResponse,
     },
     async ({ req, query }) => {
-      await organizationOf(ctx, req.principal!.userId, query.organization_slug);
+      await organizationOf(ctx, req.principal!, query.organization_slug);
       const specific = (await clusterRegions(db)).map((code) => ({
         name: code,
         code,
@@ -169,7 +170,7 @@ export function projectRoutes(ctx: AppContext): Router {
       response: organizationProjectsResponse,
     },
     async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!.userId, params.slug);
+      const org = await organizationOf(ctx, req.principal!, params.slug);
       const { rows, count } = await listOrganizationProjects(db, org.id, query);
       return {
         projects: rows.map((p) => ({
@@ -177,7 +178,7 @@ export function projectRoutes(ctx: AppContext): Router {
           name: p.name,
           cloud_provider: CLOUD_PROVIDER,
           region: p.cluster.region,
-          is_branch: false,
+          is_branch: p.is_branch,
           status: p.status as never,
           inserted_at: p.created_at.toISOString(),
           databases: [

@@ -11,6 +11,8 @@ export interface ProjectRow {
   name: string;
   status: string;
   is_default: boolean;
+  /** A preview branch of another project. */
+  is_branch: boolean;
   database_name: string;
   created_at: Date;
   organization_id: string;
@@ -20,6 +22,7 @@ export interface ProjectRow {
 
 const SELECT = `
   select p.id, p.ref, p.name, p.status, p.is_default, p.database_name, p.created_at,
+         exists (select from platform.branches b where b.project_ref = p.ref) as is_branch,
          o.id as organization_id, o.slug as organization_slug,
          c.id as cluster_id, c.region, c.admin_url, c.authenticator_password
     from platform.projects p
@@ -34,8 +37,16 @@ function toProject(row: any, kek: KeyEncryptionKey): ProjectRow {
   return { ...row, cluster: clusterOfRow(row, kek) };
 }
 
-export async function listProjects(db: pg.Pool, userId: string): Promise<ProjectRow[]> {
-  const { rows } = await db.query(`${SELECT} where ${VISIBLE} order by p.created_at, p.id`, [userId]);
+/** The user's projects; `onlyOrganization` (an OAuth token's organization) narrows them to one's. */
+export async function listProjects(
+  db: pg.Pool,
+  userId: string,
+  onlyOrganization: string | null = null,
+): Promise<ProjectRow[]> {
+  const { rows } = await db.query(
+    `${SELECT} where ${VISIBLE} and ($2::uuid is null or p.organization_id = $2) order by p.created_at, p.id`,
+    [userId, onlyOrganization],
+  );
   return rows.map((r) => toProject(r, kekOf(db)));
 }
 
@@ -45,6 +56,12 @@ export async function findProject(
   ref: string,
 ): Promise<ProjectRow | undefined> {
   const { rows } = await db.query(`${SELECT} where ${VISIBLE} and p.ref = $2`, [userId, ref]);
+  return rows[0] && toProject(rows[0], kekOf(db));
+}
+
+/** A project by ref, whoever's it is (for work whose access was checked another way). */
+export async function findAnyProject(db: Queryable, ref: string): Promise<ProjectRow | undefined> {
+  const { rows } = await db.query(`${SELECT} where p.ref = $1`, [ref]);
   return rows[0] && toProject(rows[0], kekOf(db));
 }
 

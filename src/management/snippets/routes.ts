@@ -57,8 +57,15 @@ export function snippetRoutes(ctx: AppContext): Router {
         `select s.*, u.username, p.id as project_id, p.name as project_name
          from platform.snippets s join platform.users u on u.id = s.owner_id left join platform.projects p on p.ref = s.project_ref
         where s.owner_id = $1 and ($2::text is null or s.project_ref = $2)
+          and ($5::uuid is null or p.organization_id = $5)
         order by ${order}, s.id limit $3 offset $4`,
-        [req.principal!.userId, query.project_ref ?? null, query.limit + 1, offset],
+        [
+          req.principal!.userId,
+          query.project_ref ?? null,
+          query.limit + 1,
+          offset,
+          req.principal!.organizationId,
+        ],
       );
       const page = rows.slice(0, query.limit).map(snippetJson);
       return {
@@ -83,8 +90,8 @@ export function snippetRoutes(ctx: AppContext): Router {
       const { rows } = await ctx.platformPool.query(
         `select s.*, u.username, p.id as project_id, p.name as project_name from platform.snippets s
          join platform.users u on u.id = s.owner_id left join platform.projects p on p.ref = s.project_ref
-        where s.id::text = $1 and s.owner_id = $2`,
-        [params.id, req.principal!.userId],
+        where s.id::text = $1 and s.owner_id = $2 and ($3::uuid is null or p.organization_id = $3)`,
+        [params.id, req.principal!.userId, req.principal!.organizationId],
       );
       if (!rows.length) throw new HttpError(404, `Snippet ${params.id} not found`);
       return { ...snippetJson(rows[0]), content: rows[0].content };
