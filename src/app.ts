@@ -1,4 +1,4 @@
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
 import { mintLegacyKey } from "./auth/legacyKeys";
@@ -220,7 +220,7 @@ export async function startStrata(
     storage: backendOf(config),
     ready: false,
   };
-  const app = createApp(ctx);
+  const { listener } = createApp(ctx);
   void resumeProvisioning(ctx);
   // Branches deleted with force=false go when their grace period ends.
   const branchSweeper = setInterval(() => void deleteDueBranches(ctx).catch(() => {}), 60_000);
@@ -233,9 +233,9 @@ export async function startStrata(
       reject(
         new StartupError(`Cannot listen on port ${config.port}: ${e.message} (set PORT to a free port)`),
       );
-    // Express 5 hands a failed listen to the callback as well as to the "error" event.
-    const s = app.listen(config.port, (e?: Error) => (e ? refuse(e) : resolve(s)));
-    s.on("error", refuse);
+    const s = createServer(listener);
+    s.once("error", refuse);
+    s.listen(config.port, () => resolve(s));
   });
   ctx.realtime?.attach(server);
   void ctx.realtime?.checkWalLevel().catch(() => {});

@@ -1,3 +1,4 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import cors from "cors";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { pinoHttp } from "pino-http";
@@ -5,8 +6,10 @@ import type { AppContext } from "./context";
 import { authRouter } from "./auth/router";
 import { functionsRouter } from "./functions/router";
 import { graphqlRouter } from "./graphql/router";
+import { dataPath } from "./dataPath";
 import { refOfHost } from "./http/gate";
 import { interfaceOf, Metrics } from "./http/metrics";
+import { managementErrorHandler } from "./management/http";
 import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
 import { realtimeRouter } from "./realtime/routes";
@@ -44,10 +47,48 @@ async function databaseReachable(ctx: AppContext): Promise<boolean> {
   return Promise.race([probe, timeout]);
 }
 
-/** The one HTTP app: data interfaces, Management API, health and metrics. */
-export function createApp(ctx: AppContext): Express {
+/**
+ * Records a request's interface, status and time in the metrics, and data requests in the usage counts and
+ * the project's edge logs.
+ */
+function observer(ctx: AppContext, metrics: Metrics) {
+  return (req: IncomingMessage & { res?: ServerResponse }, path: string): void => {
+    const started = process.hrtime.bigint();
+    // Routers rewrite req.url on the way: keep the one the request came with.
+    const url = req.url ?? path;
+    req.res?.on("finish", () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const iface = interfaceOf(path);
+      const status = req.res!.statusCode;
+      metrics.observe(iface, status, seconds);
+      if (iface === "management" || iface === "other") return;
+      const ref = refOfHost(ctx, req.headers.host) ?? ctx.registry.defaultRef;
+      ctx.logs?.edge({
+        ref,
+        method: req.method ?? "GET",
+        path: url,
+        status,
+        service: iface,
+        durationMs: seconds * 1000,
+      });
+      if (iface === "rest" || iface === "graphql" || iface === "auth" || iface === "storage") {
+        // GraphQL counts as REST traffic, as the platform's usage report does.
+        ctx.usage?.record(ref, iface === "graphql" ? "rest" : iface);
+      }
+    });
+  };
+}
+
+/**
+ * The one HTTP server's request listener: GraphQL and REST go through the data path (node:http, the same
+ * handlers without Express' router), everything else through the Express app (Management API, auth,
+ * storage, realtime, functions, health and metrics).
+ */
+export function createApp(ctx: AppContext): { app: Express; listener: RequestListener } {
   const app = express();
   const metrics = new Metrics();
+  const observe = observer(ctx, metrics);
+  const dataCors = cors(DATA_CORS);
   app.disable("x-powered-by");
   // PostgREST sends no ETag, and hashing every response body costs each request.
   app.set("etag", false);
@@ -74,29 +115,9 @@ export function createApp(ctx: AppContext): Express {
     }),
   );
   // Metrics, usage and the projects' edge logs: interface, status, time.
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    const started = process.hrtime.bigint();
+  app.use((req: Request, _res: Response, next: NextFunction) => {
     // Routers mounted under a prefix rewrite req.path: keep the path the request came with.
-    const path = req.path;
-    res.on("finish", () => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const iface = interfaceOf(path);
-      metrics.observe(iface, res.statusCode, seconds);
-      if (iface === "management" || iface === "other") return;
-      const ref = refOfHost(ctx, req.headers.host) ?? ctx.registry.defaultRef;
-      ctx.logs?.edge({
-        ref,
-        method: req.method,
-        path: req.originalUrl,
-        status: res.statusCode,
-        service: iface,
-        durationMs: seconds * 1000,
-      });
-      if (iface === "rest" || iface === "graphql" || iface === "auth" || iface === "storage") {
-        // GraphQL counts as REST traffic, as the platform's usage report does.
-        ctx.usage?.record(ref, iface === "graphql" ? "rest" : iface);
-      }
-    });
+    observe(req, req.path);
     next();
   });
 
@@ -115,12 +136,14 @@ export function createApp(ctx: AppContext): Express {
   app.use("/functions/v1", functionsRouter(ctx));
   // Browser apps call the data APIs from their own origin, as they call the platform's: CORS for any origin
   // (the key or token in the request decides, never a cookie). Edge functions answer their own preflights.
-  app.use(["/graphql/v1", "/rest/v1", "/storage/v1", "/auth/v1", "/realtime/v1"], cors(DATA_CORS));
+  app.use(["/graphql/v1", "/rest/v1", "/storage/v1", "/auth/v1", "/realtime/v1"], dataCors);
   app.use(graphqlRouter(ctx));
   app.use("/rest/v1", restRouter(ctx));
   app.use("/storage/v1", storageRouter(ctx));
   app.use("/realtime/v1", realtimeRouter(ctx));
   app.use("/auth/v1", authRouter(ctx));
+  // Mounted at the root, its error handler also answers the errors the GraphQL and REST routes pass on
+  // (malformed or too large bodies, unexpected failures).
   app.use(managementRouter(ctx));
 
   app.use((_req, res) => {
@@ -135,5 +158,9 @@ export function createApp(ctx: AppContext): Express {
     ctx.log.error({ err }, "request failed");
     res.status(500).json({ message: "Internal server error" });
   });
-  return app;
+  const data = dataPath(ctx, { app, cors: dataCors, observe, fail: managementErrorHandler(ctx) });
+  const listener: RequestListener = (req, res) => {
+    if (!data(req, res)) app(req, res);
+  };
+  return { app, listener };
 }

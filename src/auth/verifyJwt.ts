@@ -1,4 +1,5 @@
 import { decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload } from "jose";
+import { LRUCache } from "lru-cache";
 import type { ProjectRuntime } from "../projects/runtime";
 import { kekOf } from "../platform/kek";
 import { keyOf, verifyingKey } from "./signingKeys";
@@ -19,9 +20,23 @@ function reason(e: unknown): string {
   return (e as Error).message;
 }
 
+/**
+ * HS256 tokens that verified with a project secret, by secret and token: a client sends the same token
+ * with every request until it refreshes it, and its signature depends only on the secret, so it is checked
+ * once. Expiry is checked on every use (an expired token is verified again, which refuses it with jose's
+ * reason); `nbf` only becomes truer with time; a changed secret misses the cache. The 10,000 most recently
+ * used tokens are kept.
+ */
+const verifiedTokens = new LRUCache<string, JWTPayload>({ max: 10_000 });
+
 async function verifyWithSecret(project: ProjectRuntime, token: string): Promise<JWTPayload> {
+  const cacheKey = `${project.record.jwtSecret}\u0000${token}`;
+  const cached = verifiedTokens.get(cacheKey);
+  if (cached && (cached.exp as number) > Math.floor(Date.now() / 1000)) return cached;
   const secret = new TextEncoder().encode(project.record.jwtSecret);
-  return (await jwtVerify(token, secret, { algorithms: ["HS256"], ...REQUIRED })).payload;
+  const { payload } = await jwtVerify(token, secret, { algorithms: ["HS256"], ...REQUIRED });
+  verifiedTokens.set(cacheKey, payload);
+  return payload;
 }
 
 /** Roles a third-party token may take: it stands for a user of another provider, never for the service. */

@@ -1,5 +1,6 @@
 import type { PgClient, PgClientQuery, PgClientResult, WithPgClient } from "@dataplan/pg";
 import { makeWithPgClientViaPgClientAlreadyInTransaction } from "@dataplan/pg/adaptors/pg";
+import { createHash } from "node:crypto";
 import pg from "pg";
 import { prepareValue } from "pg/lib/utils";
 import { replacePlaceholders } from "./placeholders";
@@ -149,9 +150,121 @@ export function inlineValues(client: pg.ClientBase, text: string, values: readon
   return replacePlaceholders(text, (n) => literalOf(client, values[n - 1]));
 }
 
+/** The scope's settings as `set_config` names and values, in the order they are set (role and claims last). */
+function settingsOf(scope: TransactionScope): [string[], string[]] {
+  const settings: [string, string][] = [
+    // First: a read-only transaction stays read-only whatever the statement calls.
+    ...(scope.readOnly ? [["transaction_read_only", "on"] as [string, string]] : []),
+    ...Object.entries(scope.settings ?? {}),
+    ["role", scope.role],
+    ["request.jwt.claims", JSON.stringify(scope.claims)],
+  ];
+  return [settings.map(([name]) => name), settings.map(([, value]) => value)];
+}
+
+/** One statement sets them all, so its text never changes: prepared once per connection. */
+const SETTINGS_TEXT = "select set_config(k, v, true) from unnest($1::text[], $2::text[]) as s(k, v)";
+const SETTINGS_NAME = "strata_settings";
+/** Statements a connection keeps prepared at most; a statement beyond them is parsed each time. */
+const MAX_PREPARED = 200;
+/** The names of the statements prepared on each connection (by this module). */
+const preparedOn = new WeakMap<object, Set<string>>();
+
 /**
- * A read in a single network round trip: BEGIN, the scope's settings, the statement and COMMIT travel as
- * one simple-protocol message. Answers the statement's result.
+ * The statement name of a text for a role and search_path: a digest, so equal texts share one prepared
+ * statement. A statement is analysed (names resolved, schema privileges checked) when it is parsed, so
+ * it is only reused by the role and search_path it was parsed for.
+ */
+function statementName(scope: TransactionScope, text: string): string {
+  const digest = createHash("sha1")
+    .update(scope.role)
+    .update("\u0000")
+    .update(scope.settings?.search_path ?? "")
+    .update("\u0000")
+    .update(text)
+    .digest("base64url");
+  return "strata_" + digest;
+}
+
+/** What pg's Query does internally, which PipelinedRead builds on (not in pg's type declarations). */
+interface QueryInternals {
+  text: string;
+  values: unknown[];
+  prepare(connection: PgConnection): void;
+  handleDataRow(msg: unknown): void;
+  handleCommandComplete(msg: unknown, connection: PgConnection): void;
+  handleError(err: Error, connection: PgConnection): void;
+}
+interface PgConnection {
+  parse(config: { text: string; name: string; types: unknown[] }): void;
+  bind(config: { statement: string; values: unknown[]; portal?: string }): void;
+  describe(config: { type: "P"; name: string }): void;
+  execute(config: { portal: string }): void;
+  close(config: { type: "S"; name: string }): void;
+  sync(): void;
+}
+const BaseQuery = pg.Query as unknown as new (config: {
+  text: string;
+  values: unknown[];
+  rowMode?: "array";
+  callback: (err: Error | null, result: pg.QueryResult) => void;
+}) => QueryInternals;
+
+/**
+ * One read as one pipeline of extended-protocol messages, sent in one write and answered in one round trip:
+ * Bind/Execute of the prepared settings statement, Bind/Describe/Execute of the read (Parse first, for a
+ * statement the connection has not prepared yet), one Sync. Without BEGIN, everything up to the Sync is one
+ * implicit transaction: the settings are local to it (`set_config(..., true)`), the role is in force when
+ * the read is planned (grants and RLS apply), and an error rolls it all back.
+ */
+class PipelinedRead extends BaseQuery {
+  /** The settings statement's own rows and completion come first; they are not the read's result. */
+  private settingsDone = false;
+
+  constructor(
+    text: string,
+    values: unknown[],
+    rowMode: "array" | undefined,
+    /** The settings' names and values, each as an array literal. */
+    private readonly settings: [string, string],
+    /** The read's statement name ("" for the unnamed statement) and which statements to parse first. */
+    private readonly plan: { name: string; parse: string[] },
+    callback: (err: Error | null, result: pg.QueryResult) => void,
+  ) {
+    super({ text, values, rowMode, callback });
+  }
+
+  requiresPreparation(): boolean {
+    return true;
+  }
+
+  override prepare(connection: PgConnection): void {
+    const { parse, name } = this.plan;
+    if (parse.includes(SETTINGS_NAME))
+      connection.parse({ text: SETTINGS_TEXT, name: SETTINGS_NAME, types: [] });
+    connection.bind({ statement: SETTINGS_NAME, values: this.settings });
+    connection.execute({ portal: "" });
+    // Parsed after the settings: names resolve with the request's search_path and privileges of its role.
+    if (parse.includes(name)) connection.parse({ text: this.text, name, types: [] });
+    connection.bind({ statement: name, values: this.values });
+    connection.describe({ type: "P", name: "" });
+    connection.execute({ portal: "" });
+    connection.sync();
+  }
+
+  override handleDataRow(msg: unknown): void {
+    if (this.settingsDone) super.handleDataRow(msg);
+  }
+
+  override handleCommandComplete(msg: unknown, connection: PgConnection): void {
+    if (this.settingsDone) super.handleCommandComplete(msg, connection);
+    else this.settingsDone = true;
+  }
+}
+
+/**
+ * A read in a single network round trip, on prepared statements: the scope's settings and the statement
+ * travel as one pipeline (PipelinedRead). Answers the statement's result.
  */
 export function queryInOneRoundTrip(
   pool: pg.Pool,
@@ -159,18 +272,64 @@ export function queryInOneRoundTrip(
   statement: { text: string; values: readonly unknown[] },
   rowMode?: "array",
 ): Promise<pg.QueryResult> {
+  // Values become text (or bytes) before anything is sent, so a value that cannot fails alone.
+  const values = statement.values.map((v) => prepareValue(v) as unknown);
+  const settings = settingsOf(scope).map((a) => prepareValue(a) as string) as [string, string];
   return withPooledClient(pool, async (client) => {
-    const message = `${beginStatement(client, scope)}; ${inlineValues(client, statement.text, statement.values)}; commit`;
+    let prepared = preparedOn.get(client);
+    if (!prepared) preparedOn.set(client, (prepared = new Set()));
+    const known = prepared;
+    const name = statementName(scope, statement.text);
+    const parse = [SETTINGS_NAME, name].filter((n) => !known.has(n));
+    // A connection that holds its share of statements parses further ones each time, unnamed.
+    const named = known.has(name) || known.size < MAX_PREPARED;
+    const plan = { name: named ? name : "", parse: named ? parse : parse.filter((n) => n !== name) };
+    if (!named) plan.parse.push("");
     try {
-      const results = (await (rowMode === "array"
-        ? client.query({ text: message, rowMode: "array" })
-        : client.query(message))) as unknown as pg.QueryResult[];
-      return results[results.length - 2];
+      const result = await new Promise<pg.QueryResult>((resolve, reject) => {
+        const read = new PipelinedRead(statement.text, values, rowMode, settings, plan, (err, res) =>
+          err ? reject(err) : resolve(res),
+        );
+        void client.query(read as unknown as pg.Submittable);
+      });
+      for (const n of plan.parse) if (n) known.add(n);
+      return result;
     } catch (e) {
-      // The failed statement left the transaction aborted: end it before the connection goes back to the pool.
-      await rollback(client);
+      // Whether the statements parsed in this pipeline exist now depends on where it failed: close them.
+      const parsed = plan.parse.filter((n) => n !== "");
+      if (parsed.length) await closePrepared(client, parsed);
       throw e;
     }
+  });
+}
+
+/** Closes prepared statements (a Close of a statement that does not exist is no error), in one round trip. */
+class ClosePrepared extends BaseQuery {
+  constructor(
+    private readonly names: string[],
+    callback: (err: Error | null) => void,
+  ) {
+    super({ text: "", values: [], callback });
+  }
+
+  requiresPreparation(): boolean {
+    return true;
+  }
+
+  override prepare(connection: PgConnection): void {
+    for (const name of this.names) connection.close({ type: "S", name });
+    connection.sync();
+  }
+}
+
+async function closePrepared(client: pg.ClientBase, names: string[]): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const close = new ClosePrepared(names, (err) => {
+      // A connection whose statements are in an unknown state must not be reused.
+      if (err) broken.add(client);
+      resolve();
+    });
+    void client.query(close as unknown as pg.Submittable);
   });
 }
 

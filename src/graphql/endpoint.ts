@@ -165,6 +165,8 @@ export async function executeGraphql(
       variableValues: variables as Record<string, unknown> | undefined,
       operationName,
       resolvedPreset,
+      // A context of our own: without one, hookArgs finds out by catching a TypeError (an Error per request).
+      contextValue: Object.create(null) as Record<string, unknown>,
       requestContext: { strata: { auth, withPgClient } },
     });
     const result = await execute(args);

@@ -1,4 +1,4 @@
-import express, { Router } from "express";
+import express, { Router, type NextFunction, type Request, type Response } from "express";
 import type { AppContext } from "../context";
 import { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
@@ -6,25 +6,36 @@ import { requestSettingsOf } from "../http/requestSettings";
 import { roleSettingsOf } from "../catalog/roleSettings";
 import { executeGraphql } from "./endpoint";
 
+/** The request body: JSON objects up to 5 MB (the same parser on the Express route and the data path). */
+export const graphqlBody = express.json({ limit: "5mb" });
+
 /** `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200. */
+export async function handleGraphql(
+  ctx: AppContext,
+  req: Request,
+  res: Response,
+  next: NextFunction,
+): Promise<void> {
+  try {
+    const { project, auth } = await openDataRequest(ctx, req);
+    const settings = { ...(await roleSettingsOf(project, auth.role)), ...requestSettingsOf(req) };
+    res.json(await executeGraphql(ctx, project, auth, req.body ?? {}, settings));
+  } catch (caught) {
+    // The schema's introspection also takes a connection: its pool timeout is the same 503.
+    const e = asPoolTimeout(caught);
+    // A refusal of the gate answers as the platform's gateway does: its status, `{message, hint}`.
+    if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
+    else if (e instanceof PoolTimeout) res.status(503).json({ message: e.message });
+    else if (isDatabaseUnreachable(e)) {
+      res.status(503).json({ message: "Database client error. Retrying the connection." });
+    } else next(e);
+  }
+}
+
+/** The Express route (the data path in fastPath.ts serves the same handler ahead of Express). */
 export function graphqlRouter(ctx: AppContext): Router {
   const router = Router({ strict: true, caseSensitive: true });
   // The body parser is scoped to this route: other routers read their bodies themselves.
-  router.post("/graphql/v1", express.json({ limit: "5mb" }), async (req, res, next) => {
-    try {
-      const { project, auth } = await openDataRequest(ctx, req);
-      const settings = { ...(await roleSettingsOf(project, auth.role)), ...requestSettingsOf(req) };
-      res.json(await executeGraphql(ctx, project, auth, req.body ?? {}, settings));
-    } catch (caught) {
-      // The schema's introspection also takes a connection: its pool timeout is the same 503.
-      const e = asPoolTimeout(caught);
-      // A refusal of the gate answers as the platform's gateway does: its status, `{message, hint}`.
-      if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
-      else if (e instanceof PoolTimeout) res.status(503).json({ message: e.message });
-      else if (isDatabaseUnreachable(e)) {
-        res.status(503).json({ message: "Database client error. Retrying the connection." });
-      } else next(e);
-    }
-  });
+  router.post("/graphql/v1", graphqlBody, (req, res, next) => handleGraphql(ctx, req, res, next));
   return router;
 }

@@ -125,7 +125,8 @@ function sendFailure(ctx: AppContext, res: Response, e: unknown, auth: RequestAu
   }
 }
 
-async function handle(ctx: AppContext, req: Request, res: Response): Promise<void> {
+/** One REST request (Express' request and response: the Express route and the data path in fastPath.ts). */
+export async function handleRest(ctx: AppContext, req: Request, res: Response): Promise<void> {
   let auth: RequestAuth | undefined;
   try {
     const query = new URL(req.originalUrl, "http://localhost").searchParams;
@@ -164,11 +165,14 @@ async function handle(ctx: AppContext, req: Request, res: Response): Promise<voi
   }
 }
 
+/** The request body, any type, as bytes (the same parser on the Express route and the data path). */
+export const restBody = express.raw({ type: () => true, limit: "20mb" });
+
 export function restRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
-  router.use(express.raw({ type: () => true, limit: "20mb" }));
+  router.use(restBody);
   router.use((req, res) => {
-    void handle(ctx, req, res);
+    void handleRest(ctx, req, res);
   });
   return router;
 }

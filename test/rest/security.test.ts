@@ -67,6 +67,25 @@ describe("REST under grants and row level security", () => {
     expect(user.status).toBe(403);
   });
 
+  it("reads a table once granted after a refused read, and reads it as each role sees it", async () => {
+    // Reads travel on prepared statements: a refused one leaves nothing behind, and none serves another role.
+    const read = () => clientFor(server).from("secrets").select("id, value");
+    for (let i = 0; i < 3; i++) expect((await read()).error?.code).toBe("42501");
+    await server.sql("grant select on secrets to anon");
+    await server.sql("alter table secrets enable row level security");
+    await server.sql("create policy nothing_for_anon on secrets for select to anon using (false)");
+    for (let i = 0; i < 3; i++) expect((await read()).data).toEqual([]);
+    const service = clientFor(server, server.serviceKey);
+    for (let i = 0; i < 3; i++) {
+      expect((await service.from("secrets").select("id, value")).data).toEqual([
+        { id: 1, value: "classified" },
+      ]);
+    }
+    await server.sql("drop policy nothing_for_anon on secrets");
+    await server.sql("alter table secrets disable row level security");
+    await server.sql("revoke select on secrets from anon");
+  });
+
   it("serves another schema once the REST config exposes it, and caps reads at max_rows", async () => {
     const before = await clientFor(server).schema("catalogue").from("items").select();
     expect(before.error?.code).toBe("PGRST106");
