@@ -222,9 +222,10 @@ export async function findToken(
     candidates = (await db.query(`select * from auth.users where ${where} for update`, [token.hash])).rows;
   } else {
     candidates = (
-      await db.query("select * from auth.users where email = $1 or email_change = $1 for update", [
-        token.email,
-      ])
+      await db.query(
+        "select * from auth.users where (email = $1 or email_change = $1) and not is_sso_user for update",
+        [token.email],
+      )
     ).rows;
   }
   for (const user of candidates) {

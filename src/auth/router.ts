@@ -22,6 +22,7 @@ import { signProjectToken } from "./issueToken";
 import { adminRoutes } from "./admin";
 import { mfaRoutes } from "./mfa";
 import { oauthRoutes } from "./oauth";
+import { samlRoutes } from "./saml";
 import {
   applyToken,
   findToken,
@@ -147,7 +148,7 @@ export function checkPassword(password: string, settings: AuthSettings): void {
     throw new AuthApiError(422, "weak_password", weak.message, { weak_password: { reasons: weak.reasons } });
 }
 
-function pkceOf(body: {
+export function pkceOf(body: {
   code_challenge?: string | null;
   code_challenge_method?: string | null;
 }): Pkce | undefined {
@@ -790,11 +791,11 @@ export function authRouter(ctx: AppContext): Router {
           }
           await db.query("delete from auth.flow_state where id = $1", [flow.id]);
           const user = (await userById(db, flow.user_id))!;
-          const session = await startSession(
-            db,
-            user.id,
-            flow.authentication_method === "magiclink" ? "magiclink" : "otp",
-          );
+          // The session's amr names how the flow signed in (magic link, OAuth, SAML); email codes are otp.
+          const method = ["magiclink", "oauth", "sso/saml"].includes(flow.authentication_method)
+            ? flow.authentication_method
+            : "otp";
+          const session = await startSession(db, user.id, method);
           return { user, session };
         }).then(({ user, session }) => sessionResponse(project, req, user, session, settings, "pkce"));
       }
@@ -964,6 +965,7 @@ export function authRouter(ctx: AppContext): Router {
 
   router.use(mfaRoutes(tk, handle));
   router.use(oauthRoutes(tk, handle));
+  router.use(samlRoutes(tk, handle));
   router.use(adminRoutes(tk, handle));
 
   router.use((_req: Request, res: Response) => {

@@ -108,8 +108,9 @@ export async function apiUser(db: Db, row: UserRow): Promise<ApiUser> {
   return toUser(row, await identitiesOf(db, row.id), await factorsOf(db, row.id));
 }
 
+/** The user of an address; SSO users (who may share one) sign in only through their provider. */
 export async function userByEmail(db: Db, email: string): Promise<UserRow | undefined> {
-  return (await db.query("select * from auth.users where email = $1", [email])).rows[0];
+  return (await db.query("select * from auth.users where email = $1 and not is_sso_user", [email])).rows[0];
 }
 
 export async function userById(db: Db, id: string): Promise<UserRow | undefined> {
@@ -134,7 +135,7 @@ export async function insertUser(
      values ($1, $2, case when $3 then now() end, $4,
              '{"provider": "email", "providers": ["email"]}'::jsonb || coalesce($5, '{}')::jsonb,
              case when $6 then now() end)
-     on conflict (email) do nothing returning *`,
+     on conflict (email) where is_sso_user = false do nothing returning *`,
     [
       user.email,
       user.passwordHash,

@@ -118,6 +118,8 @@ export const SEALED_COLUMNS = [
   ["platform.clusters", "id", "authenticator_password"],
   ["platform.project_root_keys", "project_ref", "root_key"],
   ["platform.api_keys", "id", "secret"],
+  ["platform.saml_sp_keys", "project_ref", "private_key"],
+  ["platform.saml_sp_keys", "project_ref", "certificate"],
   // jsonb: sealed, the JWK is stored as a JSON string.
   ["platform.signing_keys", "id", "private_jwk"],
 ] as const;

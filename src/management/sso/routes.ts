@@ -30,7 +30,7 @@ const Update = z.object({
   name_id_format: z.string().optional(),
 });
 
-interface Provider {
+export interface SsoProvider {
   id: string;
   saml: {
     id: string;
@@ -61,10 +61,10 @@ export function ssoRoutes(ctx: AppContext): Router {
   const read = { permission: "auth_config_read", scope: "auth:read" };
   const write = { permission: "auth_config_write", scope: "auth:write" };
   const load = async (ref: string) =>
-    (await readSettings(ctx, ref, "sso_providers", { items: [] as Provider[] })).items;
-  const save = (ref: string, items: Provider[]) =>
-    writeSettings(ctx, ref, "sso_providers", { items: [] as Provider[] }, { items });
-  const find = (items: Provider[], id: string) => {
+    (await readSettings(ctx, ref, "sso_providers", { items: [] as SsoProvider[] })).items;
+  const save = (ref: string, items: SsoProvider[]) =>
+    writeSettings(ctx, ref, "sso_providers", { items: [] as SsoProvider[] }, { items });
+  const find = (items: SsoProvider[], id: string) => {
     const p = items.find((x) => x.id === id);
     if (!p) throw new HttpError(404, `SSO provider ${id} not found`);
     return p;
@@ -85,7 +85,7 @@ export function ssoRoutes(ctx: AppContext): Router {
     async ({ project, body }) => {
       const now = new Date().toISOString();
       const id = randomUUID();
-      const provider: Provider = {
+      const provider: SsoProvider = {
         id,
         saml: {
           id: randomUUID(),
