@@ -17,7 +17,7 @@ import type { ProjectRuntime } from "../projects/runtime";
 import type { RequestAuth } from "./dataAuth";
 import { authSettings, type AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
-import { runAccessTokenHook } from "./hook";
+import { afterUserCreated, beforeUserCreated, checkVerificationAttempt, runAccessTokenHook } from "./hook";
 import { signProjectToken } from "./issueToken";
 import { adminRoutes } from "./admin";
 import { mfaRoutes } from "./mfa";
@@ -336,8 +336,12 @@ export function authRouter(ctx: AppContext): Router {
     }
     await consume("anon", perIp(req, project.ref), settings.rate_limit_anonymous_users, HOUR_SECONDS);
     const data = parse(z.object({ data: metadata.nullish() }), req.body).data;
-    const user = await insertAnonymousUser(project.adminPool, data ?? {});
-    const session = await startSession(project.adminPool, user.id, "anonymous");
+    const { user, session } = await withAdminTransaction(project.adminPool, async (db) => {
+      const inserted = await insertAnonymousUser(db, data ?? {});
+      await beforeUserCreated(project.adminPool, settings, inserted, req.ip);
+      return { user: inserted, session: await startSession(db, inserted.id, "anonymous") };
+    });
+    await afterUserCreated(project.adminPool, settings, user, req.ip);
     return sessionResponse(project, req, user, session, settings, "anonymous");
   }
 
@@ -431,16 +435,18 @@ export function authRouter(ctx: AppContext): Router {
         }
         // An unconfirmed user is not changed (who signs up again may not own the address): only the
         // confirmation mail is sent again.
-        const user =
-          existing ??
-          (await insertUser(db, {
-            email: body.email,
-            passwordHash,
-            confirmed: Boolean(settings.mailer_autoconfirm),
-            metadata: body.data ?? {},
-          }))!;
+        const created = existing
+          ? undefined
+          : (await insertUser(db, {
+              email: body.email,
+              passwordHash,
+              confirmed: Boolean(settings.mailer_autoconfirm),
+              metadata: body.data ?? {},
+            }))!;
+        if (created) await beforeUserCreated(project.adminPool, settings, created, req.ip);
+        const user = (existing ?? created)!;
         if (settings.mailer_autoconfirm) {
-          return { user, session: await startSession(db, user.id, "password") };
+          return { user, created, session: await startSession(db, user.id, "password") };
         }
         await issueToken(db, settings, user, "confirmation", {
           apiUrl: apiUrlOf(req),
@@ -449,9 +455,10 @@ export function authRouter(ctx: AppContext): Router {
           send: true,
           consumeSend: tk.consumeMail(project, settings),
         });
-        return { user: (await userById(db, user.id))! };
+        return { user: (await userById(db, user.id))!, created };
       });
       if ("obfuscated" in result) return result.obfuscated;
+      if (result.created) await afterUserCreated(project.adminPool, settings, result.created, req.ip);
       if (result.session) {
         return sessionResponse(project, req, result.user, result.session, settings, "password");
       }
@@ -476,19 +483,21 @@ export function authRouter(ctx: AppContext): Router {
       const body = parse(otpBody, req.body);
       const pkce = pkceOf(body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to);
-      await withAdminTransaction(project.adminPool, async (db) => {
+      const created = await withAdminTransaction(project.adminPool, async (db) => {
         let user = await userByEmail(db, body.email);
+        let inserted: UserRow | undefined;
         if (!user) {
           if (body.create_user === false)
             throw new AuthApiError(422, "otp_disabled", "Signups not allowed for otp");
           if (settings.disable_signup)
             throw new AuthApiError(422, "signup_disabled", "Signups not allowed for this instance");
-          user = (await insertUser(db, {
+          user = inserted = (await insertUser(db, {
             email: body.email,
             passwordHash: null,
             confirmed: false,
             metadata: body.data ?? {},
           }))!;
+          await beforeUserCreated(project.adminPool, settings, inserted, req.ip);
         }
         const kind = user.email_confirmed_at ? "magic_link" : "confirmation";
         await issueToken(db, settings, user, kind, {
@@ -498,7 +507,9 @@ export function authRouter(ctx: AppContext): Router {
           send: true,
           consumeSend: tk.consumeMail(project, settings),
         });
+        return inserted;
       });
+      if (created) await afterUserCreated(project.adminPool, settings, created, req.ip);
       return {};
     }),
   );
@@ -723,7 +734,20 @@ export function authRouter(ctx: AppContext): Router {
         requireEmailProvider(settings, "logins");
         const body = parse(credentialsBody, req.body);
         const user = await userByEmail(project.adminPool, body.email);
-        if (!user?.encrypted_password || !(await verifyPassword(body.password, user.encrypted_password))) {
+        const valid = Boolean(
+          user?.encrypted_password && (await verifyPassword(body.password, user.encrypted_password)),
+        );
+        // The password verification attempt hook hears of every attempt on an existing user.
+        if (user) {
+          await checkVerificationAttempt(
+            project.adminPool,
+            settings,
+            "password_verification_attempt",
+            { user_id: user.id, valid },
+            req.ip,
+          );
+        }
+        if (!user || !valid) {
           throw new AuthApiError(400, "invalid_credentials", "Invalid login credentials");
         }
         if (user.banned_until && user.banned_until.getTime() > Date.now())

@@ -11,6 +11,7 @@ import { kekOf } from "../platform/kek";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
+import { afterUserCreated, beforeUserCreated } from "./hook";
 import { redirectTarget, withParams } from "./redirects";
 import { parse, pkceOf, type AuthToolkit, type Handle } from "./router";
 import { setUser, startSession, userById, type UserRow } from "./users";
@@ -478,6 +479,7 @@ async function consumeAssertion(
   const providerType = `sso:${provider.id}`;
   const providerId = provider.id;
 
+  let created: UserRow | undefined;
   const outcome = await withAdminTransaction(project.adminPool, async (db) => {
     // SSO identities link only within their provider: one user per subject, never by address.
     const { rows } = await db.query(
@@ -500,6 +502,8 @@ async function consumeAssertion(
           ],
         )
       ).rows[0] as UserRow;
+      await beforeUserCreated(project.adminPool, settings, user, req.ip);
+      created = user;
     } else {
       if (user.banned_until && user.banned_until.getTime() > Date.now()) {
         throw new AuthApiError(403, "user_banned", "User is banned");
@@ -538,6 +542,7 @@ async function consumeAssertion(
     ]);
     return { kind: "session" as const, user: (await userById(db, user.id))!, session };
   });
+  if (created) await afterUserCreated(project.adminPool, settings, created, req.ip);
   const target = redirectTarget(settings, redirectTo);
   if (outcome.kind === "code") return withParams(target, { code: outcome.code }, "query");
   const s = await tk.sessionResponse(project, req, outcome.user, outcome.session, settings, "sso/saml");
