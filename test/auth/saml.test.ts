@@ -13,6 +13,10 @@ const PERSISTENT = "urn:oasis:names:tc:SAML:2.0:nameid-format:persistent";
 const IDP_ENTITY = "https://idp.example.test/saml/metadata";
 const SITE = "http://localhost:3000";
 
+const AUTHN_STATEMENT =
+  '<saml:AuthnStatement AuthnInstant="{AuthnInstant}" SessionNotOnOrAfter="{SessionNotOnOrAfter}" SessionIndex="{SessionIndex}">' +
+  "<saml:AuthnContext><saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:PasswordProtectedTransport</saml:AuthnContextClassRef></saml:AuthnContext></saml:AuthnStatement>";
+
 interface Account {
   subject: string;
   mail: string;
@@ -61,6 +65,7 @@ async function makeIdentityProvider(entityID = IDP_ENTITY) {
     sp: ReturnType<typeof samlify.ServiceProvider>,
     url: string,
     account: Account,
+    sessionNotOnOrAfter?: string,
   ): Promise<Answer> {
     const parsed = new URL(url);
     let inResponseTo = "";
@@ -87,7 +92,7 @@ async function makeIdentityProvider(entityID = IDP_ENTITY) {
       {},
       (template: string) => ({
         id: "",
-        context: samlify.SamlLib.replaceTagsByValue(template, {
+        context: samlify.SamlLib.replaceTagsByValue(template.replace("{AuthnStatement}", AUTHN_STATEMENT), {
           ID: `_${randomUUID()}`,
           AssertionID: `_${randomUUID()}`,
           Destination: acs,
@@ -102,7 +107,9 @@ async function makeIdentityProvider(entityID = IDP_ENTITY) {
           NameIDFormat: PERSISTENT,
           NameID: account.subject,
           InResponseTo: inResponseTo || undefined,
-          AuthnStatement: "",
+          AuthnInstant: now.toISOString(),
+          SessionNotOnOrAfter: sessionNotOnOrAfter,
+          SessionIndex: `_${randomUUID()}`,
           attrMail: account.mail,
           attrDisplayName: account.displayName,
           attrGroups: account.groups.join(","),
@@ -294,7 +301,14 @@ describe("SAML single sign-on through providers registered with the Management A
       options: { redirectTo: `${SITE}/welcome` },
     });
     expect(started.error).toBeNull();
-    const answer = await provider.answer(sp, started.data!.url, { ...ada, displayName: "Countess Ada" });
+    const sessionEnd = new Date(Date.now() + 3600_000);
+    sessionEnd.setMilliseconds(0);
+    const answer = await provider.answer(
+      sp,
+      started.data!.url,
+      { ...ada, displayName: "Countess Ada" },
+      sessionEnd.toISOString(),
+    );
     const landed = await post(answer);
     expect(landed.status).toBe(302);
     const params = paramsOf(landed.location);
@@ -307,6 +321,18 @@ describe("SAML single sign-on through providers registered with the Management A
     expect(set.data.user!.user_metadata.name).toBe("Countess Ada");
     const ssoUsers = await server.sql("select id from auth.users where is_sso_user");
     expect(ssoUsers.rows).toEqual([{ id: set.data.user!.id }]);
+
+    // The provider's SessionNotOnOrAfter ends the session: past it, a refresh is refused.
+    const sessionId = (decodeJwt(params.access_token) as { session_id: string }).session_id;
+    const stored = await server.sql("select not_after, sso_provider_id from auth.sessions where id = $1", [
+      sessionId,
+    ]);
+    expect(stored.rows).toEqual([{ not_after: sessionEnd, sso_provider_id: providerId }]);
+    await server.sql("update auth.sessions set not_after = now() - interval '1 second' where id = $1", [
+      sessionId,
+    ]);
+    const refreshed = await browser.auth.refreshSession();
+    expect(refreshed.error).toMatchObject({ status: 400, code: "session_expired" });
 
     // The same answer again: its relay state is gone.
     const replay = await post(answer);
