@@ -133,19 +133,27 @@ function serviceProvider(
   });
 }
 
-function identityProvider(provider: SsoProvider) {
-  if (!provider.saml.metadata_xml) {
-    throw new AuthApiError(
-      500,
-      "unexpected_failure",
-      "Error parsing SAML Metadata for SAML provider: its metadata has not been fetched",
-    );
-  }
+/**
+ * An identity provider from its metadata, or undefined when the document is none. samlify warns on the
+ * console about optional parts (a missing logout service) each time: those warnings are left out.
+ */
+export function parseIdentityProvider(metadata: string) {
+  const warn = console.warn;
+  console.warn = () => {};
   try {
-    return samlify.IdentityProvider({ metadata: provider.saml.metadata_xml });
+    return samlify.IdentityProvider({ metadata });
   } catch {
-    throw new AuthApiError(500, "unexpected_failure", "Error parsing SAML Metadata for SAML provider");
+    return undefined;
+  } finally {
+    console.warn = warn;
   }
+}
+
+function identityProvider(provider: SsoProvider) {
+  const idp = provider.saml.metadata_xml ? parseIdentityProvider(provider.saml.metadata_xml) : undefined;
+  if (!idp)
+    throw new AuthApiError(500, "unexpected_failure", "Error parsing SAML Metadata for SAML provider");
+  return idp;
 }
 
 async function ssoProviders(project: ProjectRuntime): Promise<SsoProvider[]> {

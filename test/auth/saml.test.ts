@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { createClient } from "@supabase/supabase-js";
 import { decodeJwt } from "jose";
 import * as samlify from "samlify";
@@ -361,6 +363,47 @@ describe("SAML single sign-on through providers registered with the Management A
     mixed.RelayState = new URL(second.data!.url).searchParams.get("RelayState")!;
     const refused = await post(mixed);
     expect(new URL(refused.location).searchParams.get("error_code")).toBe("validation_failed");
+  });
+
+  it("registers a provider from its metadata URL; refuses metadata that is no usable identity provider", async () => {
+    const other = await makeIdentityProvider("https://other-idp.example.test/metadata");
+    const host = http.createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "application/xml" });
+      res.end(other.idp.getMetadata());
+    });
+    await new Promise<void>((resolve) => host.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(host.address() as AddressInfo).port}/metadata`;
+      const created = await management(server, "POST", "/config/auth/sso/providers", {
+        type: "saml",
+        metadata_url: url,
+        domains: ["other.example"],
+      });
+      expect(created.status).toBe(201);
+      expect(created.body.saml).toMatchObject({
+        entity_id: "https://other-idp.example.test/metadata",
+        metadata_url: url,
+      });
+      expect(created.body.saml.metadata_xml).toContain("IDPSSODescriptor");
+      // New metadata of another entity is not this provider's.
+      const swapped = await management(server, "PUT", `/config/auth/sso/providers/${created.body.id}`, {
+        metadata_xml: provider.idp.getMetadata(),
+      });
+      expect(swapped.status).toBe(400);
+    } finally {
+      await new Promise<void>((resolve) => host.close(() => resolve()));
+    }
+    const before = await management(server, "GET", "/config/auth/sso/providers");
+    const refused = [
+      { metadata_xml: "<not-metadata/>" },
+      { metadata_xml: provider.idp.getMetadata().replace(/HTTP-Redirect/g, "HTTP-POST") },
+      { metadata_url: "http://10.0.0.1/metadata" },
+    ];
+    for (const body of refused) {
+      const res = await management(server, "POST", "/config/auth/sso/providers", { type: "saml", ...body });
+      expect(res.status).toBe(400);
+    }
+    expect((await management(server, "GET", "/config/auth/sso/providers")).body).toEqual(before.body);
   });
 
   it("answers unknown domains and providers and bad requests in the auth error format", async () => {
