@@ -116,9 +116,11 @@ async function spKeys(pool: pg.Pool, ref: string): Promise<SpKeys> {
 function serviceProvider(
   apiUrl: string,
   keys: SpKeys,
-  options: { relayState?: string; nameIdFormat?: string },
+  options: { relayState?: string; nameIdFormat?: string; encryption?: boolean },
 ) {
   return samlify.ServiceProvider({
+    // With saml_allow_encrypted_assertions the key also decrypts, and the metadata offers it for encryption.
+    ...(options.encryption ? { encPrivateKey: keys.privateKey, encryptCert: keys.certificate } : {}),
     entityID: `${apiUrl}/sso/saml/metadata`,
     authnRequestsSigned: true,
     wantAssertionsSigned: true,
@@ -137,11 +139,11 @@ function serviceProvider(
  * An identity provider from its metadata, or undefined when the document is none. samlify warns on the
  * console about optional parts (a missing logout service) each time: those warnings are left out.
  */
-export function parseIdentityProvider(metadata: string) {
+export function parseIdentityProvider(metadata: string, options: { encrypted?: boolean } = {}) {
   const warn = console.warn;
   console.warn = () => {};
   try {
-    return samlify.IdentityProvider({ metadata });
+    return samlify.IdentityProvider({ metadata, isAssertionEncrypted: Boolean(options.encrypted) });
   } catch {
     return undefined;
   } finally {
@@ -149,8 +151,10 @@ export function parseIdentityProvider(metadata: string) {
   }
 }
 
-function identityProvider(provider: SsoProvider) {
-  const idp = provider.saml.metadata_xml ? parseIdentityProvider(provider.saml.metadata_xml) : undefined;
+function identityProvider(provider: SsoProvider, options: { encrypted?: boolean } = {}) {
+  const idp = provider.saml.metadata_xml
+    ? parseIdentityProvider(provider.saml.metadata_xml, options)
+    : undefined;
   if (!idp)
     throw new AuthApiError(500, "unexpected_failure", "Error parsing SAML Metadata for SAML provider");
   return idp;
@@ -302,8 +306,10 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
     "/sso/saml/metadata",
     handle(
       async (project, req, res) => {
-        await samlSettings(tk, project);
-        const sp = serviceProvider(tk.apiUrl(req), await spKeys(project.platformPool, project.ref), {});
+        const settings = await samlSettings(tk, project);
+        const sp = serviceProvider(tk.apiUrl(req), await spKeys(project.platformPool, project.ref), {
+          encryption: settings.saml_allow_encrypted_assertions === true,
+        });
         res.set("Content-Type", "application/xml");
         res.set("Cache-Control", "public, max-age=600");
         if (req.query.download === "true") {
@@ -409,15 +415,29 @@ async function consumeAssertion(
     );
   }
   const apiUrl = tk.apiUrl(req);
-  const sp = serviceProvider(apiUrl, await spKeys(project.platformPool, project.ref), {});
+  const encrypted = /<(?:\w+:)?EncryptedAssertion\b/.test(
+    Buffer.from(samlResponse, "base64").toString("utf8"),
+  );
+  if (encrypted && settings.saml_allow_encrypted_assertions !== true) {
+    throw new AuthApiError(
+      400,
+      "validation_failed",
+      "SAML Assertion is not valid: encrypted assertions are not allowed",
+    );
+  }
+  const sp = serviceProvider(apiUrl, await spKeys(project.platformPool, project.ref), {
+    encryption: encrypted,
+  });
   let extract: Extract;
+  let content: string;
   try {
-    // Signature (assertion or response) against the provider's certificate, schema, issuer, time window.
-    extract = (
-      await sp.parseLoginResponse(identityProvider(provider), "post", {
-        body: { SAMLResponse: samlResponse },
-      })
-    ).extract as Extract;
+    // Signature (assertion or response) against the provider's certificate, schema, issuer, time window;
+    // an encrypted assertion is decrypted with the SP key first.
+    const parsed = await sp.parseLoginResponse(identityProvider(provider, { encrypted }), "post", {
+      body: { SAMLResponse: samlResponse },
+    });
+    extract = parsed.extract as Extract;
+    content = String(parsed.samlContent);
   } catch {
     throw new AuthApiError(400, "validation_failed", "SAML Assertion is not valid");
   }
@@ -441,8 +461,7 @@ async function consumeAssertion(
     );
   }
   const attributes = extract.attributes ?? {};
-  const xml = Buffer.from(samlResponse, "base64").toString("utf8");
-  const nameIdFormat = /<(?:\w+:)?NameID\b[^>]*\bFormat="([^"]+)"/.exec(xml)?.[1] ?? "";
+  const nameIdFormat = /<(?:\w+:)?NameID\b[^>]*\bFormat="([^"]+)"/.exec(content)?.[1] ?? "";
   let subject = attribute(attributes, SUBJECT_ID_ATTRIBUTE)[0] ?? "";
   if (!subject && extract.nameID && nameIdFormat !== NAME_ID.transient) {
     subject = nameIdFormat === NAME_ID.email ? extract.nameID.trim().toLowerCase() : extract.nameID;

@@ -37,7 +37,7 @@ interface Answer {
  * A SAML identity provider built with samlify, the library Strata uses as service provider: its own key and
  * certificate made here, an HTTP-Redirect sign-on service, signed assertions with attributes.
  */
-async function makeIdentityProvider(entityID = IDP_ENTITY) {
+async function makeIdentityProvider(entityID = IDP_ENTITY, options: { encrypt?: boolean } = {}) {
   const pems = await generate([{ name: "commonName", value: "idp.example.test" }], {
     keySize: 2048,
     algorithm: "sha256",
@@ -53,6 +53,7 @@ async function makeIdentityProvider(entityID = IDP_ENTITY) {
     privateKey: pems.private,
     signingCert: pems.cert,
     wantAuthnRequestsSigned: true,
+    isAssertionEncrypted: Boolean(options.encrypt),
     nameIDFormat: [PERSISTENT],
     singleSignOnService: [{ Binding: binding.redirect, Location: "https://idp.example.test/saml/sso" }],
     singleLogoutService: [{ Binding: binding.redirect, Location: "https://idp.example.test/saml/slo" }],
@@ -363,6 +364,56 @@ describe("SAML single sign-on through providers registered with the Management A
     mixed.RelayState = new URL(second.data!.url).searchParams.get("RelayState")!;
     const refused = await post(mixed);
     expect(new URL(refused.location).searchParams.get("error_code")).toBe("validation_failed");
+  });
+
+  it("takes encrypted assertions only while saml_allow_encrypted_assertions is on", async () => {
+    const secure = await makeIdentityProvider("https://secure-idp.example.test/metadata", { encrypt: true });
+    const created = await management(server, "POST", "/config/auth/sso/providers", {
+      type: "saml",
+      metadata_xml: secure.idp.getMetadata(),
+      domains: ["secure.example"],
+    });
+    expect(created.status).toBe(201);
+    const metadata = async () => (await fetch(`${server.url}/auth/v1/sso/saml/metadata`)).text();
+    expect(await metadata()).not.toContain('use="encryption"');
+    // The Management API only reads this field (as the platform's): the operator sets it in the control plane.
+    const allowEncrypted = (on: boolean) =>
+      server.sql(
+        `update platform.auth_config set config = config || jsonb_build_object('saml_allow_encrypted_assertions', $2::boolean)
+          where project_ref = $1`,
+        [server.ref, on],
+      );
+    expect(
+      (await management(server, "PATCH", "/config/auth", { saml_allow_encrypted_assertions: true })).status,
+    ).toBe(400);
+    await allowEncrypted(true);
+    expect((await management(server, "GET", "/config/auth")).body.saml_allow_encrypted_assertions).toBe(true);
+    const xml = await metadata();
+    expect(xml).toContain('use="encryption"');
+    const spWithEncryption = samlify.ServiceProvider({ metadata: xml });
+    const grace: Account = {
+      subject: "grace-1",
+      mail: "grace@secure.example",
+      displayName: "Grace",
+      groups: [],
+    };
+
+    const started = await client("implicit").auth.signInWithSSO({ domain: "secure.example" });
+    const answer = await secure.answer(spWithEncryption, started.data!.url, grace);
+    expect(Buffer.from(answer.SAMLResponse, "base64").toString()).toContain("EncryptedAssertion");
+    const landed = await post(answer);
+    expect(landed.status).toBe(302);
+    expect(paramsOf(landed.location).access_token).toBeTruthy();
+    const users = await server.sql("select email, is_sso_user from auth.users where email = $1", [
+      grace.mail,
+    ]);
+    expect(users.rows).toEqual([{ email: grace.mail, is_sso_user: true }]);
+
+    await allowEncrypted(false);
+    const again = await client("implicit").auth.signInWithSSO({ domain: "secure.example" });
+    const refused = await post(await secure.answer(spWithEncryption, again.data!.url, grace));
+    expect(refused.status).toBe(303);
+    expect(new URL(refused.location).searchParams.get("error_description")).toMatch(/encrypted assertions/);
   });
 
   it("registers a provider from its metadata URL; refuses metadata that is no usable identity provider", async () => {
