@@ -57,6 +57,7 @@ const HOOK_NAMES = {
   password_verification_attempt: "password-verification",
   before_user_created: "before-user-created",
   after_user_created: "after-user-created",
+  send_email: "send-email",
 } as const;
 export type HookName = keyof typeof HOOK_NAMES;
 
@@ -82,7 +83,7 @@ export const hookEnabled = (settings: AuthSettings, name: HookName) =>
  * database. `{error: {http_code, message}}` in its answer becomes that error.
  */
 export async function runHook(
-  pool: pg.Pool,
+  pool: pg.Pool | pg.PoolClient,
   settings: AuthSettings,
   name: HookName,
   input: unknown,
@@ -99,21 +100,36 @@ export async function runHook(
   if (!match || !IDENT.test(match[1]) || !IDENT.test(match[2])) {
     throw new AuthApiError(500, "hook_configuration_error", `Invalid ${HOOK_NAMES[name]} hook URI`);
   }
-  const client = await pool.connect();
+  const call = `select "${match[1]}"."${match[2]}"($1::jsonb) as output`;
   let output: { error?: { http_code?: number; message?: string } } | null;
-  try {
-    await client.query("begin");
-    await client.query(`set local statement_timeout = ${PG_HOOK_TIMEOUT_MS}`);
-    const { rows } = await client.query(`select "${match[1]}"."${match[2]}"($1::jsonb) as output`, [
-      JSON.stringify(input),
-    ]);
-    await client.query("commit");
-    output = rows[0]?.output ?? null;
-  } catch {
-    await client.query("rollback").catch(() => {});
-    throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
-  } finally {
-    client.release();
+  if (!("totalCount" in pool)) {
+    // A client inside the caller's transaction (the send-email hook): the function sees its writes, and
+    // its failure rolls them back; the timeout applies to the call only.
+    try {
+      const { rows: before } = await pool.query(
+        "select current_setting('statement_timeout') as t, set_config('statement_timeout', $1, true)",
+        [String(PG_HOOK_TIMEOUT_MS)],
+      );
+      const { rows } = await pool.query(call, [JSON.stringify(input)]);
+      await pool.query("select set_config('statement_timeout', $1, true)", [before[0].t]);
+      output = rows[0]?.output ?? null;
+    } catch {
+      throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
+    }
+  } else {
+    const client = await pool.connect();
+    try {
+      await client.query("begin");
+      await client.query(`set local statement_timeout = ${PG_HOOK_TIMEOUT_MS}`);
+      const { rows } = await client.query(call, [JSON.stringify(input)]);
+      await client.query("commit");
+      output = rows[0]?.output ?? null;
+    } catch {
+      await client.query("rollback").catch(() => {});
+      throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
+    } finally {
+      client.release();
+    }
   }
   if (output?.error?.message) {
     const status = Number(output.error.http_code) || 500;

@@ -50,6 +50,16 @@ const HOOKS_SQL = `
     return '{}'::jsonb;
   end $$;
 
+  -- Mail goes to the hook, not SMTP: the function keeps it (and sees the user the request is writing).
+  create function public.send_email(event jsonb) returns jsonb language plpgsql as $$
+  begin
+    if not exists (select 1 from auth.users where id = (event->'user'->>'id')::uuid) then
+      raise exception 'user not visible';
+    end if;
+    perform public.log_hook('email', event);
+    return '{}'::jsonb;
+  end $$;
+
   create function public.after_created(event jsonb) returns jsonb language plpgsql as $$
   begin
     perform public.log_hook('after', event);
@@ -157,6 +167,29 @@ describe("auth hooks: password and MFA verification attempts, before and after u
     const attempts = await log("password");
     expect(attempts.map((p) => p.valid)).toEqual([true, false, false, false, true]);
     expect(attempts[0]).toMatchObject({ user_id: userId, metadata: { name: "password-verification" } });
+  });
+
+  it("sends mail through a send-email hook that is a Postgres function", async () => {
+    await management(server, "PATCH", "/config/auth", {
+      hook_send_email_enabled: true,
+      hook_send_email_uri: "pg-functions://postgres/public/send_email",
+    });
+    const sent = await client().auth.signInWithOtp({ email: "sam@example.test" });
+    expect(sent.error).toBeNull();
+    const [mail] = await log("email");
+    expect(mail).toMatchObject({
+      metadata: { name: "send-email" },
+      user: { email: "sam@example.test" },
+      email_data: { email_action_type: "signup" },
+    });
+    const verified = await client().auth.verifyOtp({
+      email: "sam@example.test",
+      token: mail.email_data.token,
+      type: "email",
+    });
+    expect(verified.error).toBeNull();
+    expect(verified.data.user!.email).toBe("sam@example.test");
+    await management(server, "PATCH", "/config/auth", { hook_send_email_enabled: false });
   });
 
   it("tells the MFA hook of each code; a rejection answers 403 and ends the user's sessions", async () => {
