@@ -366,6 +366,28 @@ describe("SAML single sign-on through providers registered with the Management A
     expect(new URL(refused.location).searchParams.get("error_code")).toBe("validation_failed");
   });
 
+  it("takes an answer the identity provider starts (no request): the relay state is where to go", async () => {
+    const acs = `${server.url}/auth/v1/sso/saml/acs`;
+    const unsolicited = await provider.answer(
+      sp,
+      `${acs}?RelayState=${encodeURIComponent(`${SITE}/from-idp`)}`,
+      ada,
+    );
+    expect(Buffer.from(unsolicited.SAMLResponse, "base64").toString()).not.toContain("InResponseTo");
+    const landed = await post(unsolicited);
+    expect(landed.status).toBe(302);
+    expect(landed.location.startsWith(`${SITE}/from-idp#`)).toBe(true);
+    const claims = decodeJwt(paramsOf(landed.location).access_token) as { sub: string };
+    const ssoUser = await server.sql(
+      "select id from auth.users where is_sso_user and email = 'ada@example.com'",
+    );
+    expect(claims.sub).toBe(ssoUser.rows[0].id);
+    // An unsolicited answer for a provider nobody registered.
+    const stranger = await makeIdentityProvider("https://stranger.example.test/metadata");
+    const refused = await post(await stranger.answer(sp, acs, ada));
+    expect(new URL(refused.location).searchParams.get("error_code")).toBe("saml_idp_not_found");
+  });
+
   it("takes encrypted assertions only while saml_allow_encrypted_assertions is on", async () => {
     const secure = await makeIdentityProvider("https://secure-idp.example.test/metadata", { encrypt: true });
     const created = await management(server, "POST", "/config/auth/sso/providers", {
