@@ -281,6 +281,13 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
         );
       }
       await withAdminTransaction(project.adminPool, async (db) => {
+        // Sign-ins never finished leave their relay state (and unused PKCE state): cleared after an hour.
+        await db.query(
+          `with gone as (delete from auth.saml_relay_states where created_at < now() - interval '1 hour'
+                         returning flow_state_id)
+           delete from auth.flow_state
+            where id in (select flow_state_id from gone) and user_id is null`,
+        );
         let flowStateId: string | null = null;
         if (pkce) {
           const { rows } = await db.query(

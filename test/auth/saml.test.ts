@@ -479,6 +479,25 @@ describe("SAML single sign-on through providers registered with the Management A
     expect((await management(server, "GET", "/config/auth/sso/providers")).body).toEqual(before.body);
   });
 
+  it("clears relay states of sign-ins never finished after an hour", async () => {
+    const started = await client("pkce").auth.signInWithSSO({ domain: "example.com" });
+    const relay = new URL(started.data!.url).searchParams.get("RelayState")!;
+    await server.sql(
+      "update auth.saml_relay_states set created_at = now() - interval '2 hours' where id = $1",
+      [relay],
+    );
+    const { rows } = await server.sql("select flow_state_id from auth.saml_relay_states where id = $1", [
+      relay,
+    ]);
+    await client("pkce").auth.signInWithSSO({ domain: "example.com" });
+    expect((await server.sql("select 1 from auth.saml_relay_states where id = $1", [relay])).rowCount).toBe(
+      0,
+    );
+    expect(
+      (await server.sql("select 1 from auth.flow_state where id = $1", [rows[0].flow_state_id])).rowCount,
+    ).toBe(0);
+  });
+
   it("answers unknown domains and providers and bad requests in the auth error format", async () => {
     const anon = client("implicit").auth;
     expect((await anon.signInWithSSO({ domain: "unknown.example" })).error).toMatchObject({
