@@ -6,6 +6,7 @@ import { bearerAuthOf } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { RequestAuth } from "./dataAuth";
 import { AuthApiError } from "./errors";
+import { afterUserCreated, beforeUserCreated } from "./hook";
 import { issueToken } from "./otp";
 import { hashPassword } from "./passwords";
 import { redirectTarget } from "./redirects";
@@ -248,6 +249,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
       const settings = await tk.settings(project);
       const body = parseBody(inviteBody, req.body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to ?? req.body?.redirect_to);
+      let created: UserRow | undefined;
       const row = await withAdminTransaction(project.adminPool, async (db) => {
         let user = await userByEmail(db, body.email);
         if (user?.email_confirmed_at) throw emailExists();
@@ -259,6 +261,8 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
             metadata: body.data ?? {},
             invited: true,
           }))!;
+          await beforeUserCreated(project.adminPool, settings, user, req.ip);
+          created = user;
         } else {
           user = await setUser(db, user.id, { invited_at: new Date() });
         }
@@ -270,6 +274,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
         });
         return (await userById(db, user.id))!;
       });
+      if (created) await afterUserCreated(project.adminPool, settings, created, req.ip);
       return apiUser(project.adminPool, row);
     }),
   );
@@ -295,19 +300,23 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
                 confirmed: false,
                 metadata: body.data ?? {},
               }))!;
+              await beforeUserCreated(project.adminPool, settings, user, req.ip);
             }
             issued = await issueToken(db, settings, user, "confirmation", common);
             break;
           }
           case "invite": {
             if (user?.email_confirmed_at) throw emailExists();
-            user ??= (await insertUser(db, {
-              email: body.email,
-              passwordHash: null,
-              confirmed: false,
-              metadata: body.data ?? {},
-              invited: true,
-            }))!;
+            if (!user) {
+              user = (await insertUser(db, {
+                email: body.email,
+                passwordHash: null,
+                confirmed: false,
+                metadata: body.data ?? {},
+                invited: true,
+              }))!;
+              await beforeUserCreated(project.adminPool, settings, user, req.ip);
+            }
             issued = await issueToken(db, settings, user, "invite", common);
             break;
           }

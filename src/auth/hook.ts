@@ -4,6 +4,7 @@ import { Webhook } from "standardwebhooks";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
 import { fetchPublicJson } from "./publicFetch";
+import { toUser, type UserRow } from "./users";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 
@@ -49,41 +50,137 @@ export async function runHttpHook(uri: string, secrets: unknown, input: unknown)
   return output;
 }
 
+/** The hooks of the auth config (`hook_<name>_{enabled,uri,secrets}`) and their payload names. */
+const HOOK_NAMES = {
+  custom_access_token: "customize-access-token",
+  mfa_verification_attempt: "mfa-verification",
+  password_verification_attempt: "password-verification",
+  before_user_created: "before-user-created",
+  after_user_created: "after-user-created",
+  send_email: "send-email",
+} as const;
+export type HookName = keyof typeof HOOK_NAMES;
+
+/** A pg-functions hook gets this long before Postgres cancels it (the platform's default hook timeout). */
+const PG_HOOK_TIMEOUT_MS = 2000;
+
+/** The `metadata` every hook payload carries, as the platform sends it. */
+export function hookMetadata(name: HookName, ip: string | undefined) {
+  return {
+    uuid: randomUUID(),
+    time: new Date().toISOString(),
+    name: HOOK_NAMES[name],
+    ...(ip ? { ip_address: ip } : {}),
+  };
+}
+
+export const hookEnabled = (settings: AuthSettings, name: HookName) =>
+  settings[`hook_${name}_enabled`] === true;
+
 /**
- * The custom access token hook (hook_custom_access_token_uri, `pg-functions://<db>/<schema>/<function>`
- * or an http(s) URL signed with hook_custom_access_token_secrets): it gets
- * `{user_id, claims, authentication_method}` and answers `{claims}` that replace the token's claims, or
- * `{error: {http_code, message}}`.
+ * Runs the `name` hook with `input` when it is enabled (else answers undefined): an http(s) URL signed as
+ * Standard Webhooks with its secrets, or `pg-functions://<db>/<schema>/<function>` called in the project's
+ * database. `{error: {http_code, message}}` in its answer becomes that error.
+ */
+export async function runHook(
+  pool: pg.Pool | pg.PoolClient,
+  settings: AuthSettings,
+  name: HookName,
+  input: unknown,
+): Promise<Record<string, unknown> | null | undefined> {
+  if (!hookEnabled(settings, name)) return undefined;
+  const uri = String(settings[`hook_${name}_uri`] ?? "");
+  if (/^https?:\/\//.test(uri)) {
+    return (await runHttpHook(uri, settings[`hook_${name}_secrets`], input)) as Record<
+      string,
+      unknown
+    > | null;
+  }
+  const match = /^pg-functions:\/\/[^/]+\/([^/]+)\/([^/]+)$/.exec(uri);
+  if (!match || !IDENT.test(match[1]) || !IDENT.test(match[2])) {
+    throw new AuthApiError(500, "hook_configuration_error", `Invalid ${HOOK_NAMES[name]} hook URI`);
+  }
+  const call = `select "${match[1]}"."${match[2]}"($1::jsonb) as output`;
+  let output: { error?: { http_code?: number; message?: string } } | null;
+  if (!("totalCount" in pool)) {
+    // A client inside the caller's transaction (the send-email hook): the function sees its writes, and
+    // its failure rolls them back; the timeout applies to the call only.
+    try {
+      const { rows: before } = await pool.query(
+        "select current_setting('statement_timeout') as t, set_config('statement_timeout', $1, true)",
+        [String(PG_HOOK_TIMEOUT_MS)],
+      );
+      const { rows } = await pool.query(call, [JSON.stringify(input)]);
+      await pool.query("select set_config('statement_timeout', $1, true)", [before[0].t]);
+      output = rows[0]?.output ?? null;
+    } catch {
+      throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
+    }
+  } else {
+    const client = await pool.connect();
+    try {
+      await client.query("begin");
+      await client.query(`set local statement_timeout = ${PG_HOOK_TIMEOUT_MS}`);
+      const { rows } = await client.query(call, [JSON.stringify(input)]);
+      await client.query("commit");
+      output = rows[0]?.output ?? null;
+    } catch {
+      await client.query("rollback").catch(() => {});
+      throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
+    } finally {
+      client.release();
+    }
+  }
+  if (output?.error?.message) {
+    const status = Number(output.error.http_code) || 500;
+    throw new AuthApiError(status, "hook_error", String(output.error.message));
+  }
+  return output as Record<string, unknown> | null;
+}
+
+/**
+ * The custom access token hook: it gets `{user_id, claims, authentication_method}` and answers `{claims}`
+ * that replace the token's claims, or `{error: {http_code, message}}`.
  */
 export async function runAccessTokenHook(
   pool: pg.Pool,
   settings: AuthSettings,
   input: { user_id: string; claims: Record<string, unknown>; authentication_method: string },
 ): Promise<Record<string, unknown>> {
-  if (!settings.hook_custom_access_token_enabled) return input.claims;
-  const uri = String(settings.hook_custom_access_token_uri ?? "");
-  if (/^https?:\/\//.test(uri)) {
-    const output = await runHttpHook(uri, settings.hook_custom_access_token_secrets, input);
-    return claimsOf(output);
+  const output = await runHook(pool, settings, "custom_access_token", input);
+  return output === undefined ? input.claims : claimsOf(output);
+}
+
+/**
+ * The MFA and password verification attempt hooks: told whether an attempt was valid, they answer
+ * `{decision: "reject" | "continue", message}`; a rejection ends the user's sessions (MFA always, password
+ * when `should_logout_user`) and refuses the attempt with the hook's message.
+ */
+export async function checkVerificationAttempt(
+  pool: pg.Pool,
+  settings: AuthSettings,
+  name: "mfa_verification_attempt" | "password_verification_attempt",
+  input: Record<string, unknown>,
+  ip: string | undefined,
+): Promise<void> {
+  const output = await runHook(pool, settings, name, { metadata: hookMetadata(name, ip), ...input });
+  if (output?.decision !== "reject") return;
+  const message = typeof output.message === "string" && output.message ? output.message : undefined;
+  if (name === "mfa_verification_attempt" || output.should_logout_user === true) {
+    await pool.query("delete from auth.sessions where user_id = $1", [input.user_id]);
   }
-  const match = /^pg-functions:\/\/[^/]+\/([^/]+)\/([^/]+)$/.exec(uri);
-  if (!match || !IDENT.test(match[1]) || !IDENT.test(match[2])) {
-    throw new AuthApiError(500, "hook_configuration_error", "Invalid custom access token hook URI");
+  if (name === "mfa_verification_attempt") {
+    throw new AuthApiError(
+      403,
+      "mfa_verification_rejected",
+      message ?? "Further MFA verification attempts will be rejected.",
+    );
   }
-  const { rows } = await pool
-    .query(`select "${match[1]}"."${match[2]}"($1::jsonb) as output`, [JSON.stringify(input)])
-    .catch(() => {
-      throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
-    });
-  const output = rows[0]?.output as {
-    claims?: unknown;
-    error?: { http_code?: number; message?: string };
-  } | null;
-  if (output?.error) {
-    const status = Number(output.error.http_code) || 500;
-    throw new AuthApiError(status, "hook_error", String(output.error.message ?? "Error from the hook"));
-  }
-  return claimsOf(output);
+  throw new AuthApiError(
+    400,
+    "invalid_credentials",
+    message ?? "Further password verification attempts will be rejected.",
+  );
 }
 
 function claimsOf(output: unknown): Record<string, unknown> {
@@ -92,4 +189,35 @@ function claimsOf(output: unknown): Record<string, unknown> {
     throw new AuthApiError(500, "unexpected_failure", "output claims do not conform to the expected schema");
   }
   return claims as Record<string, unknown>;
+}
+
+/**
+ * The before-user-created hook, called with the new user's row inside the transaction that inserted it:
+ * an error answer refuses the sign-up and the transaction writes nothing.
+ */
+export async function beforeUserCreated(
+  pool: pg.Pool,
+  settings: AuthSettings,
+  row: UserRow,
+  ip: string | undefined,
+): Promise<void> {
+  if (!hookEnabled(settings, "before_user_created")) return;
+  await runHook(pool, settings, "before_user_created", {
+    metadata: hookMetadata("before_user_created", ip),
+    user: toUser(row),
+  });
+}
+
+/** The after-user-created hook, once the user is committed: its error is the caller's, the user stays. */
+export async function afterUserCreated(
+  pool: pg.Pool,
+  settings: AuthSettings,
+  row: UserRow,
+  ip: string | undefined,
+): Promise<void> {
+  if (!hookEnabled(settings, "after_user_created")) return;
+  await runHook(pool, settings, "after_user_created", {
+    metadata: hookMetadata("after_user_created", ip),
+    user: toUser(row),
+  });
 }

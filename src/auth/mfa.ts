@@ -4,6 +4,7 @@ import * as OTPAuth from "otpauth";
 import QRCode from "qrcode";
 import type { ProjectRuntime } from "../projects/runtime";
 import { AuthApiError } from "./errors";
+import { checkVerificationAttempt } from "./hook";
 import type { AuthToolkit, Handle } from "./router";
 import {
   addRefreshToken,
@@ -176,6 +177,13 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       const totp = new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(factor.secret) });
       const now = Date.now();
       const delta = totp.validate({ token: body.code.trim(), timestamp: now, window: TOTP_WINDOW });
+      await checkVerificationAttempt(
+        project.adminPool,
+        settings,
+        "mfa_verification_attempt",
+        { user_id: user.id, factor_id: factor.id, factor_type: "totp", valid: delta !== null },
+        req.ip,
+      );
       if (delta === null) {
         throw new AuthApiError(422, "mfa_verification_failed", "Invalid TOTP code entered");
       }

@@ -5,6 +5,7 @@ import { withAdminTransaction } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
+import { afterUserCreated, beforeUserCreated } from "./hook";
 import { fetchPublicJson } from "./publicFetch";
 import { redirectTarget, withParams } from "./redirects";
 import type { AuthToolkit, Handle } from "./router";
@@ -161,6 +162,7 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
           | { kind: "code"; code: string }
           | { kind: "session"; user: UserRow; session: { sessionId: string; refreshToken: string } }
           | { kind: "error"; error: AuthApiError };
+        let created: UserRow | undefined;
         const outcome: Outcome = await withAdminTransaction(
           project.adminPool,
           async (db): Promise<Outcome> => {
@@ -193,6 +195,8 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
                 ],
               );
               user = inserted.rows[0] as UserRow;
+              await beforeUserCreated(project.adminPool, settings, user, req.ip);
+              created = user;
             } else {
               const providers = new Set([
                 ...((user.raw_app_meta_data.providers as string[]) ?? []),
@@ -231,6 +235,14 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
           throw e;
         });
         if (outcome.kind === "error") return fail(outcome.error.errorCode, outcome.error.message);
+        if (created) {
+          try {
+            await afterUserCreated(project.adminPool, settings, created, req.ip);
+          } catch (e) {
+            if (e instanceof AuthApiError && e.status < 500) return fail(e.errorCode, e.message);
+            throw e;
+          }
+        }
         if (outcome.kind === "code") {
           return res.redirect(303, withParams(target, { code: outcome.code }, "query"));
         }

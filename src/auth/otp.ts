@@ -2,7 +2,7 @@ import { createHash, randomInt, randomUUID } from "node:crypto";
 import type pg from "pg";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
-import { runHttpHook } from "./hook";
+import { hookMetadata, runHook } from "./hook";
 import { MailError, sendAuthMail, type MailKind } from "./mailer";
 import { apiUser, setUser, upsertEmailIdentity, userById, type UserRow } from "./users";
 
@@ -164,9 +164,10 @@ export async function issueToken(
 }
 
 /**
- * The send-email hook (hook_send_email_enabled, an http(s) hook_send_email_uri signed with
- * hook_send_email_secrets): it gets `{user, email_data}` as from the platform and sends the mail itself;
- * no mail goes over SMTP. A failing hook fails the request, so its transaction (the token) is rolled back.
+ * The send-email hook (hook_send_email_enabled, hook_send_email_uri: an http(s) URL signed with
+ * hook_send_email_secrets, or a pg-functions:// function run in the request's transaction): it gets
+ * `{user, email_data}` as from the platform and sends the mail itself; no mail goes over SMTP. A failing
+ * hook fails the request, so its transaction (the token) is rolled back.
  */
 async function sendEmailHook(
   db: pg.PoolClient,
@@ -174,12 +175,9 @@ async function sendEmailHook(
   userId: string,
   emailData: Record<string, string>,
 ): Promise<void> {
-  const uri = String(settings.hook_send_email_uri ?? "");
-  if (!/^https?:\/\//.test(uri)) {
-    throw new AuthApiError(500, "hook_configuration_error", "The send email hook needs an http(s) URI");
-  }
   const user = (await userById(db, userId))!;
-  await runHttpHook(uri, settings.hook_send_email_secrets, {
+  await runHook(db, settings, "send_email", {
+    metadata: hookMetadata("send_email", undefined),
     user: await apiUser(db, user),
     email_data: emailData,
   });
@@ -222,9 +220,10 @@ export async function findToken(
     candidates = (await db.query(`select * from auth.users where ${where} for update`, [token.hash])).rows;
   } else {
     candidates = (
-      await db.query("select * from auth.users where email = $1 or email_change = $1 for update", [
-        token.email,
-      ])
+      await db.query(
+        "select * from auth.users where (email = $1 or email_change = $1) and not is_sso_user for update",
+        [token.email],
+      )
     ).rows;
   }
   for (const user of candidates) {

@@ -93,6 +93,24 @@ export async function fetchPublicJson(
   raw: string,
   init: { method?: string; headers?: Record<string, string>; body?: string } = {},
 ): Promise<unknown> {
+  const { text, url } = await fetchPublic(raw, init);
+  if (text === null) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UnsafeUrl(`${url.origin}${url.pathname} did not answer JSON`);
+  }
+}
+
+/** GETs `raw` as text under the rules above (a SAML provider's metadata document). */
+export async function fetchPublicText(raw: string): Promise<string> {
+  return (await fetchPublic(raw, {})).text ?? "";
+}
+
+async function fetchPublic(
+  raw: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string },
+): Promise<{ text: string | null; url: URL }> {
   let checked = await checkUrl(raw);
   for (let hop = 0; ; hop++) {
     const url = checked.url;
@@ -110,13 +128,8 @@ export async function fetchPublicJson(
         continue;
       }
       if (!res.ok) throw new UnsafeUrl(`${url.origin}${url.pathname} answered ${res.status}`);
-      if (res.status === 204) return null;
-      const text = await readLimited(res as unknown as Response);
-      try {
-        return JSON.parse(text);
-      } catch {
-        throw new UnsafeUrl(`${url.origin}${url.pathname} did not answer JSON`);
-      }
+      if (res.status === 204) return { text: null, url };
+      return { text: await readLimited(res as unknown as Response), url };
     } finally {
       void dispatcher.destroy().catch(() => {});
     }

@@ -17,11 +17,12 @@ import type { ProjectRuntime } from "../projects/runtime";
 import type { RequestAuth } from "./dataAuth";
 import { authSettings, type AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
-import { runAccessTokenHook } from "./hook";
+import { afterUserCreated, beforeUserCreated, checkVerificationAttempt, runAccessTokenHook } from "./hook";
 import { signProjectToken } from "./issueToken";
 import { adminRoutes } from "./admin";
 import { mfaRoutes } from "./mfa";
 import { oauthRoutes } from "./oauth";
+import { samlRoutes } from "./saml";
 import {
   applyToken,
   findToken,
@@ -147,7 +148,7 @@ export function checkPassword(password: string, settings: AuthSettings): void {
     throw new AuthApiError(422, "weak_password", weak.message, { weak_password: { reasons: weak.reasons } });
 }
 
-function pkceOf(body: {
+export function pkceOf(body: {
   code_challenge?: string | null;
   code_challenge_method?: string | null;
 }): Pkce | undefined {
@@ -335,8 +336,12 @@ export function authRouter(ctx: AppContext): Router {
     }
     await consume("anon", perIp(req, project.ref), settings.rate_limit_anonymous_users, HOUR_SECONDS);
     const data = parse(z.object({ data: metadata.nullish() }), req.body).data;
-    const user = await insertAnonymousUser(project.adminPool, data ?? {});
-    const session = await startSession(project.adminPool, user.id, "anonymous");
+    const { user, session } = await withAdminTransaction(project.adminPool, async (db) => {
+      const inserted = await insertAnonymousUser(db, data ?? {});
+      await beforeUserCreated(project.adminPool, settings, inserted, req.ip);
+      return { user: inserted, session: await startSession(db, inserted.id, "anonymous") };
+    });
+    await afterUserCreated(project.adminPool, settings, user, req.ip);
     return sessionResponse(project, req, user, session, settings, "anonymous");
   }
 
@@ -430,16 +435,18 @@ export function authRouter(ctx: AppContext): Router {
         }
         // An unconfirmed user is not changed (who signs up again may not own the address): only the
         // confirmation mail is sent again.
-        const user =
-          existing ??
-          (await insertUser(db, {
-            email: body.email,
-            passwordHash,
-            confirmed: Boolean(settings.mailer_autoconfirm),
-            metadata: body.data ?? {},
-          }))!;
+        const created = existing
+          ? undefined
+          : (await insertUser(db, {
+              email: body.email,
+              passwordHash,
+              confirmed: Boolean(settings.mailer_autoconfirm),
+              metadata: body.data ?? {},
+            }))!;
+        if (created) await beforeUserCreated(project.adminPool, settings, created, req.ip);
+        const user = (existing ?? created)!;
         if (settings.mailer_autoconfirm) {
-          return { user, session: await startSession(db, user.id, "password") };
+          return { user, created, session: await startSession(db, user.id, "password") };
         }
         await issueToken(db, settings, user, "confirmation", {
           apiUrl: apiUrlOf(req),
@@ -448,9 +455,10 @@ export function authRouter(ctx: AppContext): Router {
           send: true,
           consumeSend: tk.consumeMail(project, settings),
         });
-        return { user: (await userById(db, user.id))! };
+        return { user: (await userById(db, user.id))!, created };
       });
       if ("obfuscated" in result) return result.obfuscated;
+      if (result.created) await afterUserCreated(project.adminPool, settings, result.created, req.ip);
       if (result.session) {
         return sessionResponse(project, req, result.user, result.session, settings, "password");
       }
@@ -475,19 +483,21 @@ export function authRouter(ctx: AppContext): Router {
       const body = parse(otpBody, req.body);
       const pkce = pkceOf(body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to);
-      await withAdminTransaction(project.adminPool, async (db) => {
+      const created = await withAdminTransaction(project.adminPool, async (db) => {
         let user = await userByEmail(db, body.email);
+        let inserted: UserRow | undefined;
         if (!user) {
           if (body.create_user === false)
             throw new AuthApiError(422, "otp_disabled", "Signups not allowed for otp");
           if (settings.disable_signup)
             throw new AuthApiError(422, "signup_disabled", "Signups not allowed for this instance");
-          user = (await insertUser(db, {
+          user = inserted = (await insertUser(db, {
             email: body.email,
             passwordHash: null,
             confirmed: false,
             metadata: body.data ?? {},
           }))!;
+          await beforeUserCreated(project.adminPool, settings, inserted, req.ip);
         }
         const kind = user.email_confirmed_at ? "magic_link" : "confirmation";
         await issueToken(db, settings, user, kind, {
@@ -497,7 +507,9 @@ export function authRouter(ctx: AppContext): Router {
           send: true,
           consumeSend: tk.consumeMail(project, settings),
         });
+        return inserted;
       });
+      if (created) await afterUserCreated(project.adminPool, settings, created, req.ip);
       return {};
     }),
   );
@@ -722,7 +734,20 @@ export function authRouter(ctx: AppContext): Router {
         requireEmailProvider(settings, "logins");
         const body = parse(credentialsBody, req.body);
         const user = await userByEmail(project.adminPool, body.email);
-        if (!user?.encrypted_password || !(await verifyPassword(body.password, user.encrypted_password))) {
+        const valid = Boolean(
+          user?.encrypted_password && (await verifyPassword(body.password, user.encrypted_password)),
+        );
+        // The password verification attempt hook hears of every attempt on an existing user.
+        if (user) {
+          await checkVerificationAttempt(
+            project.adminPool,
+            settings,
+            "password_verification_attempt",
+            { user_id: user.id, valid },
+            req.ip,
+          );
+        }
+        if (!user || !valid) {
           throw new AuthApiError(400, "invalid_credentials", "Invalid login credentials");
         }
         if (user.banned_until && user.banned_until.getTime() > Date.now())
@@ -790,11 +815,11 @@ export function authRouter(ctx: AppContext): Router {
           }
           await db.query("delete from auth.flow_state where id = $1", [flow.id]);
           const user = (await userById(db, flow.user_id))!;
-          const session = await startSession(
-            db,
-            user.id,
-            flow.authentication_method === "magiclink" ? "magiclink" : "otp",
-          );
+          // The session's amr names how the flow signed in (magic link, OAuth, SAML); email codes are otp.
+          const method = ["magiclink", "oauth", "sso/saml"].includes(flow.authentication_method)
+            ? flow.authentication_method
+            : "otp";
+          const session = await startSession(db, user.id, method);
           return { user, session };
         }).then(({ user, session }) => sessionResponse(project, req, user, session, settings, "pkce"));
       }
@@ -964,6 +989,7 @@ export function authRouter(ctx: AppContext): Router {
 
   router.use(mfaRoutes(tk, handle));
   router.use(oauthRoutes(tk, handle));
+  router.use(samlRoutes(tk, handle));
   router.use(adminRoutes(tk, handle));
 
   router.use((_req: Request, res: Response) => {

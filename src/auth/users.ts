@@ -108,8 +108,9 @@ export async function apiUser(db: Db, row: UserRow): Promise<ApiUser> {
   return toUser(row, await identitiesOf(db, row.id), await factorsOf(db, row.id));
 }
 
+/** The user of an address; SSO users (who may share one) sign in only through their provider. */
 export async function userByEmail(db: Db, email: string): Promise<UserRow | undefined> {
-  return (await db.query("select * from auth.users where email = $1", [email])).rows[0];
+  return (await db.query("select * from auth.users where email = $1 and not is_sso_user", [email])).rows[0];
 }
 
 export async function userById(db: Db, id: string): Promise<UserRow | undefined> {
@@ -134,7 +135,7 @@ export async function insertUser(
      values ($1, $2, case when $3 then now() end, $4,
              '{"provider": "email", "providers": ["email"]}'::jsonb || coalesce($5, '{}')::jsonb,
              case when $6 then now() end)
-     on conflict (email) do nothing returning *`,
+     on conflict (email) where is_sso_user = false do nothing returning *`,
     [
       user.email,
       user.passwordHash,
@@ -326,7 +327,7 @@ export async function refreshSession(
   return withAdminTransaction(pool, async (client) => {
     const { rows } = await client.query(
       `select rt.id, rt.session_id, rt.user_id, rt.revoked, extract(epoch from now() - rt.updated_at) as age,
-              extract(epoch from now() - s.created_at) as session_age,
+              extract(epoch from now() - s.created_at) as session_age, s.not_after < now() as past_not_after,
               extract(epoch from now() - ${LAST_ACTIVE}) as idle, ${LAST_ACTIVE} as last_active
          from auth.refresh_tokens rt join auth.sessions s on s.id = rt.session_id
         where rt.token_hash = $1 for update of rt`,
@@ -335,7 +336,10 @@ export async function refreshSession(
     const row = rows[0];
     let outcome: RefreshOutcome;
     if (!row) outcome = { kind: "not_found" };
-    else if (options.timeboxSeconds > 0 && Number(row.session_age) > options.timeboxSeconds) {
+    // A session's own end (an SSO provider's SessionNotOnOrAfter) holds whatever the config says.
+    else if (row.past_not_after === true) {
+      outcome = { kind: "expired", message: "Invalid Refresh Token: Session Expired" };
+    } else if (options.timeboxSeconds > 0 && Number(row.session_age) > options.timeboxSeconds) {
       outcome = { kind: "expired", message: "Invalid Refresh Token: Session Expired" };
     } else if (options.inactivitySeconds > 0 && Number(row.idle) > options.inactivitySeconds) {
       outcome = { kind: "expired", message: "Invalid Refresh Token: Session Expired (Inactivity)" };

@@ -120,6 +120,8 @@ export const SEALED_COLUMNS = [
   ["platform.api_keys", "id", "secret"],
   // A log drain's destination and headers (credentials), as one JSON text.
   ["platform.log_drains", "id", "config"],
+  ["platform.saml_sp_keys", "project_ref", "private_key"],
+  ["platform.saml_sp_keys", "project_ref", "certificate"],
   // jsonb: sealed, the JWK is stored as a JSON string.
   ["platform.signing_keys", "id", "private_jwk"],
 ] as const;

@@ -53,7 +53,10 @@ async function readDeploy(req: Request) {
   const type = req.headers["content-type"] ?? "";
   if (!type.startsWith("multipart/form-data") || !Buffer.isBuffer(req.body))
     throw new HttpError(400, "Invalid body: expected multipart/form-data with metadata and file parts");
-  const form = await new Response(req.body, { headers: { "content-type": type } }).formData();
+  // A copy as a plain Uint8Array: a BodyInit under both the DOM and the Node typings (SAML libraries load the DOM lib).
+  const form = await new Response(Uint8Array.from(req.body), {
+    headers: { "content-type": type },
+  }).formData();
   let metadata: Record<string, unknown>;
   try {
     metadata = JSON.parse(String(form.get("metadata") ?? "{}"));

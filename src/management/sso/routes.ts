@@ -1,14 +1,16 @@
 import { randomUUID } from "node:crypto";
 import { Router } from "express";
 import { z } from "zod";
+import { parseIdentityProvider } from "../../auth/saml";
+import { fetchPublicText, UnsafeUrl } from "../../auth/publicFetch";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
 /**
- * SAML single sign-on providers (stored; the entity id is read from the metadata XML). Sign-in through
- * them is not served yet.
+ * SAML single sign-on providers: their metadata (given, or fetched from metadata_url) and entity id, domains
+ * and attribute mapping. The auth service signs users in through them (src/auth/saml.ts).
  */
 
 const Domain = z.string().regex(/^(?=.{1,253}$)([a-z0-9-]+\.)+[a-z]{2,}$/i, "must be a domain name");
@@ -30,7 +32,7 @@ const Update = z.object({
   name_id_format: z.string().optional(),
 });
 
-interface Provider {
+export interface SsoProvider {
   id: string;
   saml: {
     id: string;
@@ -45,11 +47,34 @@ interface Provider {
   updated_at: string;
 }
 
-function entityIdOf(xml: string | undefined, url: string | undefined): string {
-  const found = xml && /entityID\s*=\s*"([^"]+)"/.exec(xml)?.[1];
-  if (xml && !found)
-    throw new HttpError(400, "Invalid body: metadata_xml: no EntityDescriptor entityID found");
-  return found || url!;
+/**
+ * The provider's metadata and entity id: `metadata_xml` as given, or the document at `metadata_url` fetched
+ * as from outside (https, no internal address). It must describe an identity provider with an
+ * HTTP-Redirect sign-on service, which the auth service's sign-in sends users to.
+ */
+async function metadataOf(xml: string | undefined, url: string | undefined) {
+  let text = xml;
+  if (!text && url) {
+    try {
+      text = await fetchPublicText(url);
+    } catch (e) {
+      const reason = e instanceof UnsafeUrl ? e.message : "it could not be fetched";
+      throw new HttpError(400, `Invalid body: metadata_url: ${reason}`);
+    }
+  }
+  const field = xml ? "metadata_xml" : "metadata_url";
+  const idp = parseIdentityProvider(text ?? "");
+  const entityId = idp?.entityMeta.getEntityID();
+  if (!idp || typeof entityId !== "string" || !entityId) {
+    throw new HttpError(400, `Invalid body: ${field}: no EntityDescriptor entityID found`);
+  }
+  if (typeof idp.entityMeta.getSingleSignOnService("redirect") !== "string") {
+    throw new HttpError(
+      400,
+      `Invalid body: ${field}: the identity provider has no HTTP-Redirect SingleSignOnService`,
+    );
+  }
+  return { xml: text!, entityId };
 }
 
 const domainsOf = (names: string[], now: string) =>
@@ -61,10 +86,10 @@ export function ssoRoutes(ctx: AppContext): Router {
   const read = { permission: "auth_config_read", scope: "auth:read" };
   const write = { permission: "auth_config_write", scope: "auth:write" };
   const load = async (ref: string) =>
-    (await readSettings(ctx, ref, "sso_providers", { items: [] as Provider[] })).items;
-  const save = (ref: string, items: Provider[]) =>
-    writeSettings(ctx, ref, "sso_providers", { items: [] as Provider[] }, { items });
-  const find = (items: Provider[], id: string) => {
+    (await readSettings(ctx, ref, "sso_providers", { items: [] as SsoProvider[] })).items;
+  const save = (ref: string, items: SsoProvider[]) =>
+    writeSettings(ctx, ref, "sso_providers", { items: [] as SsoProvider[] }, { items });
+  const find = (items: SsoProvider[], id: string) => {
     const p = items.find((x) => x.id === id);
     if (!p) throw new HttpError(404, `SSO provider ${id} not found`);
     return p;
@@ -85,13 +110,14 @@ export function ssoRoutes(ctx: AppContext): Router {
     async ({ project, body }) => {
       const now = new Date().toISOString();
       const id = randomUUID();
-      const provider: Provider = {
+      const metadata = await metadataOf(body.metadata_xml, body.metadata_url);
+      const provider: SsoProvider = {
         id,
         saml: {
           id: randomUUID(),
-          entity_id: entityIdOf(body.metadata_xml, body.metadata_url),
+          entity_id: metadata.entityId,
           ...(body.metadata_url ? { metadata_url: body.metadata_url } : {}),
-          ...(body.metadata_xml ? { metadata_xml: body.metadata_xml } : {}),
+          metadata_xml: metadata.xml,
           ...(body.attribute_mapping ? { attribute_mapping: body.attribute_mapping } : {}),
           ...(body.name_id_format ? { name_id_format: body.name_id_format } : {}),
         },
@@ -144,8 +170,12 @@ export function ssoRoutes(ctx: AppContext): Router {
       const p = find(items, params.id);
       const now = new Date().toISOString();
       if (body.metadata_xml || body.metadata_url) {
-        p.saml.entity_id = entityIdOf(body.metadata_xml, body.metadata_url);
-        if (body.metadata_xml) p.saml.metadata_xml = body.metadata_xml;
+        const metadata = await metadataOf(body.metadata_xml, body.metadata_url);
+        // As the platform: a provider keeps its entity id; new metadata must be the same provider's.
+        if (metadata.entityId !== p.saml.entity_id) {
+          throw new HttpError(400, "Invalid body: the metadata's entityID differs from the provider's");
+        }
+        p.saml.metadata_xml = metadata.xml;
         if (body.metadata_url) p.saml.metadata_url = body.metadata_url;
       }
       if (body.attribute_mapping) p.saml.attribute_mapping = body.attribute_mapping;
