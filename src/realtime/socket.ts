@@ -102,7 +102,13 @@ export class RealtimeServer {
       hub = undefined;
     }
     if (!hub) {
-      hub = new ProjectHub(project, `strata_rt_${project.ref}_${this.nodeId}`, this.nodeId, this.ctx.log);
+      hub = new ProjectHub(
+        project,
+        `strata_rt_${project.ref}_${this.nodeId}`,
+        this.nodeId,
+        this.ctx.config.realtimeNodeTimeoutMs,
+        this.ctx.log,
+      );
       this.hubs.set(project.ref, hub);
       project.onClose(() => this.closeProject(project.ref, project));
       project.events.on("realtime-shutdown", () => void this.closeProject(project.ref, project));
@@ -343,7 +349,7 @@ class Connection {
         ? "PrivateOnly: This project only allows private channels"
         : this.sessions.size >= limits.max_channels_per_client
           ? "ChannelRateLimitReached: Too many channels"
-          : hub.connections > limits.max_concurrent_users
+          : hub.allConnections > limits.max_concurrent_users
             ? "ConnectionRateLimitReached: Too many connected users"
             : !hub.allow("join", limits.max_joins_per_second)
               ? "ClientJoinRateLimitReached: Too many joins per second"
@@ -374,7 +380,16 @@ class Connection {
     this.sessions.set(frame.topic, session);
     hub.add(session);
     this.reply(frame, "ok", { postgres_changes: bindings.map((b) => ({ id: b.id, ...b.echo })) });
-    if (presence.enabled === true) session.push("presence_state", hub.presenceState(session.key));
+    if (presence.enabled === true) {
+      const state = await hub.presenceState(session.key).catch((e: Error) => {
+        this.server.ctx.log.warn(
+          { ref: this.project.ref, err: e.message },
+          "realtime presence state unavailable",
+        );
+        return {};
+      });
+      session.push("presence_state", state);
+    }
     this.watchExpiry(session);
     if (bindings.length) {
       session.bindings = bindings;
