@@ -29,6 +29,8 @@ export class Session implements ChangeSubscriber {
   canTrack = true;
   presenceKey: string;
   expiry: NodeJS.Timeout | undefined;
+  /** The JSON of the presence payload this session tracks. */
+  tracked: string | undefined;
   /** The access token the channel's auth came from (a refresh with the same one changes nothing). */
   token: string | undefined;
 
@@ -117,6 +119,12 @@ export class ProjectHub {
 
   forgetConfig(): void {
     this.configCache = undefined;
+  }
+
+  /** What `kind` counted in the current second. */
+  used(kind: string): number {
+    const w = this.windows.get(kind);
+    return w && w.second === Math.floor(Date.now() / 1000) ? w.count : 0;
   }
 
   /** Counts `amount` (default one event) of `kind` in the current second; false once `limit` is reached. */

@@ -430,12 +430,15 @@ class Connection {
   private async broadcast(session: Session, frame: Frame): Promise<void> {
     const p = frame.payload;
     const limits = await this.hub.config();
+    const bytes = Buffer.byteLength(JSON.stringify(p.payload ?? {}));
     const refusal =
-      Buffer.byteLength(JSON.stringify(p.payload ?? {})) > limits.max_payload_size_in_kb * 1024
+      bytes > limits.max_payload_size_in_kb * 1024
         ? "PayloadTooLarge: the payload exceeds max_payload_size_in_kb"
         : !this.hub.allow("event", limits.max_events_per_second)
           ? "ClientRateLimitReached: Too many messages per second"
-          : undefined;
+          : !this.hub.allow("bytes", limits.max_bytes_per_second, bytes)
+            ? "ClientRateLimitReached: Too many bytes per second"
+            : undefined;
     if (refusal) {
       if (session.ack) this.reply(frame, "error", { reason: refusal });
       return;
@@ -477,10 +480,25 @@ class Connection {
       });
     }
     if (p.event === "track") {
-      const meta = p.payload && typeof p.payload === "object" ? (p.payload as Json) : {};
-      this.hub.track(session, meta);
+      if (!p.payload || typeof p.payload !== "object" || Array.isArray(p.payload)) {
+        return this.reply(frame, "error", { reason: "Presence track payload must be a map" });
+      }
+      const text = JSON.stringify(p.payload);
+      const bytes = Buffer.byteLength(text);
+      // As the platform: an oversized track closes the channel; the same payload again changes nothing.
+      if (bytes > limits.max_payload_size_in_kb * 1024)
+        return this.closeChannel(session, "Track message size exceeded");
+      if (text === session.tracked) return this.reply(frame, "ok", {});
+      if (!this.hub.allow("bytes", limits.max_bytes_per_second, bytes)) {
+        return this.reply(frame, "error", {
+          reason: "PresenceRateLimitReached: Too many bytes per second",
+        });
+      }
+      session.tracked = text;
+      this.hub.track(session, p.payload as Json);
       this.reply(frame, "ok", {});
     } else if (p.event === "untrack") {
+      session.tracked = undefined;
       this.hub.untrack(session);
       this.reply(frame, "ok", {});
     } else {

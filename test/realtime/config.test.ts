@@ -116,3 +116,50 @@ test("shutdown closes the project's sockets and drops its replication slot", asy
   c.realtime.disconnect();
   expect(await slots()).toEqual([]);
 }, 20_000);
+
+test("payload size, bytes per second and suspend apply to the socket and the broadcast API", async () => {
+  const path = `/v1/projects/${server.ref}/config/realtime`;
+  const limits = { max_bytes_per_second: 100, max_payload_size_in_kb: 1 };
+  expect((await mgmt(server, "PATCH", path, { body: limits })).status).toBe(204);
+  const api = (messages: unknown[]) =>
+    fetch(`${server.url}/realtime/v1/api/broadcast`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ messages }),
+    });
+  const message = (text: string) => ({ topic: "limits", event: "e", payload: { text } });
+  try {
+    // One message over max_payload_size_in_kb: 422 with the platform's per-message errors.
+    const tooLarge = await api([message("x".repeat(2000))]);
+    expect(tooLarge.status).toBe(422);
+    expect(await tooLarge.json()).toEqual({
+      errors: { messages: [{ payload: ["Payload size exceeds tenant limit"] }] },
+    });
+    // A batch whose payloads exceed max_bytes_per_second is refused whole; a small one is sent.
+    const tooMuch = await api([message("y".repeat(60)), message("z".repeat(60))]);
+    expect(tooMuch.status).toBe(429);
+    expect(await tooMuch.json()).toEqual({
+      message: "Too many messages to broadcast, please reduce the batch size",
+    });
+
+    const c = client();
+    const channel = c.channel("limits", { config: { broadcast: { ack: true } } });
+    expect((await subscribe(channel)).status).toBe("SUBSCRIBED");
+    expect(await channel.send({ type: "broadcast", event: "e", payload: { text: "w".repeat(150) } })).toBe(
+      "error",
+    );
+    // A presence payload over max_payload_size_in_kb closes the channel, as on the platform.
+    const closed = systemMessage(channel, "error");
+    void channel.track({ big: "v".repeat(2000) });
+    expect(await closed).toMatchObject({ extension: "system", message: "Track message size exceeded" });
+
+    expect((await mgmt(server, "PATCH", path, { body: { suspend: true } })).status).toBe(204);
+    const suspended = await api([message("hi")]);
+    expect(suspended.status).toBe(403);
+    expect(await suspended.json()).toEqual({ message: "Tenant is suspended" });
+  } finally {
+    const defaults = { max_bytes_per_second: 100_000, max_payload_size_in_kb: 100, suspend: false };
+    expect((await mgmt(server, "PATCH", path, { body: defaults })).status).toBe(204);
+  }
+  expect((await api([message("hi")])).status).toBe(202);
+}, 20_000);
