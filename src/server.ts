@@ -82,7 +82,13 @@ export function createApp(ctx: AppContext): Express {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const iface = interfaceOf(path);
       metrics.observe(iface, res.statusCode, seconds);
-      if (iface === "rest" || iface === "graphql" || iface === "auth" || iface === "storage") {
+      if (
+        iface === "rest" ||
+        iface === "graphql" ||
+        iface === "auth" ||
+        iface === "storage" ||
+        iface === "realtime"
+      ) {
         // GraphQL counts as REST traffic, as the platform's usage report does.
         ctx.usage?.record(
           refOfHost(ctx, req.headers.host) ?? ctx.registry.defaultRef,

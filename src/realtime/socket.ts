@@ -177,6 +177,8 @@ export class RealtimeServer {
       this.connections.add(c);
       c.counted = this.hubOf(project);
       c.counted.connections++;
+      // A socket is one realtime request in the project's usage (the broadcast API's requests count too).
+      this.ctx.usage?.record(project.ref, "realtime");
     });
   }
 }

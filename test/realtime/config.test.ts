@@ -117,7 +117,7 @@ test("shutdown closes the project's sockets and drops its replication slot", asy
   expect(await slots()).toEqual([]);
 }, 20_000);
 
-test("payload size, bytes per second and suspend apply to the socket and the broadcast API", async () => {
+test("payload size, bytes per second and suspend apply to the socket and the broadcast API; usage counts both", async () => {
   const path = `/v1/projects/${server.ref}/config/realtime`;
   const limits = { max_bytes_per_second: 100, max_payload_size_in_kb: 1 };
   expect((await mgmt(server, "PATCH", path, { body: limits })).status).toBe(204);
@@ -162,4 +162,13 @@ test("payload size, bytes per second and suspend apply to the socket and the bro
     expect((await mgmt(server, "PATCH", path, { body: defaults })).status).toBe(204);
   }
   expect((await api([message("hi")])).status).toBe(202);
+
+  // Sockets and broadcast API calls are the project's realtime requests in its usage.
+  const counts = await mgmt(
+    server,
+    "GET",
+    `/v1/projects/${server.ref}/analytics/endpoints/usage.api-counts?interval=1hr`,
+  );
+  const realtimeRequests = counts.body.result.reduce((n: number, r: any) => n + r.total_realtime_requests, 0);
+  expect(realtimeRequests).toBeGreaterThanOrEqual(8);
 }, 20_000);
