@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
+import pg from "pg";
 import type { RequestAuth } from "../auth/dataAuth";
 import { realtimeConfigOf, type RealtimeConfig } from "../catalog/realtimeConfig";
 import type { Logger } from "../log";
 import type { ProjectRuntime } from "../projects/runtime";
 import { ChangeFeed, type ChangeData, type ChangeSubscriber } from "./changes";
 import type { PgBinding } from "./filters";
+import { authorizeTopic, type TopicRights } from "./authorize";
 import { NodeLink } from "./cluster";
 import { PresenceState, type Metas, type PresenceDiff } from "./presence";
 import type { Frame } from "./protocol";
@@ -21,6 +23,15 @@ export interface Outbound {
 }
 
 const CONFIG_TTL_MS = 1000;
+/** How long an authorization check waits for one of the `connection_pool` connections. */
+const AUTH_POOL_WAIT_MS = 5000;
+
+/** No connection of the realtime authorization pool became free in time (the platform's words). */
+export class PoolExhausted extends Error {
+  constructor() {
+    super("IncreaseConnectionPool: Please increase your connection pool size");
+  }
+}
 
 export class Session implements ChangeSubscriber {
   readonly id = randomUUID();
@@ -137,6 +148,34 @@ export class ProjectHub {
     return true;
   }
 
+  private authPoolInstance: pg.Pool | undefined;
+
+  /**
+   * Checks a private topic's policies on the project's realtime authorization pool, whose size is the
+   * config's `connection_pool` (per node, resized live), as the platform's tenant pool for these checks.
+   */
+  async authorize(auth: RequestAuth, topic: string): Promise<TopicRights> {
+    const size = (await this.config()).connection_pool;
+    if (!this.authPoolInstance) {
+      this.authPoolInstance = new pg.Pool({
+        connectionString: this.project.record.adminUrl,
+        max: size,
+        connectionTimeoutMillis: AUTH_POOL_WAIT_MS,
+        idleTimeoutMillis: 30_000,
+        application_name: "strata realtime authorization",
+      });
+      this.authPoolInstance.on("error", () => {});
+    }
+    // pg-pool reads `max` whenever it needs a connection, so a PATCH applies to the next check.
+    (this.authPoolInstance.options as { max: number }).max = size;
+    try {
+      return await authorizeTopic(this.authPoolInstance, auth, topic);
+    } catch (e) {
+      if (/timeout exceeded when trying to connect/i.test((e as Error).message)) throw new PoolExhausted();
+      throw e;
+    }
+  }
+
   /** Sockets of the project on every live node (the others' as of their last heartbeat). */
   get allConnections(): number {
     return this.connections + this.link.othersConnections;
@@ -227,5 +266,7 @@ export class ProjectHub {
   async close(): Promise<void> {
     await this.link.close();
     await this.feed.close();
+    await this.authPoolInstance?.end().catch(() => {});
+    this.authPoolInstance = undefined;
   }
 }

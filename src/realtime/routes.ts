@@ -3,7 +3,6 @@ import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
 import { GateError, openDataRequest } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
-import { authorizeTopic } from "./authorize";
 import { topicKey } from "./channels";
 import { RealtimeServer } from "./socket";
 
@@ -77,7 +76,7 @@ export function realtimeRouter(ctx: AppContext): Router {
     for (const m of messages) {
       if (m.private) {
         if (!rights.has(m.topic)) {
-          const r = await authorizeTopic(project, auth, m.topic).catch(() => ({ write: false }));
+          const r = await hub.authorize(auth, m.topic).catch(() => ({ write: false }));
           rights.set(m.topic, r.write);
         }
         if (!rights.get(m.topic)) continue;

@@ -9,8 +9,8 @@ import { authenticateBearer, authenticateDataRequest, type RequestAuth } from ".
 import type { AppContext } from "../context";
 import { GateError, openProject } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
-import { authorizeTopic, type TopicRights } from "./authorize";
-import { ProjectHub, Session } from "./channels";
+import type { TopicRights } from "./authorize";
+import { PoolExhausted, ProjectHub, Session } from "./channels";
 import { parseBinding, type PgBinding } from "./filters";
 import { decodeFrame, encodeFrame, type Frame, type Vsn } from "./protocol";
 
@@ -368,8 +368,9 @@ class Connection {
       auth,
     );
     if (isPrivate) {
-      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => NO_RIGHTS);
-      if (!rights.read) {
+      const rights = await hub.authorize(auth, session.subTopic).catch((e: Error) => e);
+      if (rights instanceof PoolExhausted) return this.reply(frame, "error", { reason: rights.message });
+      if (rights instanceof Error || !rights.read) {
         return this.reply(frame, "error", {
           reason: `Unauthorized: You do not have permissions to read from this Channel topic: ${session.subTopic}`,
         });
@@ -415,7 +416,7 @@ class Connection {
     if ("code" in auth) return this.closeChannel(session, auth.message);
     session.token = token;
     if (session.isPrivate) {
-      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => NO_RIGHTS);
+      const rights = await this.hub.authorize(auth, session.subTopic).catch(() => NO_RIGHTS);
       if (!rights.read) {
         return this.closeChannel(
           session,

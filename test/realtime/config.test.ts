@@ -172,3 +172,25 @@ test("payload size, bytes per second and suspend apply to the socket and the bro
   const realtimeRequests = counts.body.result.reduce((n: number, r: any) => n + r.total_realtime_requests, 0);
   expect(realtimeRequests).toBeGreaterThanOrEqual(8);
 }, 20_000);
+
+test("connection_pool sizes the pool private channels are authorised on", async () => {
+  await server.sql(`create policy "pool topics" on realtime.messages for select to anon
+                      using ((select realtime.topic()) like 'pool-%')`);
+  const path = `/v1/projects/${server.ref}/config/realtime`;
+  expect((await mgmt(server, "PATCH", path, { body: { connection_pool: 1 } })).status).toBe(204);
+  try {
+    const c = client();
+    const statuses = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((n) => subscribe(c.channel(`pool-${n}`, { config: { private: true } }))),
+    );
+    expect(statuses.map((s) => s.status)).toEqual(Array(6).fill("SUBSCRIBED"));
+    // Six concurrent checks went through one connection.
+    const { rows } = await server.sql(
+      `select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and application_name = 'strata realtime authorization'`,
+    );
+    expect(rows[0].n).toBe(1);
+  } finally {
+    expect((await mgmt(server, "PATCH", path, { body: { connection_pool: 2 } })).status).toBe(204);
+  }
+}, 20_000);
