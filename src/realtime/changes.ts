@@ -24,6 +24,13 @@ const LINGER_MS = 15_000;
 const VISIBLE_TRIES = 200;
 const VISIBLE_WAIT_MS = 5;
 
+/**
+ * Back-pressure of the replication side: once this many decoded transactions wait for delivery, the
+ * stream stops reading (the WAL waits in the slot, not in memory) and starts again from the slot when half
+ * of them are delivered. `pauses` counts the stops.
+ */
+export const replicationBackPressure = { maxPending: 1000, pauses: 0 };
+
 export interface ChangeData {
   schema: string;
   table: string;
@@ -242,14 +249,23 @@ export class ChangeFeed {
       }
       if (shouldRespond) this.sendStatus(false);
     });
-    // Without a start position the slot resumes at its confirmed LSN.
-    service.subscribe(plugin, this.slot).then(
+    // Without a start position the slot resumes at its confirmed LSN; after a pause, past what is queued
+    // (the slot's confirmed LSN still moves only with delivery).
+    const from = this.resumeFrom;
+    this.resumeFrom = undefined;
+    (from ? service.subscribe(plugin, this.slot, from) : service.subscribe(plugin, this.slot)).then(
       () => restart(new Error("replication stream ended")),
       (e: unknown) => restart(e),
     );
   }
 
   private queuedSettled = true;
+  private queuedLsnText: string | undefined;
+  /** Transactions queued for delivery and not yet delivered. */
+  private pending = 0;
+  private paused = false;
+  /** Where a stream resumed after a pause starts: the last commit already queued. */
+  private resumeFrom: string | undefined;
 
   private sendStatus(ping: boolean): void {
     if (this.confirmedLsn) void this.service?.acknowledge(this.confirmedLsn, ping).catch(() => {});
@@ -279,7 +295,9 @@ export class ChangeFeed {
         if (!tx || end <= this.queuedLsn) return;
         this.queuedLsn = end;
         const lsn = msg.commitEndLsn!;
+        this.queuedLsnText = lsn;
         this.queuedSettled = false;
+        this.pending++;
         const queued = (this.queue = this.queue
           .then(() => (tx.changes.length ? this.deliver(tx) : undefined))
           .catch((e: unknown) =>
@@ -287,8 +305,22 @@ export class ChangeFeed {
           )
           .then(() => {
             this.confirmedLsn = lsn;
+            this.pending--;
             if (this.queue === queued) this.queuedSettled = true;
+            if (this.paused && this.pending <= replicationBackPressure.maxPending / 2) {
+              this.paused = false;
+              this.resumeFrom = this.queuedLsnText;
+              this.stream();
+            }
           }));
+        if (!this.paused && this.pending >= replicationBackPressure.maxPending) {
+          // Stop reading; what follows this commit stays in the slot and is streamed again on resume.
+          this.paused = true;
+          replicationBackPressure.pauses++;
+          const service = this.service;
+          this.service = undefined;
+          void service?.destroy().catch(() => {});
+        }
         return;
       }
       default:
