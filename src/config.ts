@@ -36,6 +36,11 @@ export interface StrataConfig {
   signingKeyDeleteAfterSeconds: number;
   /** Management API requests per minute per identity and project/organization scope (spec: 120). */
   managementRateLimit: number;
+  /**
+   * A realtime node (a Strata process serving a project's sockets) whose heartbeat is older than this is
+   * taken for dead by the others: its presences are removed and left. It beats every third of it.
+   */
+  realtimeNodeTimeoutMs: number;
   /** Where storage keeps object bytes: the data directory's `storage/` unless an S3 bucket is named. */
   storage: {
     s3Bucket: string | undefined;
@@ -117,6 +122,7 @@ const schema = z.object({
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .positive("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .default(120),
+  REALTIME_NODE_TIMEOUT_MS: positiveInt("REALTIME_NODE_TIMEOUT_MS").default(15_000),
   STORAGE_S3_BUCKET: z.string().optional(),
   STORAGE_S3_ENDPOINT: z
     .url({ error: "STORAGE_S3_ENDPOINT must be a URL such as http://127.0.0.1:9000" })
@@ -172,6 +178,7 @@ export function loadConfig(
     logRetentionHours: c.LOG_RETENTION_HOURS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
+    realtimeNodeTimeoutMs: c.REALTIME_NODE_TIMEOUT_MS,
     storage: {
       s3Bucket: c.STORAGE_S3_BUCKET,
       s3Endpoint: c.STORAGE_S3_ENDPOINT,

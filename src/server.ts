@@ -71,10 +71,10 @@ function observer(ctx: AppContext, metrics: Metrics) {
         service: iface,
         durationMs: seconds * 1000,
       });
-      if (iface === "rest" || iface === "graphql" || iface === "auth" || iface === "storage") {
-        // GraphQL counts as REST traffic, as the platform's usage report does.
-        ctx.usage?.record(ref, iface === "graphql" ? "rest" : iface);
-      }
+      // GraphQL counts as REST traffic, as the platform's usage report does.
+      const service = iface === "graphql" ? "rest" : iface;
+      if (service === "rest" || service === "auth" || service === "storage" || service === "realtime")
+        ctx.usage?.record(ref, service);
     });
   };
 }

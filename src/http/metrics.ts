@@ -41,6 +41,7 @@ export function interfaceOf(path: string): string {
   if (path.startsWith("/auth/")) return "auth";
   if (path.startsWith("/functions/")) return "functions";
   if (path.startsWith("/storage/")) return "storage";
+  if (path.startsWith("/realtime/")) return "realtime";
   if (path.startsWith("/v1/") || path.startsWith("/v2/")) return "management";
   return "other";
 }

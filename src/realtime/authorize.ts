@@ -1,6 +1,6 @@
+import type pg from "pg";
 import type { RequestAuth } from "../auth/dataAuth";
 import { withAdminTransaction } from "../db/transaction";
-import type { ProjectRuntime } from "../projects/runtime";
 
 /** What a role may do on a private channel, by the RLS policies on realtime.messages. */
 export interface TopicRights {
@@ -20,16 +20,13 @@ class Probe extends Error {
 /**
  * Asks the policies as the platform does: probe rows for the topic (extensions broadcast and presence) are
  * written by Strata, then read as the caller's role with `realtime.topic()` set (read), and one of each is
- * inserted as that role (write: broadcast; presence: track). Everything is rolled back. The probe rows must exist before the role switch, which only
+ * inserted as that role (write: broadcast; presence: track). Everything is rolled back. `pool` is the
+ * project's realtime authorization pool (its `connection_pool` setting). The probe rows must exist before the role switch, which only
  * the project's own superuser connection can do; the checks themselves run under the role and its claims.
  */
-export async function authorizeTopic(
-  project: ProjectRuntime,
-  auth: RequestAuth,
-  topic: string,
-): Promise<TopicRights> {
+export async function authorizeTopic(pool: pg.Pool, auth: RequestAuth, topic: string): Promise<TopicRights> {
   try {
-    await withAdminTransaction(project.adminPool, async (client) => {
+    await withAdminTransaction(pool, async (client) => {
       const { rows } = await client.query(
         `insert into realtime.messages (topic, extension, private)
          values ($1, 'broadcast', true), ($1, 'presence', true) returning id`,

@@ -24,15 +24,34 @@ const LINGER_MS = 15_000;
 const VISIBLE_TRIES = 200;
 const VISIBLE_WAIT_MS = 5;
 
+/**
+ * Back-pressure of the replication side: once this many decoded transactions wait for delivery, the
+ * stream stops reading (the WAL waits in the slot, not in memory) and starts again from the slot when half
+ * of them are delivered. `pauses` counts the stops.
+ */
+export const replicationBackPressure = { maxPending: 1000, pauses: 0 };
+
 export interface ChangeData {
   schema: string;
   table: string;
-  commit_timestamp: string;
+  /** Null in an error, as on the platform. */
+  commit_timestamp: string | null;
   type: "INSERT" | "UPDATE" | "DELETE";
   columns: { name: string; type: string }[];
   record?: Record<string, unknown>;
   old_record?: Record<string, unknown>;
-  errors: null;
+  /** The platform's errors for a change the subscriber's role may not read ("Error 401: Unauthorized"). */
+  errors: string[] | null;
+}
+
+/** What one role and its claims may see of a transaction's changes. */
+interface Visibility {
+  /** Changes (by index) it may see. */
+  visible: Set<number>;
+  /** Changes (by index) it gets as an error only, as the platform sends them. */
+  errors: Map<number, string>;
+  /** Per table, the columns the role may select (the platform leaves the others out). */
+  columns: Map<number, Set<string>>;
 }
 
 export interface ChangeSubscriber {
@@ -230,14 +249,23 @@ export class ChangeFeed {
       }
       if (shouldRespond) this.sendStatus(false);
     });
-    // Without a start position the slot resumes at its confirmed LSN.
-    service.subscribe(plugin, this.slot).then(
+    // Without a start position the slot resumes at its confirmed LSN; after a pause, past what is queued
+    // (the slot's confirmed LSN still moves only with delivery).
+    const from = this.resumeFrom;
+    this.resumeFrom = undefined;
+    (from ? service.subscribe(plugin, this.slot, from) : service.subscribe(plugin, this.slot)).then(
       () => restart(new Error("replication stream ended")),
       (e: unknown) => restart(e),
     );
   }
 
   private queuedSettled = true;
+  private queuedLsnText: string | undefined;
+  /** Transactions queued for delivery and not yet delivered. */
+  private pending = 0;
+  private paused = false;
+  /** Where a stream resumed after a pause starts: the last commit already queued. */
+  private resumeFrom: string | undefined;
 
   private sendStatus(ping: boolean): void {
     if (this.confirmedLsn) void this.service?.acknowledge(this.confirmedLsn, ping).catch(() => {});
@@ -267,7 +295,9 @@ export class ChangeFeed {
         if (!tx || end <= this.queuedLsn) return;
         this.queuedLsn = end;
         const lsn = msg.commitEndLsn!;
+        this.queuedLsnText = lsn;
         this.queuedSettled = false;
+        this.pending++;
         const queued = (this.queue = this.queue
           .then(() => (tx.changes.length ? this.deliver(tx) : undefined))
           .catch((e: unknown) =>
@@ -275,8 +305,22 @@ export class ChangeFeed {
           )
           .then(() => {
             this.confirmedLsn = lsn;
+            this.pending--;
             if (this.queue === queued) this.queuedSettled = true;
+            if (this.paused && this.pending <= replicationBackPressure.maxPending / 2) {
+              this.paused = false;
+              this.resumeFrom = this.queuedLsnText;
+              this.stream();
+            }
           }));
+        if (!this.paused && this.pending >= replicationBackPressure.maxPending) {
+          // Stop reading; what follows this commit stays in the slot and is streamed again on resume.
+          this.paused = true;
+          replicationBackPressure.pauses++;
+          const service = this.service;
+          this.service = undefined;
+          void service?.destroy().catch(() => {});
+        }
         return;
       }
       default:
@@ -356,7 +400,7 @@ export class ChangeFeed {
         g.indexes.add(i);
       }
     });
-    const visible = new Map<string, Set<number>>();
+    const visible = new Map<string, Visibility>();
     if (groups.size && (await this.needsRowChecks(matches))) await this.untilVisible(tx.xid);
     for (const [key, g] of groups) visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches));
 
@@ -364,26 +408,49 @@ export class ChangeFeed {
       const info = await this.tableInfo(m.change.relation.relationOid);
       for (const [sub, ids] of m.perSub) {
         const auth = sub.auth();
-        if (!visible.get(JSON.stringify([auth.role, auth.claims]))?.has(i)) continue;
+        const seen = visible.get(JSON.stringify([auth.role, auth.claims]));
+        const error = seen?.errors.get(i);
+        if (error) {
+          // As the platform: the change's table and type with the error, no row.
+          const errorData: ChangeData = {
+            schema: m.change.relation.schema,
+            table: m.change.relation.name,
+            commit_timestamp: null,
+            type: m.type as ChangeData["type"],
+            columns: [],
+            record: {},
+            errors: [error],
+          };
+          if (m.change.tag !== "insert") errorData.old_record = {};
+          sub.deliver(ids, errorData);
+          continue;
+        }
+        if (!seen?.visible.has(i)) continue;
+        const selectable = seen.columns.get(m.change.relation.relationOid);
+        const only = (row: Record<string, unknown>) =>
+          selectable ? Object.fromEntries(Object.entries(row).filter(([k]) => selectable.has(k))) : row;
         const data: ChangeData = {
           schema: m.change.relation.schema,
           table: m.change.relation.name,
           commit_timestamp: commitTimestamp,
           type: m.type as ChangeData["type"],
-          columns: m.change.relation.columns.map((c) => ({
-            name: c.name,
-            type: this.typeNames.get(c.typeOid) ?? String(c.typeOid),
-          })),
+          columns: m.change.relation.columns
+            .filter((c) => !selectable || selectable.has(c.name))
+            .map((c) => ({
+              name: c.name,
+              type: this.typeNames.get(c.typeOid) ?? String(c.typeOid),
+            })),
           errors: null,
         };
-        if (m.change.tag !== "delete") data.record = m.record;
-        if (m.change.tag === "update") data.old_record = m.old;
+        if (m.change.tag !== "delete") data.record = only(m.record);
+        if (m.change.tag === "update") data.old_record = only(m.old);
         if (m.change.tag === "delete") {
           // With RLS a deleted row cannot be checked any more: only its primary key is sent.
-          data.old_record =
+          data.old_record = only(
             info.rls && info.pk.length
               ? Object.fromEntries(info.pk.filter((c) => c.name in m.old).map((c) => [c.name, m.old[c.name]]))
-              : m.old;
+              : m.old,
+          );
         }
         sub.deliver(ids, data);
       }
@@ -449,8 +516,10 @@ export class ChangeFeed {
     auth: RequestAuth,
     indexes: number[],
     matches: { change: Change; record: Record<string, unknown> }[],
-  ): Promise<Set<number>> {
+  ): Promise<Visibility> {
     const visible = new Set<number>();
+    const errors = new Map<number, string>();
+    const columns = new Map<number, Set<string>>();
     const byTable = new Map<number, number[]>();
     for (const i of indexes) {
       const oid = matches[i].change.relation.relationOid;
@@ -462,17 +531,34 @@ export class ChangeFeed {
         { role: auth.role, claims: auth.claims },
         async (client) => {
           for (const [oid, list] of byTable) {
-            const { rows } = await client.query("select has_table_privilege($1::oid, 'SELECT') as ok", [oid]);
-            if (!rows[0]?.ok) continue;
+            // The columns the role may select (column grants count, as on the platform).
+            const { rows } = await client.query(
+              `select attname from pg_attribute
+                where attrelid = $1::oid and attnum > 0 and not attisdropped
+                  and has_column_privilege($1::oid, attnum, 'SELECT')`,
+              [oid],
+            );
+            const selectable = new Set<string>(rows.map((r) => r.attname));
+            columns.set(oid, selectable);
             const info = await this.tableInfo(oid);
-            const toCheck = list.filter((i) => matches[i].change.tag !== "delete");
+            const writes = list.filter((i) => matches[i].change.tag !== "delete");
+            // As the platform: an insert or update of a table without a primary key, or whose key the role
+            // may not select, reaches the subscriber as an error.
+            const error = !info.pk.length
+              ? "Error 400: Bad Request, no primary key"
+              : !info.pk.every((c) => selectable.has(c.name))
+                ? "Error 401: Unauthorized"
+                : undefined;
+            if (error) for (const i of writes) errors.set(i, error);
+            if (!selectable.size) continue;
             for (const i of list) if (matches[i].change.tag === "delete") visible.add(i);
+            if (error) continue;
+            const toCheck = writes;
             if (!info.rls) {
               for (const i of toCheck) visible.add(i);
               continue;
             }
-            // Without a primary key a row cannot be found again: nothing is sent (the platform errors too).
-            if (!toCheck.length || !info.pk.length) continue;
+            if (!toCheck.length) continue;
             const rel = matches[toCheck[0]].change.relation;
             // The key values travel as text arrays and are cast to each key column's type.
             const keyArrays = info.pk.map((c) =>
@@ -499,8 +585,8 @@ export class ChangeFeed {
       );
     } catch (e) {
       this.log.warn({ ref: this.project.ref, err: (e as Error).message }, "realtime visibility check failed");
-      return new Set();
+      return { visible: new Set(), errors: new Map(), columns: new Map() };
     }
-    return visible;
+    return { visible, errors, columns };
   }
 }

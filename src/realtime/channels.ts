@@ -6,12 +6,15 @@ import type { Logger } from "../log";
 import type { ProjectRuntime } from "../projects/runtime";
 import { ChangeFeed, type ChangeData, type ChangeSubscriber } from "./changes";
 import type { PgBinding } from "./filters";
-import { PresenceState, type PresenceDiff } from "./presence";
+import { authorizeTopic, type TopicRights } from "./authorize";
+import { NodeLink } from "./cluster";
+import { PresenceState, type Metas, type PresenceDiff } from "./presence";
 import type { Frame } from "./protocol";
 
 /**
  * The channels of one project on this node: who joined which topic, their presence, the project's change
- * feed, and the LISTEN/NOTIFY link that carries broadcasts between Strata nodes of one installation.
+ * feed, and the link (cluster.ts) that shares broadcasts, presence and socket counts with the other Strata
+ * nodes of the installation.
  */
 
 /** Where a session's frames go: its socket. */
@@ -19,10 +22,16 @@ export interface Outbound {
   send(frame: Frame): void;
 }
 
-const NOTIFY_CHANNEL = "strata_realtime";
-/** pg_notify refuses payloads of 8000 bytes or more. */
-const NOTIFY_MAX = 7900;
 const CONFIG_TTL_MS = 1000;
+/** How long an authorization check waits for one of the `connection_pool` connections. */
+const AUTH_POOL_WAIT_MS = 5000;
+
+/** No connection of the realtime authorization pool became free in time (the platform's words). */
+export class PoolExhausted extends Error {
+  constructor() {
+    super("IncreaseConnectionPool: Please increase your connection pool size");
+  }
+}
 
 export class Session implements ChangeSubscriber {
   readonly id = randomUUID();
@@ -31,6 +40,8 @@ export class Session implements ChangeSubscriber {
   canTrack = true;
   presenceKey: string;
   expiry: NodeJS.Timeout | undefined;
+  /** The JSON of the presence payload this session tracks. */
+  tracked: string | undefined;
   /** The access token the channel's auth came from (a refresh with the same one changes nothing). */
   token: string | undefined;
 
@@ -82,8 +93,8 @@ export class ProjectHub {
   private readonly topics = new Map<string, Set<Session>>();
   private readonly presence = new Map<string, PresenceState>();
   readonly feed: ChangeFeed;
-  private listener: pg.Client | undefined;
-  private closed = false;
+  /** The other nodes of the installation: broadcasts, presence, socket counts. */
+  readonly link: NodeLink;
   private configCache: { at: number; value: Promise<RealtimeConfig> } | undefined;
   private readonly windows = new Map<string, { second: number; count: number }>();
   /** Sockets of this project on this node. */
@@ -92,11 +103,18 @@ export class ProjectHub {
   constructor(
     readonly project: ProjectRuntime,
     slotPrefix: string,
-    private readonly nodeId: string,
-    private readonly log: Logger,
+    nodeId: string,
+    nodeTimeoutMs: number,
+    log: Logger,
   ) {
     this.feed = new ChangeFeed(project, slotPrefix, log);
-    void this.listen();
+    this.link = new NodeLink(project, nodeId, nodeTimeoutMs, log, {
+      broadcast: (key, message) => this.deliverLocal(key, message),
+      diff: (key, diff) => this.sendDiff(key, diff),
+      shutdown: () => this.project.events.emit("realtime-shutdown"),
+      presences: () => this.localPresences(),
+      connections: () => this.connections,
+    });
   }
 
   /** The project's realtime config, read again when older than a second (a PATCH applies within one). */
@@ -114,14 +132,53 @@ export class ProjectHub {
     this.configCache = undefined;
   }
 
-  /** Counts one event of `kind` in the current second; false once `limit` is reached. */
-  allow(kind: string, limit: number): boolean {
+  /** What `kind` counted in the current second. */
+  used(kind: string): number {
+    const w = this.windows.get(kind);
+    return w && w.second === Math.floor(Date.now() / 1000) ? w.count : 0;
+  }
+
+  /** Counts `amount` (default one event) of `kind` in the current second; false once `limit` is reached. */
+  allow(kind: string, limit: number, amount = 1): boolean {
     const second = Math.floor(Date.now() / 1000);
     let w = this.windows.get(kind);
     if (!w || w.second !== second) this.windows.set(kind, (w = { second, count: 0 }));
-    if (w.count >= limit) return false;
-    w.count++;
+    if (w.count + amount > limit) return false;
+    w.count += amount;
     return true;
+  }
+
+  private authPoolInstance: pg.Pool | undefined;
+
+  /**
+   * Checks a private topic's policies on the project's realtime authorization pool, whose size is the
+   * config's `connection_pool` (per node, resized live), as the platform's tenant pool for these checks.
+   */
+  async authorize(auth: RequestAuth, topic: string): Promise<TopicRights> {
+    const size = (await this.config()).connection_pool;
+    if (!this.authPoolInstance) {
+      this.authPoolInstance = new pg.Pool({
+        connectionString: this.project.record.adminUrl,
+        max: size,
+        connectionTimeoutMillis: AUTH_POOL_WAIT_MS,
+        idleTimeoutMillis: 30_000,
+        application_name: "strata realtime authorization",
+      });
+      this.authPoolInstance.on("error", () => {});
+    }
+    // pg-pool reads `max` whenever it needs a connection, so a PATCH applies to the next check.
+    (this.authPoolInstance.options as { max: number }).max = size;
+    try {
+      return await authorizeTopic(this.authPoolInstance, auth, topic);
+    } catch (e) {
+      if (/timeout exceeded when trying to connect/i.test((e as Error).message)) throw new PoolExhausted();
+      throw e;
+    }
+  }
+
+  /** Sockets of the project on every live node (the others' as of their last heartbeat). */
+  get allConnections(): number {
+    return this.connections + this.link.othersConnections;
   }
 
   get sessions(): number {
@@ -145,21 +202,42 @@ export class ProjectHub {
     this.untrack(session);
   }
 
-  presenceState(key: string): Record<string, unknown> {
-    return this.presence.get(key)?.state() ?? {};
+  /** The topic's presences on this node and the other live nodes. */
+  async presenceState(key: string): Promise<Metas> {
+    const state = await this.link.othersState(key);
+    for (const [k, { metas }] of Object.entries(this.presence.get(key)?.state() ?? {}))
+      (state[k] ??= { metas: [] }).metas.push(...metas);
+    return state;
+  }
+
+  private localPresences(): {
+    session: string;
+    key: string;
+    presenceKey: string;
+    meta: Record<string, unknown>;
+  }[] {
+    const out = [];
+    for (const [key, state] of this.presence)
+      for (const e of state.list()) out.push({ session: e.sessionId, key, presenceKey: e.key, meta: e.meta });
+    return out;
   }
 
   track(session: Session, payload: Record<string, unknown>): void {
     let state = this.presence.get(session.key);
     if (!state) this.presence.set(session.key, (state = new PresenceState()));
-    this.sendDiff(session.key, state.track(session.id, session.presenceKey, payload));
+    const diff = state.track(session.id, session.presenceKey, payload);
+    this.sendDiff(session.key, diff);
+    const meta = diff.joins[session.presenceKey].metas[0];
+    this.link.track(session.id, session.key, session.presenceKey, meta, diff);
   }
 
   untrack(session: Session): void {
     const state = this.presence.get(session.key);
     const diff = state?.untrack(session.id);
     if (state && !state.size) this.presence.delete(session.key);
-    if (diff) this.sendDiff(session.key, diff);
+    if (!diff) return;
+    this.sendDiff(session.key, diff);
+    this.link.untrack(session.id, session.key, diff);
   }
 
   private sendDiff(key: string, diff: PresenceDiff): void {
@@ -170,14 +248,7 @@ export class ProjectHub {
   /** A broadcast to every session of the topic on every node (`from` is skipped unless it asked for self). */
   broadcast(key: string, message: Record<string, unknown>, from?: Session): void {
     this.deliverLocal(key, message, from);
-    const payload = JSON.stringify({ node: this.nodeId, key, message });
-    if (Buffer.byteLength(payload) < NOTIFY_MAX) {
-      this.project.adminPool
-        .query("select pg_notify($1, $2)", [NOTIFY_CHANNEL, payload])
-        .catch((e: Error) =>
-          this.log.warn({ ref: this.project.ref, err: e.message }, "realtime notify failed"),
-        );
-    }
+    this.link.broadcast(key, message);
   }
 
   private deliverLocal(key: string, message: Record<string, unknown>, from?: Session): void {
@@ -187,48 +258,15 @@ export class ProjectHub {
     }
   }
 
-  /** Broadcasts of the other nodes, through LISTEN on the project's database. Reconnects when lost. */
-  private async listen(): Promise<void> {
-    if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.project.record.adminUrl });
-    this.listener = client;
-    const retry = () => {
-      if (this.listener === client) this.listener = undefined;
-      client.end().catch(() => {});
-      if (!this.closed) setTimeout(() => void this.listen(), 1000).unref();
-    };
-    client.on("error", retry);
-    client.on("notification", (msg) => {
-      try {
-        const { node, key, message, shutdown } = JSON.parse(msg.payload ?? "");
-        if (node === this.nodeId) return;
-        if (shutdown === true) this.project.events.emit("realtime-shutdown");
-        else if (typeof key === "string") this.deliverLocal(key, message);
-      } catch {
-        // Not one of ours.
-      }
-    });
-    try {
-      await client.connect();
-      await client.query(`listen ${NOTIFY_CHANNEL}`);
-    } catch {
-      retry();
-    }
-  }
-
   /** Tells the other nodes to close this project's sockets (Management API shutdown). */
-  async shutdownOthers(): Promise<void> {
-    await this.project.adminPool.query("select pg_notify($1, $2)", [
-      NOTIFY_CHANNEL,
-      JSON.stringify({ node: this.nodeId, shutdown: true }),
-    ]);
+  shutdownOthers(): Promise<void> {
+    return this.link.shutdown();
   }
 
   async close(): Promise<void> {
-    this.closed = true;
-    const listener = this.listener;
-    this.listener = undefined;
-    await listener?.end().catch(() => {});
+    await this.link.close();
     await this.feed.close();
+    await this.authPoolInstance?.end().catch(() => {});
+    this.authPoolInstance = undefined;
   }
 }

@@ -26,6 +26,10 @@ export class PresenceState {
     return this.entries.size;
   }
 
+  list(): { sessionId: string; key: string; meta: Record<string, unknown> }[] {
+    return [...this.entries].map(([sessionId, e]) => ({ sessionId, key: e.key, meta: e.meta }));
+  }
+
   state(): Metas {
     const out: Metas = {};
     for (const { key, meta } of this.entries.values()) (out[key] ??= { metas: [] }).metas.push(meta);

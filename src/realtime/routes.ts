@@ -3,7 +3,6 @@ import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
 import { GateError, openDataRequest } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
-import { authorizeTopic } from "./authorize";
 import { topicKey } from "./channels";
 import { RealtimeServer } from "./socket";
 
@@ -15,6 +14,16 @@ import { RealtimeServer } from "./socket";
  */
 
 class BadRequest extends Error {}
+
+/** A refusal with the platform's status and body. */
+class Refused extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: Record<string, unknown>,
+  ) {
+    super(String(body.message ?? "refused"));
+  }
+}
 
 interface Outgoing {
   topic: string;
@@ -40,18 +49,39 @@ export function realtimeRouter(ctx: AppContext): Router {
   const json = express.json({ limit: "1mb" });
 
   async function send(project: ProjectRuntime, auth: RequestAuth, messages: Outgoing[]): Promise<void> {
+    // The project's realtime limits, as the platform's broadcast API applies them (max_bytes_per_second,
+    // which the platform stores without applying, counts the payloads' JSON like a socket's messages).
+    const hub = realtime.hubOf(project);
+    const limits = await hub.config();
+    if (limits.suspend) throw new Refused(403, { message: "Tenant is suspended" });
+    const sizes = messages.map((m) => Buffer.byteLength(JSON.stringify(m.payload)));
+    if (sizes.some((n) => n > limits.max_payload_size_in_kb * 1024)) {
+      const messageErrors = sizes.map((n) =>
+        n > limits.max_payload_size_in_kb * 1024 ? { payload: ["Payload size exceeds tenant limit"] } : {},
+      );
+      throw new Refused(422, { errors: { messages: messageErrors } });
+    }
+    const events = hub.used("event");
+    const bytes = sizes.reduce((a, b) => a + b, 0);
+    if (events >= limits.max_events_per_second || hub.used("bytes") >= limits.max_bytes_per_second)
+      throw new Refused(429, { message: "You have exceeded your rate limit" });
+    if (
+      events + messages.length > limits.max_events_per_second ||
+      !hub.allow("bytes", limits.max_bytes_per_second, bytes)
+    ) {
+      throw new Refused(429, { message: "Too many messages to broadcast, please reduce the batch size" });
+    }
+    hub.allow("event", limits.max_events_per_second, messages.length);
     const rights = new Map<string, boolean>();
     for (const m of messages) {
       if (m.private) {
         if (!rights.has(m.topic)) {
-          const r = await authorizeTopic(project, auth, m.topic).catch(() => ({ write: false }));
+          const r = await hub.authorize(auth, m.topic).catch(() => ({ write: false }));
           rights.set(m.topic, r.write);
         }
         if (!rights.get(m.topic)) continue;
       }
-      realtime
-        .hubOf(project)
-        .broadcast(topicKey(m.topic, m.private), { type: "broadcast", event: m.event, payload: m.payload });
+      hub.broadcast(topicKey(m.topic, m.private), { type: "broadcast", event: m.event, payload: m.payload });
     }
   }
 
@@ -76,6 +106,7 @@ export function realtimeRouter(ctx: AppContext): Router {
   router.use((err: unknown, _req: Request, res: Response, next: NextFunction) => {
     if (err instanceof GateError) return void res.status(err.status).json({ message: err.message });
     if (err instanceof BadRequest) return void res.status(400).json({ message: err.message });
+    if (err instanceof Refused) return void res.status(err.status).json(err.body);
     const status = (err as { status?: number }).status;
     if (status && status >= 400 && status < 500) {
       return void res.status(status).json({ message: (err as Error).message });

@@ -9,8 +9,8 @@ import { authenticateBearer, authenticateDataRequest, type RequestAuth } from ".
 import type { AppContext } from "../context";
 import { GateError, openProject } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
-import { authorizeTopic, type TopicRights } from "./authorize";
-import { ProjectHub, Session } from "./channels";
+import type { TopicRights } from "./authorize";
+import { PoolExhausted, ProjectHub, Session } from "./channels";
 import { parseBinding, type PgBinding } from "./filters";
 import { decodeFrame, encodeFrame, type Frame, type Vsn } from "./protocol";
 
@@ -102,7 +102,13 @@ export class RealtimeServer {
       hub = undefined;
     }
     if (!hub) {
-      hub = new ProjectHub(project, `strata_rt_${project.ref}_${this.nodeId}`, this.nodeId, this.ctx.log);
+      hub = new ProjectHub(
+        project,
+        `strata_rt_${project.ref}_${this.nodeId}`,
+        this.nodeId,
+        this.ctx.config.realtimeNodeTimeoutMs,
+        this.ctx.log,
+      );
       this.hubs.set(project.ref, hub);
       project.onClose(() => this.closeProject(project.ref, project));
       project.events.on("realtime-shutdown", () => void this.closeProject(project.ref, project));
@@ -171,6 +177,8 @@ export class RealtimeServer {
       this.connections.add(c);
       c.counted = this.hubOf(project);
       c.counted.connections++;
+      // A socket is one realtime request in the project's usage (the broadcast API's requests count too).
+      this.ctx.usage?.record(project.ref, "realtime");
     });
   }
 }
@@ -343,7 +351,7 @@ class Connection {
         ? "PrivateOnly: This project only allows private channels"
         : this.sessions.size >= limits.max_channels_per_client
           ? "ChannelRateLimitReached: Too many channels"
-          : hub.connections > limits.max_concurrent_users
+          : hub.allConnections > limits.max_concurrent_users
             ? "ConnectionRateLimitReached: Too many connected users"
             : !hub.allow("join", limits.max_joins_per_second)
               ? "ClientJoinRateLimitReached: Too many joins per second"
@@ -360,8 +368,9 @@ class Connection {
       auth,
     );
     if (isPrivate) {
-      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => NO_RIGHTS);
-      if (!rights.read) {
+      const rights = await hub.authorize(auth, session.subTopic).catch((e: Error) => e);
+      if (rights instanceof PoolExhausted) return this.reply(frame, "error", { reason: rights.message });
+      if (rights instanceof Error || !rights.read) {
         return this.reply(frame, "error", {
           reason: `Unauthorized: You do not have permissions to read from this Channel topic: ${session.subTopic}`,
         });
@@ -374,7 +383,16 @@ class Connection {
     this.sessions.set(frame.topic, session);
     hub.add(session);
     this.reply(frame, "ok", { postgres_changes: bindings.map((b) => ({ id: b.id, ...b.echo })) });
-    if (presence.enabled === true) session.push("presence_state", hub.presenceState(session.key));
+    if (presence.enabled === true) {
+      const state = await hub.presenceState(session.key).catch((e: Error) => {
+        this.server.ctx.log.warn(
+          { ref: this.project.ref, err: e.message },
+          "realtime presence state unavailable",
+        );
+        return {};
+      });
+      session.push("presence_state", state);
+    }
     this.watchExpiry(session);
     if (bindings.length) {
       session.bindings = bindings;
@@ -398,7 +416,7 @@ class Connection {
     if ("code" in auth) return this.closeChannel(session, auth.message);
     session.token = token;
     if (session.isPrivate) {
-      const rights = await authorizeTopic(this.project, auth, session.subTopic).catch(() => NO_RIGHTS);
+      const rights = await this.hub.authorize(auth, session.subTopic).catch(() => NO_RIGHTS);
       if (!rights.read) {
         return this.closeChannel(
           session,
@@ -415,12 +433,15 @@ class Connection {
   private async broadcast(session: Session, frame: Frame): Promise<void> {
     const p = frame.payload;
     const limits = await this.hub.config();
+    const bytes = Buffer.byteLength(JSON.stringify(p.payload ?? {}));
     const refusal =
-      Buffer.byteLength(JSON.stringify(p.payload ?? {})) > limits.max_payload_size_in_kb * 1024
+      bytes > limits.max_payload_size_in_kb * 1024
         ? "PayloadTooLarge: the payload exceeds max_payload_size_in_kb"
         : !this.hub.allow("event", limits.max_events_per_second)
           ? "ClientRateLimitReached: Too many messages per second"
-          : undefined;
+          : !this.hub.allow("bytes", limits.max_bytes_per_second, bytes)
+            ? "ClientRateLimitReached: Too many bytes per second"
+            : undefined;
     if (refusal) {
       if (session.ack) this.reply(frame, "error", { reason: refusal });
       return;
@@ -462,10 +483,25 @@ class Connection {
       });
     }
     if (p.event === "track") {
-      const meta = p.payload && typeof p.payload === "object" ? (p.payload as Json) : {};
-      this.hub.track(session, meta);
+      if (!p.payload || typeof p.payload !== "object" || Array.isArray(p.payload)) {
+        return this.reply(frame, "error", { reason: "Presence track payload must be a map" });
+      }
+      const text = JSON.stringify(p.payload);
+      const bytes = Buffer.byteLength(text);
+      // As the platform: an oversized track closes the channel; the same payload again changes nothing.
+      if (bytes > limits.max_payload_size_in_kb * 1024)
+        return this.closeChannel(session, "Track message size exceeded");
+      if (text === session.tracked) return this.reply(frame, "ok", {});
+      if (!this.hub.allow("bytes", limits.max_bytes_per_second, bytes)) {
+        return this.reply(frame, "error", {
+          reason: "PresenceRateLimitReached: Too many bytes per second",
+        });
+      }
+      session.tracked = text;
+      this.hub.track(session, p.payload as Json);
       this.reply(frame, "ok", {});
     } else if (p.event === "untrack") {
+      session.tracked = undefined;
       this.hub.untrack(session);
       this.reply(frame, "ok", {});
     } else {

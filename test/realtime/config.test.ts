@@ -116,3 +116,81 @@ test("shutdown closes the project's sockets and drops its replication slot", asy
   c.realtime.disconnect();
   expect(await slots()).toEqual([]);
 }, 20_000);
+
+test("payload size, bytes per second and suspend apply to the socket and the broadcast API; usage counts both", async () => {
+  const path = `/v1/projects/${server.ref}/config/realtime`;
+  const limits = { max_bytes_per_second: 100, max_payload_size_in_kb: 1 };
+  expect((await mgmt(server, "PATCH", path, { body: limits })).status).toBe(204);
+  const api = (messages: unknown[]) =>
+    fetch(`${server.url}/realtime/v1/api/broadcast`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ messages }),
+    });
+  const message = (text: string) => ({ topic: "limits", event: "e", payload: { text } });
+  try {
+    // One message over max_payload_size_in_kb: 422 with the platform's per-message errors.
+    const tooLarge = await api([message("x".repeat(2000))]);
+    expect(tooLarge.status).toBe(422);
+    expect(await tooLarge.json()).toEqual({
+      errors: { messages: [{ payload: ["Payload size exceeds tenant limit"] }] },
+    });
+    // A batch whose payloads exceed max_bytes_per_second is refused whole; a small one is sent.
+    const tooMuch = await api([message("y".repeat(60)), message("z".repeat(60))]);
+    expect(tooMuch.status).toBe(429);
+    expect(await tooMuch.json()).toEqual({
+      message: "Too many messages to broadcast, please reduce the batch size",
+    });
+
+    const c = client();
+    const channel = c.channel("limits", { config: { broadcast: { ack: true } } });
+    expect((await subscribe(channel)).status).toBe("SUBSCRIBED");
+    expect(await channel.send({ type: "broadcast", event: "e", payload: { text: "w".repeat(150) } })).toBe(
+      "error",
+    );
+    // A presence payload over max_payload_size_in_kb closes the channel, as on the platform.
+    const closed = systemMessage(channel, "error");
+    void channel.track({ big: "v".repeat(2000) });
+    expect(await closed).toMatchObject({ extension: "system", message: "Track message size exceeded" });
+
+    expect((await mgmt(server, "PATCH", path, { body: { suspend: true } })).status).toBe(204);
+    const suspended = await api([message("hi")]);
+    expect(suspended.status).toBe(403);
+    expect(await suspended.json()).toEqual({ message: "Tenant is suspended" });
+  } finally {
+    const defaults = { max_bytes_per_second: 100_000, max_payload_size_in_kb: 100, suspend: false };
+    expect((await mgmt(server, "PATCH", path, { body: defaults })).status).toBe(204);
+  }
+  expect((await api([message("hi")])).status).toBe(202);
+
+  // Sockets and broadcast API calls are the project's realtime requests in its usage.
+  const counts = await mgmt(
+    server,
+    "GET",
+    `/v1/projects/${server.ref}/analytics/endpoints/usage.api-counts?interval=1hr`,
+  );
+  const realtimeRequests = counts.body.result.reduce((n: number, r: any) => n + r.total_realtime_requests, 0);
+  expect(realtimeRequests).toBeGreaterThanOrEqual(8);
+}, 20_000);
+
+test("connection_pool sizes the pool private channels are authorised on", async () => {
+  await server.sql(`create policy "pool topics" on realtime.messages for select to anon
+                      using ((select realtime.topic()) like 'pool-%')`);
+  const path = `/v1/projects/${server.ref}/config/realtime`;
+  expect((await mgmt(server, "PATCH", path, { body: { connection_pool: 1 } })).status).toBe(204);
+  try {
+    const c = client();
+    const statuses = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map((n) => subscribe(c.channel(`pool-${n}`, { config: { private: true } }))),
+    );
+    expect(statuses.map((s) => s.status)).toEqual(Array(6).fill("SUBSCRIBED"));
+    // Six concurrent checks went through one connection.
+    const { rows } = await server.sql(
+      `select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and application_name = 'strata realtime authorization'`,
+    );
+    expect(rows[0].n).toBe(1);
+  } finally {
+    expect((await mgmt(server, "PATCH", path, { body: { connection_pool: 2 } })).status).toBe(204);
+  }
+}, 20_000);

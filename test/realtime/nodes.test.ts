@@ -6,10 +6,12 @@ import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { startTestServer, TEST_JWT_SECRET, TEST_KEK, type TestServer } from "../helpers/server";
+import { mgmt } from "../management/client";
 
 /**
  * Two Strata nodes of one installation (one database): a broadcast sent to one node reaches a subscriber
- * of the other (LISTEN/NOTIFY), and each node reads postgres_changes through a slot of its own.
+ * of the other (LISTEN/NOTIFY), each node reads postgres_changes through a slot of its own, and
+ * max_concurrent_users counts the sockets of both.
  */
 
 let server: TestServer;
@@ -17,7 +19,8 @@ let second: RunningStrata;
 const clients: SupabaseClient[] = [];
 
 beforeAll(async () => {
-  server = await startTestServer();
+  // Nodes beat every half second, so each soon knows the others' socket counts.
+  server = await startTestServer({ REALTIME_NODE_TIMEOUT_MS: "1500" });
   second = await startStrata(
     loadConfig({
       DATABASE_URL: server.dbUrl,
@@ -25,6 +28,7 @@ beforeAll(async () => {
       JWT_SECRET: TEST_JWT_SECRET,
       AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
       STRATA_KEK: TEST_KEK,
+      REALTIME_NODE_TIMEOUT_MS: "1500",
       STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-node2-")),
     }),
     createLogger("silent"),
@@ -93,4 +97,36 @@ test("a broadcast crosses nodes; each node streams changes from its own slot", a
   await server.sql("insert into public.ticks values (1)");
   while (changes.first.length + changes.second.length < 2) await new Promise((r) => setTimeout(r, 50));
   expect(changes).toEqual({ first: [{ id: 1 }], second: [{ id: 1 }] });
+}, 30_000);
+
+test("max_concurrent_users counts the sockets of every node", async () => {
+  for (const c of clients.splice(0)) {
+    await c.removeAllChannels();
+    c.realtime.disconnect();
+  }
+  const total = async () =>
+    (await server.sql("select coalesce(sum(connections), 0)::int as n from _strata.realtime_nodes")).rows[0]
+      .n;
+  while ((await total()) !== 0) await new Promise((r) => setTimeout(r, 100));
+  const path = `/v1/projects/${server.ref}/config/realtime`;
+  expect((await mgmt(server, "PATCH", path, { body: { max_concurrent_users: 1 } })).status).toBe(204);
+  try {
+    const first = clientOf(server.url);
+    expect(await subscribe(first.channel("cap"))).toBe("SUBSCRIBED");
+    while ((await total()) !== 1) await new Promise((r) => setTimeout(r, 100));
+    // The second node learns the first's count on its next beat: join until it refuses.
+    const onSecond = clientOf(`http://127.0.0.1:${second.port}`);
+    let refusal: string | undefined;
+    for (let n = 0; !refusal; n++) {
+      refusal = await new Promise<string | undefined>((resolve) =>
+        onSecond
+          .channel(`cap-${n}`)
+          .subscribe((status, err) => resolve(status === "SUBSCRIBED" ? undefined : err?.message)),
+      );
+      if (!refusal) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(refusal).toBe("ConnectionRateLimitReached: Too many connected users");
+  } finally {
+    expect((await mgmt(server, "PATCH", path, { body: { max_concurrent_users: 200 } })).status).toBe(204);
+  }
 }, 30_000);

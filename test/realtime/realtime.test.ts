@@ -23,7 +23,12 @@ beforeAll(async () => {
     create policy "own notes" on public.notes for select to authenticated using (user_id = auth.uid());
     create table public.events (id int primary key, kind text);
     grant select on public.events to anon, authenticated, service_role;
-    alter publication supabase_realtime add table public.notes, public.events;`);
+    create table public.cards (id int primary key, title text, secret text);
+    revoke all on public.cards from anon;
+    grant select (id, title) on public.cards to anon;
+    create table public.vault (id int primary key, code text);
+    revoke all on public.vault from anon;
+    alter publication supabase_realtime add table public.notes, public.events, public.cards, public.vault;`);
 }, 60_000);
 
 afterAll(async () => {
@@ -242,3 +247,24 @@ test("private channels follow RLS on realtime.messages; a bad API key never subs
   const status = await subscribe(bad.channel("anything", { config: {} }));
   expect(status).not.toBe("SUBSCRIBED");
 }, 30_000);
+
+test("a role sees only the columns it may select; without SELECT on the key it gets the platform's error", async () => {
+  const got = collector<any>();
+  const channel = client()
+    .channel("grants")
+    .on("postgres_changes", { event: "INSERT", schema: "public", table: "cards" }, (p) => got.push(p))
+    .on("postgres_changes", { event: "INSERT", schema: "public", table: "vault" }, (p) => got.push(p));
+  await subscribeChanges(channel);
+  await server.sql(
+    "insert into public.cards values (1, 'seen', 'hidden'); insert into public.vault values (1, 'x')",
+  );
+  const [card, vault] = await got.until(2);
+  expect(card).toMatchObject({ table: "cards", new: { id: 1, title: "seen" }, errors: null });
+  expect(card.new).not.toHaveProperty("secret");
+  expect(vault).toMatchObject({
+    table: "vault",
+    eventType: "INSERT",
+    new: {},
+    errors: ["Error 401: Unauthorized"],
+  });
+}, 20_000);
