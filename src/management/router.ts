@@ -20,6 +20,7 @@ import { databaseConfigRoutes } from "./database-config/routes";
 import { domainRoutes } from "./domains/routes";
 import { functionRoutes } from "./functions/routes";
 import { networkRoutes } from "./network/routes";
+import { poolerRoutes } from "./pooler/routes";
 import { realtimeRoutes } from "./realtime/routes";
 import { snippetRoutes } from "./snippets/routes";
 import { ssoRoutes } from "./sso/routes";
@@ -57,6 +58,7 @@ export function managementRouter(ctx: AppContext): Router {
     realtimeRoutes(ctx),
     storageRoutes(ctx),
     networkRoutes(ctx),
+    poolerRoutes(ctx),
     databaseConfigRoutes(ctx),
     advisorRoutes(ctx),
     analyticsRoutes(ctx),

@@ -4,12 +4,14 @@ import { withCredentials, withDatabase } from "../db/urls";
 import { randomSecret } from "../platform/ids";
 import { kekOf, type KeyEncryptionKey } from "../platform/kek";
 import { prepareProjectDatabase } from "./clusters";
-import { ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
+import { DEFAULT_POOL_SIZE, ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
 
 const PROJECT_SELECT = `
   select p.id, p.ref, p.name, p.organization_id, p.status, p.is_default, p.jwt_secret, p.legacy_keys_iat,
          p.legacy_keys_enabled, p.database_name, p.sql_role_password, p.read_role_password, c.admin_url,
-         c.authenticator_password
+         c.authenticator_password, p.cluster_id,
+         (select (s.value->>'default_pool_size')::int from platform.project_settings s
+           where s.project_ref = p.ref and s.kind = 'pooler') as pool_size
     from platform.projects p join platform.clusters c on c.id = p.cluster_id`;
 
 function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
@@ -21,6 +23,8 @@ function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
     name: row.name,
     organizationId: row.organization_id,
     status: row.status,
+    clusterId: row.cluster_id,
+    poolSize: row.pool_size ?? DEFAULT_POOL_SIZE,
     isDefault: row.is_default,
     jwtSecret: open(row.jwt_secret, "platform.projects.jwt_secret"),
     legacyKeysIat: Number(row.legacy_keys_iat),
