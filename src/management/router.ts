@@ -21,6 +21,7 @@ import { domainRoutes } from "./domains/routes";
 import { functionRoutes } from "./functions/routes";
 import { networkRoutes } from "./network/routes";
 import { poolerRoutes } from "./pooler/routes";
+import { jitRoutes } from "./jit/routes";
 import { realtimeRoutes } from "./realtime/routes";
 import { snippetRoutes } from "./snippets/routes";
 import { ssoRoutes } from "./sso/routes";
@@ -59,6 +60,7 @@ export function managementRouter(ctx: AppContext): Router {
     storageRoutes(ctx),
     networkRoutes(ctx),
     poolerRoutes(ctx),
+    jitRoutes(ctx),
     databaseConfigRoutes(ctx),
     advisorRoutes(ctx),
     analyticsRoutes(ctx),

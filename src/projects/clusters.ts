@@ -124,13 +124,16 @@ export async function dropProjectDatabase(cluster: Cluster, database: string): P
   });
 }
 
-/** Drops a deleted project's roles (after its database): owner, SQL and read-only logins, temporary logins. */
+/**
+ * Drops a deleted project's roles (after its database): owner, SQL and read-only logins, temporary and
+ * just-in-time logins.
+ */
 export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<void> {
   await onCluster(cluster, async (c) => {
     const { rows } = await c.query(
       `select rolname from pg_roles
-        where rolname = any($1) or starts_with(rolname, $2)`,
-      [[`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`], `cli_login_${ref}_`],
+        where rolname = any($1) or starts_with(rolname, $2) or starts_with(rolname, $3)`,
+      [[`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`], `cli_login_${ref}_`, `jit_${ref}_`],
     );
     for (const { rolname } of rows) await runUtilityStatement(c, "drop role if exists %I", [rolname]);
   });

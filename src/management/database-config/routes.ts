@@ -315,37 +315,5 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/jit-access`,
-      summary: "Gets just-in-time access",
-      access: { permission: "project_admin_read", scope: "database:read" },
-      status: 200,
-    },
-    async ({ project }) => readSettings(ctx, project.ref, "jit_access", { state: "disabled" }),
-  );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/database/jit/list`,
-      summary: "Lists just-in-time grants",
-      access: { permission: "database_jit_read" },
-      status: 200,
-    },
-    async ({ project }) => {
-      const { items } = await readSettings(ctx, project.ref, "jit_grants", {
-        items: [] as { user_id: string; user_roles: unknown[] }[],
-      });
-      return { items };
-    },
-  );
-
   return router;
 }
