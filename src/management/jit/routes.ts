@@ -84,6 +84,17 @@ function roleOut(row: GrantRow) {
   };
 }
 
+/** A role as given (an invitation keeps it so) in the answered shape. */
+const givenRoleOut = (r: JitRole) => ({
+  role: r.role,
+  ...(r.expires_at !== undefined ? { expires_at: r.expires_at } : {}),
+  allowed_networks: {
+    allowed_cidrs: r.allowed_networks?.allowed_cidrs ?? [],
+    allowed_cidrs_v6: r.allowed_networks?.allowed_cidrs_v6 ?? [],
+  },
+  branches_only: r.branches_only ?? false,
+});
+
 const rolesIn = (roles: JitRole[]) => {
   const names = roles.map((r) => r.role);
   if (new Set(names).size !== names.length) throw new HttpError(400, "Each role may be listed once");
@@ -338,6 +349,17 @@ export function jitRoutes(ctx: AppContext): Router {
       path: `${base}/list`,
       summary: "Lists every member's just-in-time roles and the pending invitations",
       access: jitRead,
+      response: z.object({
+        items: z.array(
+          z.object({
+            user_id: z.string(),
+            primary_email: z.string(),
+            invite_id: z.string().nullable(),
+            expires_at: z.number().int().nullable(),
+            user_roles: z.array(JitRoleOut),
+          }),
+        ),
+      }),
       status: 200,
     },
     async ({ project }) => {
@@ -363,12 +385,13 @@ export function jitRoutes(ctx: AppContext): Router {
         [project.ref],
       );
       for (const invite of invites)
+        // Not yet anyone's: the invitee's user id is known once it accepts.
         items.push({
-          user_id: null,
+          user_id: "",
           primary_email: invite.email,
           invite_id: invite.id,
           expires_at: null,
-          user_roles: invite.roles,
+          user_roles: (invite.roles as JitRole[]).map(givenRoleOut),
         });
       return { items };
     },
@@ -405,7 +428,7 @@ export function jitRoutes(ctx: AppContext): Router {
       response: z.object({
         email: z.string(),
         invite_id: z.string(),
-        user_roles: z.array(JitRole),
+        user_roles: z.array(JitRoleOut),
         token: z.string(),
       }),
       status: 200,
@@ -417,7 +440,7 @@ export function jitRoutes(ctx: AppContext): Router {
          returning id`,
         [project.ref, body.email, sha256(token), JSON.stringify(rolesIn(body.roles))],
       );
-      return { email: body.email, invite_id: rows[0].id, user_roles: body.roles, token };
+      return { email: body.email, invite_id: rows[0].id, user_roles: body.roles.map(givenRoleOut), token };
     },
   );
   route(

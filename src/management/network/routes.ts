@@ -78,7 +78,7 @@ function restrictionsOf(stored: StoredRestrictions, itemForm: boolean, applied: 
   const items = (list: string[], type: "v4" | "v6") => list.map((address) => ({ address, type }));
   const shape = (c: Restrictions) =>
     itemForm
-      ? { dbAllowedCidrs: [...items(c.dbAllowedCidrs, "v4"), ...items(c.dbAllowedCidrsV6, "v6")] }
+      ? { dbAllowedCidrs: items(c.dbAllowedCidrs, "v4"), dbAllowedCidrsV6: items(c.dbAllowedCidrsV6, "v6") }
       : { dbAllowedCidrs: c.dbAllowedCidrs, dbAllowedCidrsV6: c.dbAllowedCidrsV6 };
   return {
     entitlement: "allowed",
@@ -172,7 +172,9 @@ export function networkRoutes(ctx: AppContext): Router {
       summary: "Adds or removes allowed CIDRs",
       access: write,
       body: z.object({ add: CidrLists.optional(), remove: Lists.optional() }).strict(),
-      response: restrictionsAnswer(z.object({ dbAllowedCidrs: z.array(Item) })),
+      response: restrictionsAnswer(
+        z.object({ dbAllowedCidrs: z.array(Item), dbAllowedCidrsV6: z.array(Item) }),
+      ),
       status: 200,
     },
     async ({ project, body }) => {

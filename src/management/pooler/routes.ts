@@ -31,6 +31,16 @@ function connection(project: ProjectRuntime) {
   };
 }
 
+/**
+ * Clients connect to the database directly: the most client connections is the cluster's max_connections
+ * (read from the project's database, or from the control plane's cluster while the project is paused).
+ */
+async function maxClientConnections(ctx: AppContext, project: ProjectRuntime): Promise<number> {
+  const sql = "select current_setting('max_connections')::int as n";
+  const { rows } = await project.adminPool.query(sql).catch(() => ctx.platformPool.query(sql));
+  return rows[0].n;
+}
+
 export function poolerRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref/config/database";
@@ -56,6 +66,7 @@ export function poolerRoutes(ctx: AppContext): Router {
           connection_string: z.string(),
           connectionString: z.string(),
           default_pool_size: z.number().int(),
+          max_client_conn: z.number().int(),
           pool_mode: z.literal(POOL_MODE),
         }),
       ),
@@ -76,6 +87,7 @@ export function poolerRoutes(ctx: AppContext): Router {
           connection_string: c.string,
           connectionString: c.string,
           default_pool_size: pooler.default_pool_size,
+          max_client_conn: await maxClientConnections(ctx, project),
           pool_mode: POOL_MODE,
         },
       ];
@@ -122,6 +134,7 @@ export function poolerRoutes(ctx: AppContext): Router {
         access: { permission: "database_read", scope: "database:read" },
         response: z.object({
           default_pool_size: z.number().int(),
+          max_client_conn: z.number().int(),
           server_idle_timeout: z.number().int(),
           query_wait_timeout: z.number().int(),
           reserve_pool_size: z.number().int(),
@@ -134,6 +147,7 @@ export function poolerRoutes(ctx: AppContext): Router {
         const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
         return {
           default_pool_size: pooler.default_pool_size,
+          max_client_conn: await maxClientConnections(ctx, project),
           // The pool's idle timeout and how long a request waits for a connection (runtime.ts), in seconds.
           server_idle_timeout: POOL_IDLE_MS / 1000,
           query_wait_timeout: Math.ceil(ctx.config.poolWaitMs / 1000),
