@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { chownSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { isIP } from "node:net";
 import path from "node:path";
@@ -32,6 +33,13 @@ export interface ProjectAccessRules {
   restrictions: Restrictions;
   sslEnforced: boolean;
   banned: string[];
+  /** Just-in-time logins limited to networks of their own (within the project's). */
+  jitLogins?: { role: string; cidrs: string[] }[];
+}
+
+/** The login role of one user's just-in-time access to one role: `jit_<ref>_<user hash>_<role>`. */
+export function jitLoginRole(ref: string, userId: string, role: string): string {
+  return `jit_${ref}_${createHash("sha256").update(userId).digest("hex").slice(0, 8)}_${role}`;
 }
 
 const quoted = (name: string) => `"${name}"`;
@@ -51,10 +59,16 @@ export function renderAccessBlock(projects: ProjectAccessRules[]): string[] {
   for (const p of projects) {
     const db = quoted(p.database);
     for (const address of p.banned) lines.push(`host ${db} all ${hostCidr(address)} reject`);
-    if (isOpen(p)) continue;
     const type = p.sslEnforced ? "hostssl" : "host";
-    for (const cidr of [...p.restrictions.dbAllowedCidrs, ...p.restrictions.dbAllowedCidrsV6])
-      lines.push(`${type} ${db} all ${cidr} ${METHOD}`);
+    const allowed = [...p.restrictions.dbAllowedCidrs, ...p.restrictions.dbAllowedCidrsV6];
+    for (const login of p.jitLogins ?? []) {
+      // Only where both the login's and the project's networks allow; nowhere else.
+      for (const cidr of intersectCidrs(login.cidrs, allowed))
+        lines.push(`${type} ${db} ${quoted(login.role)} ${cidr} ${METHOD}`);
+      lines.push(`host ${db} ${quoted(login.role)} all reject`);
+    }
+    if (isOpen(p)) continue;
+    for (const cidr of allowed) lines.push(`${type} ${db} all ${cidr} ${METHOD}`);
     lines.push(`host ${db} all all reject`);
   }
   lines.push(`host all all all ${METHOD}`, END);
@@ -118,11 +132,26 @@ export class ClusterAccess {
          from platform.projects p where p.cluster_id = $1 order by p.id`,
       [this.clusterId],
     );
+    const { rows: grants } = await this.platformPool.query<{
+      project_ref: string;
+      user_id: string;
+      role: string;
+      cidrs: string[];
+    }>(
+      `select g.project_ref, g.user_id::text, g.role, g.allowed_cidrs || g.allowed_cidrs_v6 as cidrs
+         from platform.jit_grants g join platform.projects p on p.ref = g.project_ref
+        where p.cluster_id = $1 and cardinality(g.allowed_cidrs || g.allowed_cidrs_v6) > 0
+        order by g.project_ref, g.user_id, g.role`,
+      [this.clusterId],
+    );
     return rows.map((r) => ({
       database: r.database_name,
       restrictions: { ...RESTRICTIONS_DEFAULTS, ...r.restrictions },
       sslEnforced: r.ssl?.database === true,
       banned: r.bans?.banned ?? [],
+      jitLogins: grants
+        .filter((g) => g.project_ref === r.ref)
+        .map((g) => ({ role: jitLoginRole(g.project_ref, g.user_id, g.role), cidrs: g.cidrs })),
     }));
   }
 
@@ -257,4 +286,40 @@ function ipv6Value(address: string): bigint {
       ? headGroups
       : [...headGroups, ...Array(8 - headGroups.length - tailGroups.length).fill("0"), ...tailGroups];
   return groups.reduce((v, g) => (v << 16n) | BigInt(parseInt(g || "0", 16)), 0n);
+}
+
+function cidrParts(cidr: string): { family: 4 | 6; value: bigint; prefix: number } {
+  const [address, bits] = cidr.split("/");
+  const family = isIP(address) === 6 ? 6 : 4;
+  const width = family === 4 ? 32 : 128;
+  return {
+    family,
+    value: family === 4 ? ipv4Value(address) : ipv6Value(address),
+    prefix: bits === undefined ? width : Number(bits),
+  };
+}
+
+/** True when `address` (an IP) lies within `cidr`. */
+export function cidrContains(cidr: string, address: string): boolean {
+  if (isIP(address) === 0) return false;
+  const c = cidrParts(cidr);
+  const a = cidrParts(address);
+  if (c.family !== a.family) return false;
+  const shift = BigInt((c.family === 4 ? 32 : 128) - c.prefix);
+  return a.value >> shift === c.value >> shift;
+}
+
+/** The CIDRs in both lists: of two nested CIDRs, the narrower one; disjoint ones give nothing. */
+export function intersectCidrs(a: string[], b: string[]): string[] {
+  const out = new Set<string>();
+  for (const x of a)
+    for (const y of b) {
+      const px = cidrParts(x);
+      const py = cidrParts(y);
+      if (px.family !== py.family) continue;
+      const [wide, narrow] = px.prefix <= py.prefix ? [px, py] : [py, px];
+      const shift = BigInt((wide.family === 4 ? 32 : 128) - wide.prefix);
+      if (narrow.value >> shift === wide.value >> shift) out.add(px.prefix <= py.prefix ? y : x);
+    }
+  return [...out];
 }

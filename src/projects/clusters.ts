@@ -159,3 +159,13 @@ export async function openProjectDatabase(cluster: Cluster, database: string): P
   await probe.connect();
   await probe.end();
 }
+
+/**
+ * `db_pass` of a new project: the password its owner role (the platform's `postgres`, the pooler's user)
+ * logs in with. The password itself is kept nowhere.
+ */
+export async function setOwnerLogin(cluster: Cluster, ref: string, password: string): Promise<void> {
+  await onCluster(cluster, async (c) => {
+    await runUtilityStatement(c, "alter role %I with login password %L", [`postgres_${ref}`, password]);
+  });
+}

@@ -212,13 +212,28 @@ export class ProjectRegistry {
     const runtime = new ProjectRuntime(toRecord(row, kek), this.log, this.platformPool, this.poolWaitMs);
     // A paused or provisioning database accepts no connections; its row's next change reloads the runtime.
     if (runtime.record.status === "ACTIVE_HEALTHY") {
-      await prepareProjectDatabase(runtime.record.adminUrl, {
-        ref,
-        sqlPassword: kek.open(row.sql_role_password, "platform.projects.sql_role_password"),
-        readPassword: kek.open(row.read_role_password, "platform.projects.read_role_password"),
-      });
+      await this.prepareRow(row, kek);
       await runtime.watchSchema();
     }
     return runtime;
+  }
+
+  private async prepareRow(row: any, kek: KeyEncryptionKey): Promise<void> {
+    await prepareProjectDatabase(toRecord(row, kek).adminUrl, {
+      ref: row.ref,
+      sqlPassword: kek.open(row.sql_role_password, "platform.projects.sql_role_password"),
+      readPassword: kek.open(row.read_role_password, "platform.projects.read_role_password"),
+    });
+  }
+
+  /**
+   * Brings a project's database and roles up to date whatever its status: provisioning does it before the
+   * project is marked active, so its owner (the pooler's user) can log in from the first moment.
+   */
+  async prepare(ref: string): Promise<void> {
+    const found = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
+    if (!found) return;
+    const kek = kekOf(this.platformPool);
+    await this.prepareRow(await withRolePasswords(this.platformPool, kek, found), kek);
   }
 }

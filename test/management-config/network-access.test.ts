@@ -8,6 +8,7 @@ import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
+import { intersectCidrs, renderAccessBlock } from "../../src/projects/access";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_MANAGEMENT_TOKEN } from "../helpers/server";
 
 /**
@@ -184,6 +185,28 @@ describe("network restrictions, SSL enforcement, bans and the pool on Strata's o
     expect((await api("PATCH", "/config/database/pooler", { pool_mode: "session" })).status).toBe(400);
   });
 
+  it("limits a just-in-time login to its allowed networks in pg_hba.conf", async () => {
+    const { rows } = await strata.ctx.platformPool.query("select id::text from platform.users limit 1");
+    const userId = rows[0].id as string;
+    const jit = (cidr: string) =>
+      api("PUT", "/database/jit", {
+        user_id: userId,
+        roles: [{ role: "postgres", allowed_networks: { allowed_cidrs: [{ cidr }] } }],
+      });
+    expect((await jit("10.0.0.0/8")).status).toBe(200);
+    expect((await api("PUT", "/jit-access", { state: "enabled" })).status).toBe(200);
+    const first = await api("POST", "/database/jit", { role: "postgres", rhost: "10.1.2.3" });
+    expect(first.status).toBe(200);
+    const login = { user: first.body.db_user, password: first.body.db_password };
+    expect(await tryConnect(OTHER, login)).toMatch(/pg_hba\.conf rejects connection/);
+    expect(await tryConnect("127.0.0.1", login)).toBe("connected");
+    expect((await jit("127.0.0.2/32")).status).toBe(200);
+    const second = await api("POST", "/database/jit", { role: "postgres", rhost: OTHER });
+    expect(await tryConnect(OTHER, { user: second.body.db_user, password: second.body.db_password })).toBe(
+      "connected",
+    );
+  });
+
   it("answers a pooler connection string that psql connects with, as a new project's db_pass", async () => {
     const created = await fetch(`http://127.0.0.1:${strata.port}/v1/projects`, {
       method: "POST",
@@ -204,13 +227,38 @@ describe("network restrictions, SSL enforcement, bans and the pool on Strata's o
     }
     expect(pooler![0].db_user).toBe(`postgres_${ref}`);
     const url = pooler![0].connection_string.replace("[YOUR-PASSWORD]", "pooled-Pass-123");
-    let out = "";
-    for (let i = 0; i < 50 && !out.includes(`postgres_${ref}`); i++) {
-      out = await promisify(execFile)("psql", [url, "-tAc", "select current_user"])
-        .then((r) => r.stdout)
-        .catch((e: Error) => e.message);
-      if (!out.includes(`postgres_${ref}`)) await new Promise((r) => setTimeout(r, 100));
-    }
+    // The owner logs in with db_pass as soon as the project is answered as active.
+    const out = await promisify(execFile)("psql", [url, "-tAc", "select current_user"])
+      .then((r) => r.stdout)
+      .catch((e: Error) => e.message);
     expect(out.trim()).toBe(`postgres_${ref}`);
+  });
+});
+
+describe("pg_hba.conf rules", () => {
+  it("intersects CIDR lists and renders a restricted project's lines", () => {
+    expect(intersectCidrs(["10.0.0.0/8", "fd00::/8"], ["10.1.0.0/16", "192.168.0.0/16", "::/0"])).toEqual([
+      "10.1.0.0/16",
+      "fd00::/8",
+    ]);
+    const lines = renderAccessBlock([
+      {
+        database: "db1",
+        restrictions: { dbAllowedCidrs: ["10.0.0.0/8"], dbAllowedCidrsV6: [] },
+        sslEnforced: true,
+        banned: ["10.9.9.9"],
+        jitLogins: [{ role: "jit_x", cidrs: ["10.2.0.0/16", "172.16.0.0/12"] }],
+      },
+    ]);
+    expect(lines.slice(2, -1)).toEqual([
+      "host all all 127.0.0.1/32 scram-sha-256",
+      "host all all ::1/128 scram-sha-256",
+      'host "db1" all 10.9.9.9/32 reject',
+      'hostssl "db1" "jit_x" 10.2.0.0/16 scram-sha-256',
+      'host "db1" "jit_x" all reject',
+      'hostssl "db1" all 10.0.0.0/8 scram-sha-256',
+      'host "db1" all all reject',
+      "host all all all scram-sha-256",
+    ]);
   });
 });

@@ -1,11 +1,10 @@
-import { createHash } from "node:crypto";
 import { isIP } from "node:net";
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { withAdminTransaction } from "../../db/transaction";
 import { runUtilityStatement } from "../../db/utility";
-import { checkCidr } from "../../projects/access";
+import { checkCidr, cidrContains, jitLoginRole } from "../../projects/access";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret, sha256 } from "../../platform/ids";
 import { HttpError } from "../http";
@@ -101,9 +100,8 @@ const rolesIn = (roles: JitRole[]) => {
   return roles;
 };
 
-/** The login role of one user and role: `jit_<ref>_<user hash>_<role>`. */
 function loginRole(project: ProjectRuntime, userId: string, role: string): string {
-  return `jit_${project.ref}_${createHash("sha256").update(userId).digest("hex").slice(0, 8)}_${role}`;
+  return jitLoginRole(project.ref, userId, role);
 }
 
 async function grantsOf(ctx: AppContext, ref: string, userId?: string): Promise<GrantRow[]> {
@@ -161,26 +159,9 @@ async function setGrants(ctx: AppContext, project: ProjectRuntime, userId: strin
     userId,
     roles.map((r) => r.role),
   );
+  // On the embedded cluster, each login's allowed networks are also rules of pg_hba.conf.
+  if (ctx.access?.manages(project.record.clusterId)) await ctx.access.apply();
   return (await grantsOf(ctx, project.ref, userId)).map(roleOut);
-}
-
-/** Whether `address` lies in `cidr` (same family). */
-function inCidr(address: string, cidr: string): boolean {
-  const [base, bits] = cidr.split("/");
-  const family = isIP(address);
-  if (family === 0 || family !== isIP(base)) return false;
-  const width = family === 4 ? 32 : 128;
-  const prefix = bits === undefined ? width : Number(bits);
-  const value = (a: string) => {
-    if (family === 4) return a.split(".").reduce((v, p) => (v << 8n) | BigInt(Number(p)), 0n);
-    const [head, tail] = a.split("::");
-    const h = head ? head.split(":") : [];
-    const t = tail ? tail.split(":") : [];
-    const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill("0"), ...t];
-    return groups.reduce((v, g) => (v << 16n) | BigInt(parseInt(g || "0", 16)), 0n);
-  };
-  const shift = BigInt(width - prefix);
-  return value(address) >> shift === value(base) >> shift;
 }
 
 async function memberOfProject(ctx: AppContext, project: ProjectRuntime, userId: string): Promise<boolean> {
@@ -291,7 +272,7 @@ export function jitRoutes(ctx: AppContext): Router {
         throw new HttpError(403, `Just-in-time access to role ${body.role} has expired`);
       const networks = isIP(body.rhost) === 4 ? grant.allowed_cidrs : grant.allowed_cidrs_v6;
       const anyNetwork = !grant.allowed_cidrs.length && !grant.allowed_cidrs_v6.length;
-      if (!anyNetwork && !networks.some((c) => inCidr(body.rhost, c)))
+      if (!anyNetwork && !networks.some((c) => cidrContains(c, body.rhost)))
         throw new HttpError(403, `${body.rhost} is not in the allowed networks of role ${body.role}`);
       const login = loginRole(project, caller(req), grant.role);
       const password = randomSecret(24);
