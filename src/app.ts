@@ -18,7 +18,8 @@ import {
 import { ensureLoginPassword } from "./db/loginRoles";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
 import { createLogger, type Logger } from "./log";
-import { ensureFirstStart } from "./platform/firstStart";
+import { DEFAULT_CLUSTER_ID, ensureFirstStart } from "./platform/firstStart";
+import { ClusterAccess } from "./projects/access";
 import { ProjectRegistry } from "./projects/registry";
 import { UsageRecorder } from "./projects/usage";
 import { LogRecorder } from "./logs/recorder";
@@ -148,12 +149,22 @@ export async function describeDefaultProject(
  * Prepares the main database (embedded when DATABASE_URL is unset) and the control plane's database beside
  * it: bootstrap SQL, first-start rows and the authenticator password. Shared by `start` and the CLI commands that only read.
  */
-export async function prepareDatabase(config: StrataConfig, log: Logger) {
+export async function prepareDatabase(
+  config: StrataConfig,
+  log: Logger,
+  onPostgresLog: (chunk: string) => void = () => {},
+) {
   let embedded: EmbeddedDatabase | undefined;
   let adminUrl = config.databaseUrl;
   if (!adminUrl) {
-    embedded = await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, (line) =>
-      log.debug({ postgres: line.trim() }, "embedded postgres"),
+    embedded = await startEmbeddedPostgres(
+      config.dataDir,
+      config.embeddedPgPort,
+      (line) => {
+        log.debug({ postgres: line.trim() }, "embedded postgres");
+        onPostgresLog(line);
+      },
+      config.embeddedPgListen,
     ).catch((e: Error) => {
       throw new StartupError(e.message, { cause: e });
     });
@@ -196,7 +207,17 @@ export async function startStrata(
   config: StrataConfig,
   log: Logger = createLogger(config.logLevel),
 ): Promise<RunningStrata> {
-  const db = await prepareDatabase(config, log);
+  // The embedded cluster's log is read for failed logins (network bans) once its access rules exist.
+  let access: ClusterAccess | undefined;
+  const db = await prepareDatabase(config, log, (chunk) => access?.observeLog(chunk));
+  if (db.embedded)
+    access = new ClusterAccess(
+      db.platformPool,
+      DEFAULT_CLUSTER_ID,
+      db.adminUrl,
+      db.embedded.databaseDir,
+      log,
+    );
   const registry = new ProjectRegistry(
     db.platformPool,
     db.defaultRef,
@@ -218,8 +239,12 @@ export async function startStrata(
     usage,
     logs,
     storage: backendOf(config),
+    access,
     ready: false,
   };
+  await access
+    ?.apply()
+    .catch((e: Error) => log.error({ err: e.message }, "writing the cluster's access rules failed"));
   const { listener } = createApp(ctx);
   void resumeProvisioning(ctx);
   // Branches deleted with force=false go when their grace period ends.

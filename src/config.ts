@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import path from "node:path";
 import { z } from "zod";
 
@@ -19,6 +20,8 @@ export interface StrataConfig {
   dataDir: string;
   /** Port of the embedded PostgreSQL. */
   embeddedPgPort: number;
+  /** Addresses the embedded PostgreSQL listens on (`listen_addresses`). */
+  embeddedPgListen: string;
   /**
    * Password of the cluster-wide `authenticator` role; generated and kept in the control plane when unset.
    * Set it when several Strata installations share one cluster.
@@ -104,6 +107,13 @@ const schema = z.object({
     .default("info"),
   STRATA_DATA_DIR: z.string().default(".strata"),
   STRATA_PG_PORT: port("STRATA_PG_PORT").default(54322),
+  STRATA_PG_LISTEN: z
+    .string()
+    .refine(
+      (v) => v.split(",").every((a) => a.trim() === "*" || isIP(a.trim()) !== 0),
+      "STRATA_PG_LISTEN must be a comma-separated list of IP addresses (or *)",
+    )
+    .default("127.0.0.1"),
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
   PROJECT_IDLE_MS: positiveInt("PROJECT_IDLE_MS").default(600_000),
   LOG_RETENTION_HOURS: positiveInt("LOG_RETENTION_HOURS").default(72),
@@ -171,6 +181,9 @@ export function loadConfig(
     logLevel: c.LOG_LEVEL,
     dataDir: path.resolve(c.STRATA_DATA_DIR),
     embeddedPgPort: c.STRATA_PG_PORT,
+    embeddedPgListen: c.STRATA_PG_LISTEN.split(",")
+      .map((a) => a.trim())
+      .join(","),
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,

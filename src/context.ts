@@ -2,6 +2,7 @@ import type pg from "pg";
 import type { StrataConfig } from "./config";
 import type { Logger } from "./log";
 import type { ProjectRegistry } from "./projects/registry";
+import type { ClusterAccess } from "./projects/access";
 import type { UsageRecorder } from "./projects/usage";
 import type { LogRecorder } from "./logs/recorder";
 import type { ObjectBackend } from "./storage/backend/types";
@@ -28,6 +29,8 @@ export interface AppContext {
   storage?: ObjectBackend;
   /** Realtime's websocket server and channels (absent in CLI commands that serve nothing). */
   realtime?: RealtimeServer;
+  /** Access rules (pg_hba.conf) of the cluster Strata runs itself; absent with DATABASE_URL. */
+  access?: ClusterAccess;
   /** False while the server is still starting (listening, but the default project not opened yet). */
   ready?: boolean;
 }

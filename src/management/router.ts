@@ -22,6 +22,8 @@ import { databaseConfigRoutes } from "./database-config/routes";
 import { domainRoutes } from "./domains/routes";
 import { functionRoutes } from "./functions/routes";
 import { networkRoutes } from "./network/routes";
+import { poolerRoutes } from "./pooler/routes";
+import { jitRoutes } from "./jit/routes";
 import { realtimeRoutes } from "./realtime/routes";
 import { snippetRoutes } from "./snippets/routes";
 import { ssoRoutes } from "./sso/routes";
@@ -62,6 +64,8 @@ export function managementRouter(ctx: AppContext): Router {
     realtimeRoutes(ctx),
     storageRoutes(ctx),
     networkRoutes(ctx),
+    poolerRoutes(ctx),
+    jitRoutes(ctx),
     databaseConfigRoutes(ctx),
     advisorRoutes(ctx),
     analyticsRoutes(ctx),

@@ -124,13 +124,16 @@ export async function dropProjectDatabase(cluster: Cluster, database: string): P
   });
 }
 
-/** Drops a deleted project's roles (after its database): owner, SQL and read-only logins, temporary logins. */
+/**
+ * Drops a deleted project's roles (after its database): owner, SQL and read-only logins, temporary and
+ * just-in-time logins.
+ */
 export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<void> {
   await onCluster(cluster, async (c) => {
     const { rows } = await c.query(
       `select rolname from pg_roles
-        where rolname = any($1) or starts_with(rolname, $2)`,
-      [[`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`], `cli_login_${ref}_`],
+        where rolname = any($1) or starts_with(rolname, $2) or starts_with(rolname, $3)`,
+      [[`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`], `cli_login_${ref}_`, `jit_${ref}_`],
     );
     for (const { rolname } of rows) await runUtilityStatement(c, "drop role if exists %I", [rolname]);
   });
@@ -155,4 +158,14 @@ export async function openProjectDatabase(cluster: Cluster, database: string): P
   const probe = oneOffClient({ connectionString: withDatabase(cluster.adminUrl, database) });
   await probe.connect();
   await probe.end();
+}
+
+/**
+ * `db_pass` of a new project: the password its owner role (the platform's `postgres`, the pooler's user)
+ * logs in with. The password itself is kept nowhere.
+ */
+export async function setOwnerLogin(cluster: Cluster, ref: string, password: string): Promise<void> {
+  await onCluster(cluster, async (c) => {
+    await runUtilityStatement(c, "alter role %I with login password %L", [`postgres_${ref}`, password]);
+  });
 }

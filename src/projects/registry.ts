@@ -5,12 +5,14 @@ import { withCredentials, withDatabase } from "../db/urls";
 import { randomSecret } from "../platform/ids";
 import { kekOf, type KeyEncryptionKey } from "../platform/kek";
 import { prepareProjectDatabase } from "./clusters";
-import { ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
+import { DEFAULT_POOL_SIZE, ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
 
 const PROJECT_SELECT = `
   select p.id, p.ref, p.name, p.organization_id, p.status, p.is_default, p.jwt_secret, p.legacy_keys_iat,
          p.legacy_keys_enabled, p.database_name, p.sql_role_password, p.read_role_password, c.admin_url,
-         c.authenticator_password
+         c.authenticator_password, p.cluster_id,
+         (select (s.value->>'default_pool_size')::int from platform.project_settings s
+           where s.project_ref = p.ref and s.kind = 'pooler') as pool_size
     from platform.projects p join platform.clusters c on c.id = p.cluster_id`;
 
 function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
@@ -22,6 +24,8 @@ function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
     name: row.name,
     organizationId: row.organization_id,
     status: row.status,
+    clusterId: row.cluster_id,
+    poolSize: row.pool_size ?? DEFAULT_POOL_SIZE,
     isDefault: row.is_default,
     jwtSecret: open(row.jwt_secret, "platform.projects.jwt_secret"),
     legacyKeysIat: Number(row.legacy_keys_iat),
@@ -217,13 +221,28 @@ export class ProjectRegistry {
     const runtime = new ProjectRuntime(toRecord(row, kek), this.log, this.platformPool, this.poolWaitMs);
     // A paused or provisioning database accepts no connections; its row's next change reloads the runtime.
     if (runtime.record.status === "ACTIVE_HEALTHY") {
-      await prepareProjectDatabase(runtime.record.adminUrl, {
-        ref,
-        sqlPassword: kek.open(row.sql_role_password, "platform.projects.sql_role_password"),
-        readPassword: kek.open(row.read_role_password, "platform.projects.read_role_password"),
-      });
+      await this.prepareRow(row, kek);
       await runtime.watchSchema();
     }
     return runtime;
+  }
+
+  private async prepareRow(row: any, kek: KeyEncryptionKey): Promise<void> {
+    await prepareProjectDatabase(toRecord(row, kek).adminUrl, {
+      ref: row.ref,
+      sqlPassword: kek.open(row.sql_role_password, "platform.projects.sql_role_password"),
+      readPassword: kek.open(row.read_role_password, "platform.projects.read_role_password"),
+    });
+  }
+
+  /**
+   * Brings a project's database and roles up to date whatever its status: provisioning does it before the
+   * project is marked active, so its owner (the pooler's user) can log in from the first moment.
+   */
+  async prepare(ref: string): Promise<void> {
+    const found = (await this.platformPool.query(`${PROJECT_SELECT} where p.ref = $1`, [ref])).rows[0];
+    if (!found) return;
+    const kek = kekOf(this.platformPool);
+    await this.prepareRow(await withRolePasswords(this.platformPool, kek, found), kek);
   }
 }

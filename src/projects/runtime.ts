@@ -9,6 +9,10 @@ export interface ProjectRecord {
   name: string;
   organizationId: string;
   status: string;
+  /** platform.clusters.id of the cluster the database lives on. */
+  clusterId: string;
+  /** Connections of the data pool (the pooler's `default_pool_size`). */
+  poolSize: number;
   isDefault: boolean;
   jwtSecret: string;
   legacyKeysIat: number;
@@ -24,6 +28,11 @@ export interface ProjectRecord {
   /** URL as `strata_read_<ref>`: read-only SQL, SELECT on the project's own schemas only. */
   readUrl: string;
 }
+
+/** Data pool size of a project whose pooler settings do not say. */
+export const DEFAULT_POOL_SIZE = 10;
+/** A pooled connection idle this long is closed. */
+export const POOL_IDLE_MS = 30_000;
 
 /** Notices of the DDL watch within this window cause one schema rebuild. */
 const DDL_DEBOUNCE_MS = 50;
@@ -68,7 +77,7 @@ export class ProjectRuntime {
 
   /** Pool of `authenticator` connections for data requests. */
   get dataPool(): pg.Pool {
-    this.dataPoolInstance ??= this.makePool(this.record.dataUrl, 10);
+    this.dataPoolInstance ??= this.makePool(this.record.dataUrl, this.record.poolSize);
     return this.dataPoolInstance;
   }
 
@@ -83,7 +92,7 @@ export class ProjectRuntime {
     const pool = new pg.Pool({
       connectionString,
       max,
-      idleTimeoutMillis: 30_000,
+      idleTimeoutMillis: POOL_IDLE_MS,
       connectionTimeoutMillis: this.poolWaitMs,
     });
     // An idle client losing its connection (database restarted) must not crash the process.

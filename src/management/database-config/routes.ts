@@ -54,19 +54,6 @@ async function alterDatabase(project: ProjectRuntime, name: string, value: strin
   }
 }
 
-const POOLER = {
-  default_pool_size: 15,
-  max_client_conn: 200,
-  pool_mode: "transaction" as "transaction" | "session",
-};
-const POOLB = {
-  default_pool_size: 15,
-  ignore_startup_parameters: "extra_float_digits",
-  max_client_conn: 200,
-  pool_mode: "transaction",
-  connection_string: "",
-};
-
 export function databaseConfigRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref";
@@ -120,113 +107,6 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
           .map((k) => [k, settings[k]]),
       );
     },
-  );
-
-  const poolerRead = { permission: "database_pooling_config_read", scope: "database:read" };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/config/database/pooler`,
-      summary: "Lists the project's poolers",
-      access: poolerRead,
-      status: 200,
-    },
-    async ({ project }) => {
-      const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
-      const url = new URL(project.record.adminUrl);
-      const dbName = decodeURIComponent(url.pathname.slice(1));
-      const connection = `postgresql://postgres_${project.ref}:[YOUR-PASSWORD]@${url.hostname}:${url.port || 5432}/${dbName}`;
-      return [
-        {
-          identifier: project.ref,
-          database_type: "PRIMARY",
-          is_using_scram_auth: true,
-          db_user: `postgres_${project.ref}`,
-          db_host: url.hostname,
-          db_port: Number(url.port || 5432),
-          db_name: dbName,
-          connection_string: connection,
-          connectionString: connection,
-          default_pool_size: pooler.default_pool_size,
-          max_client_conn: pooler.max_client_conn,
-          pool_mode: pooler.pool_mode,
-        },
-      ];
-    },
-  );
-  route(
-    ctx,
-    router,
-    {
-      method: "patch",
-      project: "any",
-      path: `${base}/config/database/pooler`,
-      summary: "Updates the pooler settings",
-      access: { permission: "database_pooling_config_write", scope: "database:write" },
-      body: z
-        .object({
-          default_pool_size: z.number().int().min(1).max(10_000).optional(),
-          pool_mode: z.enum(["transaction", "session"]).optional(),
-        })
-        .strict(),
-      status: 200,
-    },
-    async ({ project, body }) => {
-      const pooler = await writeSettings(ctx, project.ref, "pooler", POOLER, body);
-      return { default_pool_size: pooler.default_pool_size, pool_mode: pooler.pool_mode };
-    },
-  );
-  for (const spelling of ["poolb", "pgbouncer"]) {
-    route(
-      ctx,
-      router,
-      {
-        method: "get",
-        project: "any",
-        path: `${base}/config/database/${spelling}`,
-        summary: "Gets the second pooler's config",
-        access: { permission: "database_read", scope: "database:read" },
-        status: 200,
-      },
-      async ({ project }) => readSettings(ctx, project.ref, "poolb", POOLB),
-    );
-  }
-
-  const SSL = { database: false };
-  const sslAnswer = (cfg: typeof SSL) => ({
-    currentConfig: { database: cfg.database },
-    appliedSuccessfully: true,
-  });
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/ssl-enforcement`,
-      summary: "Gets SSL enforcement",
-      access: { permission: "database_ssl_config_read", scope: "database:read" },
-      status: 200,
-    },
-    async ({ project }) => sslAnswer(await readSettings(ctx, project.ref, "ssl_enforcement", SSL)),
-  );
-  route(
-    ctx,
-    router,
-    {
-      method: "put",
-      project: "any",
-      path: `${base}/ssl-enforcement`,
-      summary: "Sets SSL enforcement",
-      access: { permission: "database_ssl_config_write", scope: "database:write" },
-      body: z.object({ requestedConfig: z.object({ database: z.boolean() }) }),
-      status: 200,
-    },
-    async ({ project, body }) =>
-      sslAnswer(await writeSettings(ctx, project.ref, "ssl_enforcement", SSL, body.requestedConfig)),
   );
 
   route(
@@ -432,38 +312,6 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
         validation_errors: [],
         warnings: [],
       };
-    },
-  );
-
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/jit-access`,
-      summary: "Gets just-in-time access",
-      access: { permission: "project_admin_read", scope: "database:read" },
-      status: 200,
-    },
-    async ({ project }) => readSettings(ctx, project.ref, "jit_access", { state: "disabled" }),
-  );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/database/jit/list`,
-      summary: "Lists just-in-time grants",
-      access: { permission: "database_jit_read" },
-      status: 200,
-    },
-    async ({ project }) => {
-      const { items } = await readSettings(ctx, project.ref, "jit_grants", {
-        items: [] as { user_id: string; user_roles: unknown[] }[],
-      });
-      return { items };
     },
   );
 

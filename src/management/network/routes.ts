@@ -2,50 +2,115 @@ import { isIP } from "node:net";
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
+import {
+  BANS_DEFAULTS,
+  RESTRICTIONS_DEFAULTS,
+  SSL_DEFAULTS,
+  checkCidr,
+  type Restrictions,
+} from "../../projects/access";
+import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
-/** Network restrictions (allowed CIDRs for direct database access) and network bans, stored per project. */
+/**
+ * Network restrictions, network bans and SSL enforcement of direct database connections. On the cluster
+ * Strata runs itself (the embedded one) they are written into its pg_hba.conf and reloaded before the answer
+ * (`status: "applied"`); on a cluster given by DATABASE_URL they are kept (`status: "stored"`), as Strata does
+ * not own that cluster's pg_hba.conf. They apply to database connections only, as their names say
+ * (`dbAllowedCidrs`): the project's HTTP APIs are not restricted by them.
+ */
 
 const cidr = (family: 4 | 6) =>
-  z.string().refine((c) => {
-    const [address, bits] = c.split("/");
-    const max = family === 4 ? 32 : 128;
-    return isIP(address) === family && (bits === undefined || (/^\d+$/.test(bits) && Number(bits) <= max));
-  }, `must be an IPv${family} CIDR`);
+  z.string().superRefine((value, check) => {
+    const problem = checkCidr(value, family);
+    if (problem) check.addIssue({ code: "custom", message: `${value} ${problem}` });
+  });
 
-const DEFAULTS = { dbAllowedCidrs: ["0.0.0.0/0"], dbAllowedCidrsV6: ["::/0"] };
-type Restrictions = typeof DEFAULTS;
+const CidrLists = z
+  .object({
+    dbAllowedCidrs: z.array(cidr(4)).max(100).optional(),
+    dbAllowedCidrsV6: z.array(cidr(6)).max(100).optional(),
+  })
+  .strict();
 
-function answer(config: Restrictions, itemForm = false) {
+const RestrictionsShape = z.object({
+  dbAllowedCidrs: z.array(z.string()),
+  dbAllowedCidrsV6: z.array(z.string()),
+});
+const Item = z.object({ address: z.string(), type: z.enum(["v4", "v6"]) });
+const restrictionsAnswer = (config: z.ZodType) =>
+  z.object({
+    entitlement: z.literal("allowed"),
+    config,
+    old_config: config.optional(),
+    status: z.enum(["applied", "stored"]),
+    updated_at: z.string(),
+    applied_at: z.string().optional(),
+  });
+
+interface StoredRestrictions extends Restrictions {
+  old?: Restrictions;
+  updated_at?: string;
+  applied_at?: string;
+}
+
+const managed = (ctx: AppContext, project: ProjectRuntime) =>
+  ctx.access?.manages(project.record.clusterId) === true;
+
+/** Enforces the project's stored rules on its cluster when Strata runs that cluster. */
+async function enforce(ctx: AppContext, project: ProjectRuntime): Promise<boolean> {
+  if (!managed(ctx, project)) return false;
+  try {
+    await ctx.access!.apply();
+  } catch (e) {
+    ctx.log.error({ ref: project.ref, err: (e as Error).message }, "applying access rules failed");
+    throw new HttpError(
+      500,
+      "The cluster's access rules could not be applied; the previous rules stay in force",
+    );
+  }
+  return true;
+}
+
+function restrictionsOf(stored: StoredRestrictions, itemForm: boolean, applied: boolean) {
   const items = (list: string[], type: "v4" | "v6") => list.map((address) => ({ address, type }));
+  const shape = (c: Restrictions) =>
+    itemForm
+      ? { dbAllowedCidrs: items(c.dbAllowedCidrs, "v4"), dbAllowedCidrsV6: items(c.dbAllowedCidrsV6, "v6") }
+      : { dbAllowedCidrs: c.dbAllowedCidrs, dbAllowedCidrsV6: c.dbAllowedCidrsV6 };
   return {
     entitlement: "allowed",
-    config: itemForm
-      ? { dbAllowedCidrs: [...items(config.dbAllowedCidrs, "v4"), ...items(config.dbAllowedCidrsV6, "v6")] }
-      : { dbAllowedCidrs: config.dbAllowedCidrs, dbAllowedCidrsV6: config.dbAllowedCidrsV6 },
-    status: "applied",
-    updated_at: new Date().toISOString(),
-    applied_at: new Date().toISOString(),
+    config: shape(stored),
+    ...(stored.old ? { old_config: shape(stored.old) } : {}),
+    status: applied ? "applied" : "stored",
+    updated_at: stored.updated_at ?? new Date(0).toISOString(),
+    ...(applied && stored.applied_at ? { applied_at: stored.applied_at } : {}),
   };
 }
 
-const Lists = z.object({
-  dbAllowedCidrs: z.array(z.string()).optional(),
-  dbAllowedCidrsV6: z.array(z.string()).optional(),
-});
+async function readRestrictions(ctx: AppContext, ref: string): Promise<StoredRestrictions> {
+  return readSettings<StoredRestrictions>(ctx, ref, "network_restrictions", RESTRICTIONS_DEFAULTS);
+}
 
-function validate(lists: z.infer<typeof Lists>) {
-  const parsed = z
-    .object({ dbAllowedCidrs: z.array(cidr(4)).optional(), dbAllowedCidrsV6: z.array(cidr(6)).optional() })
-    .safeParse(lists);
-  if (!parsed.success)
-    throw new HttpError(
-      400,
-      `Invalid body: add.${parsed.error.issues[0].path.join(".")}: ${parsed.error.issues[0].message}`,
-    );
-  return parsed.data;
+async function replaceRestrictions(ctx: AppContext, project: ProjectRuntime, next: Restrictions) {
+  const current = await readRestrictions(ctx, project.ref);
+  const now = new Date().toISOString();
+  await writeSettings<StoredRestrictions>(ctx, project.ref, "network_restrictions", RESTRICTIONS_DEFAULTS, {
+    dbAllowedCidrs: next.dbAllowedCidrs,
+    dbAllowedCidrsV6: next.dbAllowedCidrsV6,
+    old: { dbAllowedCidrs: current.dbAllowedCidrs, dbAllowedCidrsV6: current.dbAllowedCidrsV6 },
+    updated_at: now,
+  });
+  const applied = await enforce(ctx, project);
+  return writeSettings<StoredRestrictions>(
+    ctx,
+    project.ref,
+    "network_restrictions",
+    RESTRICTIONS_DEFAULTS,
+    applied ? { applied_at: new Date().toISOString() } : {},
+  ).then((stored) => ({ stored, applied }));
 }
 
 export function networkRoutes(ctx: AppContext): Router {
@@ -61,11 +126,13 @@ export function networkRoutes(ctx: AppContext): Router {
       method: "get",
       project: "any",
       path: base,
-      summary: "Gets the network restrictions",
+      summary: "Gets the CIDRs allowed to connect to the database directly",
       access: read,
+      response: restrictionsAnswer(RestrictionsShape),
       status: 200,
     },
-    async ({ project }) => answer(await readSettings(ctx, project.ref, "network_restrictions", DEFAULTS)),
+    async ({ project }) =>
+      restrictionsOf(await readRestrictions(ctx, project.ref), false, managed(ctx, project)),
   );
   route(
     ctx,
@@ -74,18 +141,27 @@ export function networkRoutes(ctx: AppContext): Router {
       method: "post",
       project: "any",
       path: `${base}/apply`,
-      summary: "Replaces the allowed CIDRs",
+      summary: "Replaces the allowed CIDRs (enforced in pg_hba.conf on the embedded cluster)",
       access: write,
-      body: z.object({
-        dbAllowedCidrs: z.array(cidr(4)).optional(),
-        dbAllowedCidrsV6: z.array(cidr(6)).optional(),
-      }),
+      body: CidrLists,
+      response: restrictionsAnswer(RestrictionsShape),
       status: 201,
     },
     async ({ project, body }) => {
-      return answer(await writeSettings(ctx, project.ref, "network_restrictions", DEFAULTS, body));
+      const current = await readRestrictions(ctx, project.ref);
+      const { stored, applied } = await replaceRestrictions(ctx, project, {
+        dbAllowedCidrs: body.dbAllowedCidrs ?? current.dbAllowedCidrs,
+        dbAllowedCidrsV6: body.dbAllowedCidrsV6 ?? current.dbAllowedCidrsV6,
+      });
+      return restrictionsOf(stored, false, applied);
     },
   );
+  const Lists = z
+    .object({
+      dbAllowedCidrs: z.array(z.string()).optional(),
+      dbAllowedCidrsV6: z.array(z.string()).optional(),
+    })
+    .strict();
   route(
     ctx,
     router,
@@ -95,25 +171,31 @@ export function networkRoutes(ctx: AppContext): Router {
       path: base,
       summary: "Adds or removes allowed CIDRs",
       access: write,
-      body: z.object({ add: Lists.optional(), remove: Lists.optional() }),
+      body: z.object({ add: CidrLists.optional(), remove: Lists.optional() }).strict(),
+      response: restrictionsAnswer(
+        z.object({ dbAllowedCidrs: z.array(Item), dbAllowedCidrsV6: z.array(Item) }),
+      ),
       status: 200,
     },
     async ({ project, body }) => {
-      const add = validate(body.add ?? {});
-      const remove = body.remove ?? {};
-      const current = await readSettings(ctx, project.ref, "network_restrictions", DEFAULTS);
+      const current = await readRestrictions(ctx, project.ref);
       const merge = (list: string[], plus: string[] = [], minus: string[] = []) =>
         [...new Set([...list, ...plus])].filter((c) => !minus.includes(c));
-      const next = {
-        dbAllowedCidrs: merge(current.dbAllowedCidrs, add.dbAllowedCidrs, remove.dbAllowedCidrs),
-        dbAllowedCidrsV6: merge(current.dbAllowedCidrsV6, add.dbAllowedCidrsV6, remove.dbAllowedCidrsV6),
-      };
-      return answer(await writeSettings(ctx, project.ref, "network_restrictions", DEFAULTS, next), true);
+      const { stored, applied } = await replaceRestrictions(ctx, project, {
+        dbAllowedCidrs: merge(current.dbAllowedCidrs, body.add?.dbAllowedCidrs, body.remove?.dbAllowedCidrs),
+        dbAllowedCidrsV6: merge(
+          current.dbAllowedCidrsV6,
+          body.add?.dbAllowedCidrsV6,
+          body.remove?.dbAllowedCidrsV6,
+        ),
+      });
+      return restrictionsOf(stored, true, applied);
     },
   );
 
   const bansRead = { permission: "database_network_bans_read", scope: "projects:read" };
-  const BANS = { banned: [] as string[] };
+  const banned = async (project: ProjectRuntime) =>
+    (await readSettings(ctx, project.ref, "network_bans", BANS_DEFAULTS)).banned;
   route(
     ctx,
     router,
@@ -121,12 +203,13 @@ export function networkRoutes(ctx: AppContext): Router {
       method: "post",
       project: "any",
       path: "/v1/projects/:ref/network-bans/retrieve",
-      summary: "Lists banned IPv4 addresses",
+      summary: "Lists IPv4 addresses banned after repeated failed database logins",
       access: bansRead,
+      response: z.object({ banned_ipv4_addresses: z.array(z.string()) }),
       status: 201,
     },
     async ({ project }) => ({
-      banned_ipv4_addresses: (await readSettings(ctx, project.ref, "network_bans", BANS)).banned,
+      banned_ipv4_addresses: (await banned(project)).filter((a) => isIP(a) === 4),
     }),
   );
   route(
@@ -136,12 +219,17 @@ export function networkRoutes(ctx: AppContext): Router {
       method: "post",
       project: "any",
       path: "/v1/projects/:ref/network-bans/retrieve/enriched",
-      summary: "Lists banned addresses with details",
+      summary: "Lists banned addresses (IPv4 and IPv6) with what banned them",
       access: bansRead,
+      response: z.object({
+        banned_ipv4_addresses: z.array(
+          z.object({ banned_address: z.string(), identifier: z.string(), type: z.string() }),
+        ),
+      }),
       status: 201,
     },
     async ({ project }) => ({
-      banned_ipv4_addresses: (await readSettings(ctx, project.ref, "network_bans", BANS)).banned.map((a) => ({
+      banned_ipv4_addresses: (await banned(project)).map((a) => ({
         banned_address: a,
         identifier: "database",
         type: "fail2ban",
@@ -155,21 +243,82 @@ export function networkRoutes(ctx: AppContext): Router {
       method: "delete",
       project: "any",
       path: "/v1/projects/:ref/network-bans",
-      summary: "Lifts bans of IPv4 addresses",
+      summary: "Lifts bans (`requester_ip: true` also lifts the caller's own address)",
       access: { permission: "database_network_bans_write", scope: "projects:write" },
       body: z.object({
-        ipv4_addresses: z.array(cidr(4)),
+        ipv4_addresses: z.array(z.string().refine((a) => isIP(a) !== 0, "must be an IP address")),
         requester_ip: z.boolean().optional(),
         identifier: z.string().optional(),
       }),
+      response: z.object({}),
+      status: 200,
+    },
+    async ({ project, body, req }) => {
+      const lifted = new Set(body.ipv4_addresses);
+      const caller = req.ip?.replace(/^::ffff:/, "");
+      if (body.requester_ip && caller) lifted.add(caller);
+      // One statement, so a ban the log watcher adds meanwhile is not lost.
+      await ctx.platformPool.query(
+        `update platform.project_settings
+            set value = jsonb_set(value, '{banned}', coalesce((select jsonb_agg(a) from jsonb_array_elements_text(value->'banned') a
+                                                       where not a = any($2)), '[]'::jsonb)),
+                updated_at = now()
+          where project_ref = $1 and kind = 'network_bans'`,
+        [project.ref, [...lifted]],
+      );
+      await enforce(ctx, project);
+      return {};
+    },
+  );
+
+  const sslAnswer = z.object({
+    currentConfig: z.object({ database: z.boolean() }),
+    appliedSuccessfully: z.boolean(),
+  });
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      project: "any",
+      path: "/v1/projects/:ref/ssl-enforcement",
+      summary: "Gets SSL enforcement of direct database connections",
+      access: { permission: "database_ssl_config_read", scope: "database:read" },
+      response: sslAnswer,
+      status: 200,
+    },
+    async ({ project }) => ({
+      currentConfig: {
+        database: (await readSettings(ctx, project.ref, "ssl_enforcement", SSL_DEFAULTS)).database,
+      },
+      appliedSuccessfully: managed(ctx, project),
+    }),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "put",
+      project: "any",
+      path: "/v1/projects/:ref/ssl-enforcement",
+      summary: "Sets SSL enforcement: non-loopback connections without TLS are refused (hostssl)",
+      access: { permission: "database_ssl_config_write", scope: "database:write" },
+      body: z.object({ requestedConfig: z.object({ database: z.boolean() }).strict() }),
+      response: sslAnswer,
       status: 200,
     },
     async ({ project, body }) => {
-      const current = await readSettings(ctx, project.ref, "network_bans", BANS);
-      await writeSettings(ctx, project.ref, "network_bans", BANS, {
-        banned: current.banned.filter((a) => !body.ipv4_addresses.includes(a)),
-      });
-      return {};
+      const stored = await writeSettings(
+        ctx,
+        project.ref,
+        "ssl_enforcement",
+        SSL_DEFAULTS,
+        body.requestedConfig,
+      );
+      return {
+        currentConfig: { database: stored.database },
+        appliedSuccessfully: await enforce(ctx, project),
+      };
     },
   );
   return router;

@@ -7,6 +7,7 @@ import {
   dropProjectRoles,
   dropProjectDatabase,
   openProjectDatabase,
+  setOwnerLogin,
 } from "../../projects/clusters";
 import { HttpError } from "../http";
 import {
@@ -18,7 +19,6 @@ import {
   type ProjectRow,
 } from "./store";
 import { withAdminTransaction } from "../../db/transaction";
-import { runUtilityStatement } from "../../db/utility";
 import { oneOffClient } from "../../db/client";
 
 const LIFECYCLE_LOCK = 7_305_100;
@@ -70,6 +70,9 @@ export async function provisionProject(
       try {
         await dropProjectDatabase(project.cluster, project.database_name);
         await createProjectDatabase(project.cluster, project.database_name);
+        // Its roles, and the owner's db_pass, exist before the project is answered as active.
+        await ctx.registry.prepare(project.ref);
+        if (ownerPassword !== undefined) await setOwnerLogin(project.cluster, project.ref, ownerPassword);
         await setStatus(db, project.ref, ["COMING_UP"], "ACTIVE_HEALTHY");
       } catch (e) {
         ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed");
@@ -81,31 +84,6 @@ export async function provisionProject(
   ).catch((e) =>
     ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed"),
   );
-  // The project is usable without it; a failure is logged and PATCH .../database/password sets it later.
-  if (ownerPassword !== undefined) {
-    await setOwnerPassword(ctx, project.ref, ownerPassword).catch((e) =>
-      ctx.log.error({ ref: project.ref, err: (e as Error).message }, "setting the owner's password failed"),
-    );
-  }
-}
-
-/**
- * `db_pass` of a new project: the password its owner role (the platform's `postgres`) logs in with. Opening
- * the now active project creates its roles; the password itself is not kept anywhere.
- */
-async function setOwnerPassword(ctx: AppContext, ref: string, password: string): Promise<void> {
-  await ctx.registry.evict(ref);
-  const runtime = await ctx.registry.get(ref);
-  if (!runtime) return;
-  const client = await runtime.adminPool.connect();
-  try {
-    await runUtilityStatement(client, "alter role %I with login password %L", [
-      runtime.record.ownerRole,
-      password,
-    ]);
-  } finally {
-    client.release();
-  }
 }
 
 /** At start: finishes creating projects that no process is creating any more (their creator died). */

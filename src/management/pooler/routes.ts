@@ -1,0 +1,162 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { DEFAULT_POOL_SIZE, POOL_IDLE_MS, type ProjectRuntime } from "../../projects/runtime";
+import { touchProject } from "../projects/store";
+import { route } from "../route";
+import { readSettings, writeSettings } from "../settings";
+
+/**
+ * The pooler settings size Strata's own pool of each project (the connections its data requests run on):
+ * `default_pool_size` is that pool's size on every node, applied by rebuilding the project's runtime. Strata
+ * runs no separate pooler process: the connection string answered reaches the database directly, as the
+ * project's owner role, and works with psql once `[YOUR-PASSWORD]` is replaced by `db_pass`.
+ */
+
+const POOLER = { default_pool_size: DEFAULT_POOL_SIZE };
+/** Strata's pool runs each data request as one transaction on a pooled connection. */
+const POOL_MODE = "transaction";
+
+function connection(project: ProjectRuntime) {
+  const url = new URL(project.record.adminUrl);
+  const name = decodeURIComponent(url.pathname.slice(1));
+  const user = project.record.ownerRole;
+  const port = Number(url.port || 5432);
+  return {
+    user,
+    host: url.hostname,
+    port,
+    name,
+    string: `postgresql://${user}:[YOUR-PASSWORD]@${url.hostname}:${port}/${encodeURIComponent(name)}`,
+  };
+}
+
+/**
+ * Clients connect to the database directly: the most client connections is the cluster's max_connections
+ * (read from the project's database, or from the control plane's cluster while the project is paused).
+ */
+async function maxClientConnections(ctx: AppContext, project: ProjectRuntime): Promise<number> {
+  const sql = "select current_setting('max_connections')::int as n";
+  const { rows } = await project.adminPool.query(sql).catch(() => ctx.platformPool.query(sql));
+  return rows[0].n;
+}
+
+export function poolerRoutes(ctx: AppContext): Router {
+  const router = Router({ caseSensitive: true });
+  const base = "/v1/projects/:ref/config/database";
+
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      project: "any",
+      path: `${base}/pooler`,
+      summary: "Lists the project's pool (Strata's own, sized by default_pool_size) and how to connect",
+      access: { permission: "database_pooling_config_read", scope: "database:read" },
+      response: z.array(
+        z.object({
+          identifier: z.string(),
+          database_type: z.literal("PRIMARY"),
+          is_using_scram_auth: z.boolean(),
+          db_user: z.string(),
+          db_host: z.string(),
+          db_port: z.number().int(),
+          db_name: z.string(),
+          connection_string: z.string(),
+          connectionString: z.string(),
+          default_pool_size: z.number().int(),
+          max_client_conn: z.number().int(),
+          pool_mode: z.literal(POOL_MODE),
+        }),
+      ),
+      status: 200,
+    },
+    async ({ project }) => {
+      const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
+      const c = connection(project);
+      return [
+        {
+          identifier: project.ref,
+          database_type: "PRIMARY",
+          is_using_scram_auth: true,
+          db_user: c.user,
+          db_host: c.host,
+          db_port: c.port,
+          db_name: c.name,
+          connection_string: c.string,
+          connectionString: c.string,
+          default_pool_size: pooler.default_pool_size,
+          max_client_conn: await maxClientConnections(ctx, project),
+          pool_mode: POOL_MODE,
+        },
+      ];
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "patch",
+      project: "any",
+      path: `${base}/pooler`,
+      summary: "Sets the size of the project's pool (applied on every node at once)",
+      access: { permission: "database_pooling_config_write", scope: "database:write" },
+      body: z
+        .object({
+          default_pool_size: z.number().int().min(1).max(200).optional(),
+          pool_mode: z
+            .literal(POOL_MODE, { error: "Strata's pool runs in transaction mode only" })
+            .optional(),
+        })
+        .strict(),
+      response: z.object({ default_pool_size: z.number().int(), pool_mode: z.literal(POOL_MODE) }),
+      status: 200,
+    },
+    async ({ project, body }) => {
+      const pooler = await writeSettings(ctx, project.ref, "pooler", POOLER, {
+        ...(body.default_pool_size !== undefined ? { default_pool_size: body.default_pool_size } : {}),
+      });
+      // Every node drops the project's runtime; the next request opens a pool of the new size.
+      await touchProject(ctx.platformPool, project.ref);
+      return { default_pool_size: pooler.default_pool_size, pool_mode: POOL_MODE };
+    },
+  );
+  for (const spelling of ["poolb", "pgbouncer"]) {
+    route(
+      ctx,
+      router,
+      {
+        method: "get",
+        project: "any",
+        path: `${base}/${spelling}`,
+        summary: "Gets the pool's settings as Strata applies them",
+        access: { permission: "database_read", scope: "database:read" },
+        response: z.object({
+          default_pool_size: z.number().int(),
+          max_client_conn: z.number().int(),
+          server_idle_timeout: z.number().int(),
+          query_wait_timeout: z.number().int(),
+          reserve_pool_size: z.number().int(),
+          connection_string: z.string(),
+          pool_mode: z.literal(POOL_MODE),
+        }),
+        status: 200,
+      },
+      async ({ project }) => {
+        const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
+        return {
+          default_pool_size: pooler.default_pool_size,
+          max_client_conn: await maxClientConnections(ctx, project),
+          // The pool's idle timeout and how long a request waits for a connection (runtime.ts), in seconds.
+          server_idle_timeout: POOL_IDLE_MS / 1000,
+          query_wait_timeout: Math.ceil(ctx.config.poolWaitMs / 1000),
+          reserve_pool_size: 0,
+          connection_string: connection(project).string,
+          pool_mode: POOL_MODE,
+        };
+      },
+    );
+  }
+  return router;
+}
