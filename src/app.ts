@@ -23,6 +23,7 @@ import { ProjectRegistry } from "./projects/registry";
 import { UsageRecorder } from "./projects/usage";
 import { stopFunctionRuntime } from "./functions/runtime";
 import { backendOf } from "./storage/backend";
+import { BackupService } from "./management/backups/service";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
@@ -214,6 +215,9 @@ export async function startStrata(
   const webhooks = new WebhookDispatcher(ctx);
   ctx.webhooks = webhooks;
   webhooks.start();
+  const backups = new BackupService(ctx, config.backupRetentionDays, config.backupScheduleCheckMs);
+  ctx.backups = backups;
+  await backups.start();
   const server: Server = await new Promise((resolve, reject) => {
     const refuse = (e: Error) =>
       reject(
@@ -241,6 +245,7 @@ export async function startStrata(
       await closed;
       await stopFunctionRuntime(ctx);
       await webhooks.stop();
+      await backups.stop();
       await ctx.storage?.close?.();
       await usage.stop();
       await registry.closeAll();

@@ -32,6 +32,10 @@ export interface StrataConfig {
   signingKeyDeleteAfterSeconds: number;
   /** Management API requests per minute per identity and project/organization scope (spec: 120). */
   managementRateLimit: number;
+  /** Backups of a project are kept this many days (the newest one always). */
+  backupRetentionDays: number;
+  /** How often each node looks for a project whose scheduled backup is due. */
+  backupScheduleCheckMs: number;
   /** Where storage keeps object bytes: the data directory's `storage/` unless an S3 bucket is named. */
   storage: {
     s3Bucket: string | undefined;
@@ -100,6 +104,16 @@ const schema = z.object({
     .int()
     .min(0)
     .default(3600),
+  BACKUP_RETENTION_DAYS: z.coerce
+    .number({ error: "BACKUP_RETENTION_DAYS must be a positive whole number of days" })
+    .int("BACKUP_RETENTION_DAYS must be a positive whole number of days")
+    .positive("BACKUP_RETENTION_DAYS must be a positive whole number of days")
+    .default(7),
+  BACKUP_SCHEDULE_CHECK_MS: z.coerce
+    .number({ error: "BACKUP_SCHEDULE_CHECK_MS must be a positive whole number of milliseconds" })
+    .int("BACKUP_SCHEDULE_CHECK_MS must be a positive whole number of milliseconds")
+    .positive("BACKUP_SCHEDULE_CHECK_MS must be a positive whole number of milliseconds")
+    .default(30_000),
   MANAGEMENT_RATE_LIMIT: z.coerce
     .number({ error: "MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute" })
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
@@ -155,6 +169,8 @@ export function loadConfig(
     projectIdleMs: c.PROJECT_IDLE_MS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
+    backupRetentionDays: c.BACKUP_RETENTION_DAYS,
+    backupScheduleCheckMs: c.BACKUP_SCHEDULE_CHECK_MS,
     storage: {
       s3Bucket: c.STORAGE_S3_BUCKET,
       s3Endpoint: c.STORAGE_S3_ENDPOINT,

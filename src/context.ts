@@ -23,6 +23,8 @@ export interface AppContext {
   storage?: ObjectBackend;
   /** Realtime's websocket server and channels (absent in CLI commands that serve nothing). */
   realtime?: RealtimeServer;
+  /** Backups of project databases: on demand, scheduled, restored (absent in CLI commands that serve nothing). */
+  backups?: import("./management/backups/service").BackupService;
   /** False while the server is still starting (listening, but the default project not opened yet). */
   ready?: boolean;
 }

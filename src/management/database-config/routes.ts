@@ -341,29 +341,6 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
     router,
     {
       method: "get",
-      project: "any",
-      path: `${base}/database/backups`,
-      summary: "Lists backups",
-      access: { permission: "backups_read", scope: "database:read" },
-      status: 200,
-    },
-    async () => {
-      return {
-        region: "local",
-        archiver_enabled: false,
-        walg_enabled: false,
-        pitr_enabled: false,
-        backups: [],
-        physical_backup_data: {},
-      };
-    },
-  );
-
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
       project: "database",
       path: `${base}/database/context`,
       rateLimits: [
