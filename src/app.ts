@@ -208,6 +208,7 @@ export async function startStrata(
     registry,
     usage,
     storage: backendOf(config),
+    restartCluster: db.embedded ? () => db.embedded!.restart() : undefined,
     ready: false,
   };
   const app = createApp(ctx);

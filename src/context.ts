@@ -25,6 +25,8 @@ export interface AppContext {
   realtime?: RealtimeServer;
   /** Backups of project databases: on demand, scheduled, restored (absent in CLI commands that serve nothing). */
   backups?: import("./management/backups/service").BackupService;
+  /** Restarts the embedded cluster Strata runs (absent with DATABASE_URL: that cluster is not Strata's). */
+  restartCluster?: () => Promise<void>;
   /** False while the server is still starting (listening, but the default project not opened yet). */
   ready?: boolean;
 }

@@ -8,6 +8,8 @@ export interface EmbeddedDatabase {
   /** Superuser URL of the `postgres` database. */
   url: string;
   stop(): Promise<void>;
+  /** Stops and starts the cluster (settings that take effect only at start). */
+  restart(): Promise<void>;
 }
 
 const SUPERUSER = "postgres";
@@ -114,6 +116,10 @@ export async function startEmbeddedPostgres(
   return {
     url: `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
     stop: () => pg.stop(),
+    restart: async () => {
+      await pg.stop();
+      await pg.start();
+    },
   };
 }
 

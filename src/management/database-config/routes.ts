@@ -5,30 +5,13 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 import { runUtilityStatement } from "../../db/utility";
+import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody } from "./postgres";
 
 /**
  * Database configuration: PostgreSQL settings applied to the project database for real
  * (`ALTER DATABASE ... SET`), read-only mode (default_transaction_read_only on the database), the poolers'
  * and SSL settings (stored), disk figures measured from the database, backups, context and upgrades.
  */
-
-/** Settings a project may change per database; others need a server restart and are refused. */
-const DATABASE_SETTINGS = {
-  statement_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration such as 30s"),
-  idle_in_transaction_session_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration"),
-  lock_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration"),
-  work_mem: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size such as 4MB"),
-  maintenance_work_mem: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size"),
-  effective_cache_size: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size"),
-  random_page_cost: z.number().positive(),
-  max_parallel_workers_per_gather: z.number().int().min(0).max(64),
-  track_activity_query_size: z.string().regex(/^\d+(B|kB)?$/, "must be a size"),
-};
-const PostgresConfig = z
-  .object(Object.fromEntries(Object.entries(DATABASE_SETTINGS).map(([k, v]) => [k, v.optional()])))
-  .extend({
-    restart_database: z.boolean().optional(),
-  });
 
 async function databaseSettings(project: ProjectRuntime): Promise<Record<string, string>> {
   const { rows } = await project.adminPool.query(
@@ -78,23 +61,12 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "database",
       path: `${base}/config/database/postgres`,
-      summary: "Gets the database's PostgreSQL settings",
+      summary: "Gets the effective PostgreSQL settings a new session of the project's database starts with",
       access: { permission: "database_config_read", scope: "database:read" },
       status: 200,
+      response: PostgresConfigAnswer,
     },
-    async ({ project }) => {
-      const settings = await databaseSettings(project);
-      return Object.fromEntries(
-        Object.keys(DATABASE_SETTINGS)
-          .filter((k) => k in settings)
-          .map((k) => [
-            k,
-            k === "random_page_cost" || k === "max_parallel_workers_per_gather"
-              ? Number(settings[k])
-              : settings[k],
-          ]),
-      );
-    },
+    async ({ project }) => effectiveConfig(project),
   );
   route(
     ctx,
@@ -103,22 +75,18 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "put",
       project: "database",
       path: `${base}/config/database/postgres`,
-      summary: "Applies PostgreSQL settings to the project database (new sessions see them)",
+      summary:
+        "Applies PostgreSQL settings, validated against the server's limits: per database where PostgreSQL " +
+        "allows it, else cluster-wide (ALTER SYSTEM and a reload, or a restart of the embedded cluster when " +
+        "restart_database is true); a setting that cannot be applied answers 400 with the reason",
       access: { permission: "database_config_write", scope: "database:write" },
-      body: PostgresConfig.strict(),
+      body: PostgresConfigBody,
       status: 200,
+      response: PostgresConfigAnswer,
     },
     async ({ project, body }) => {
-      for (const [name, value] of Object.entries(body)) {
-        if (name === "restart_database" || value === undefined) continue;
-        await alterDatabase(project, name, String(value));
-      }
-      const settings = await databaseSettings(project);
-      return Object.fromEntries(
-        Object.keys(DATABASE_SETTINGS)
-          .filter((k) => k in settings)
-          .map((k) => [k, settings[k]]),
-      );
+      await applyConfig(ctx, project, body);
+      return effectiveConfig(project);
     },
   );
 
