@@ -24,6 +24,7 @@ import { UsageRecorder } from "./projects/usage";
 import { stopFunctionRuntime } from "./functions/runtime";
 import { backendOf } from "./storage/backend";
 import { BackupService } from "./management/backups/service";
+import { ReadOnlyMonitor } from "./management/database-config/readonly";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
@@ -219,6 +220,7 @@ export async function startStrata(
   const backups = new BackupService(ctx, config.backupRetentionDays, config.backupScheduleCheckMs);
   ctx.backups = backups;
   await backups.start();
+  const readOnly = new ReadOnlyMonitor(ctx, config.diskCheckMs);
   const server: Server = await new Promise((resolve, reject) => {
     const refuse = (e: Error) =>
       reject(
@@ -247,6 +249,7 @@ export async function startStrata(
       await stopFunctionRuntime(ctx);
       await webhooks.stop();
       await backups.stop();
+      readOnly.stop();
       await ctx.storage?.close?.();
       await usage.stop();
       await registry.closeAll();

@@ -125,7 +125,15 @@ export function backupRoutes(ctx: AppContext): Router {
     },
     async ({ project }) => {
       const s = await service().schedule(project.ref);
-      return { schedule_for: s.schedule_for, updated_at: s.updated_at || null };
+      // The default schedule has been in force since the project was created.
+      const { rows } = await ctx.platformPool.query(
+        "select created_at from platform.projects where ref = $1",
+        [project.ref],
+      );
+      return {
+        schedule_for: s.schedule_for,
+        updated_at: s.updated_at || new Date(rows[0].created_at).toISOString(),
+      };
     },
   );
   route(

@@ -1,10 +1,10 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import type { ProjectRuntime } from "../../projects/runtime";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
-import { runUtilityStatement } from "../../db/utility";
+import { HttpError } from "../http";
+import { diskUsage, DISK_DEFAULTS, setManualReadOnly, settleReadOnly, temporarilyDisable } from "./readonly";
 import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody } from "./postgres";
 
 /**
@@ -12,30 +12,6 @@ import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody 
  * (`ALTER DATABASE ... SET`), read-only mode (default_transaction_read_only on the database), the poolers'
  * and SSL settings (stored), disk figures measured from the database, backups, context and upgrades.
  */
-
-async function databaseSettings(project: ProjectRuntime): Promise<Record<string, string>> {
-  const { rows } = await project.adminPool.query(
-    `select unnest(s.setconfig) as setting from pg_db_role_setting s join pg_database d on d.oid = s.setdatabase
-      where d.datname = current_database() and s.setrole = 0`,
-  );
-  return Object.fromEntries(
-    rows.map((r) => {
-      const at = String(r.setting).indexOf("=");
-      return [r.setting.slice(0, at), r.setting.slice(at + 1)];
-    }),
-  );
-}
-
-async function alterDatabase(project: ProjectRuntime, name: string, value: string | null): Promise<void> {
-  const client = await project.adminPool.connect();
-  try {
-    const db: string = (await client.query("select current_database() as d")).rows[0].d;
-    if (value === null) await runUtilityStatement(client, "alter database %I reset %I", [db, name]);
-    else await runUtilityStatement(client, "alter database %I set %I = %L", [db, name, value]);
-  } finally {
-    client.release();
-  }
-}
 
 const POOLER = {
   default_pool_size: 15,
@@ -197,6 +173,11 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       sslAnswer(await writeSettings(ctx, project.ref, "ssl_enforcement", SSL, body.requestedConfig)),
   );
 
+  const ReadOnlyAnswer = z.object({
+    enabled: z.boolean(),
+    override_enabled: z.boolean(),
+    override_active_until: z.string(),
+  });
   route(
     ctx,
     router,
@@ -204,21 +185,30 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "database",
       path: `${base}/readonly`,
-      summary: "Gets read-only mode",
+      summary:
+        "Gets read-only mode: on when set by PUT or when the database passes 95 % of its disk, unless lifted " +
+        "by temporary-disable until override_active_until",
       access: { permission: "database_readonly_config_read", scope: "database:read" },
       status: 200,
+      response: ReadOnlyAnswer,
     },
-    async ({ project }) => {
-      const settings = await databaseSettings(project);
-      const state = await readSettings(ctx, project.ref, "readonly", { override_active_until: "" });
-      const overrideActive =
-        state.override_active_until !== "" && new Date(state.override_active_until) > new Date();
-      return {
-        enabled: settings.default_transaction_read_only === "on",
-        override_enabled: overrideActive,
-        override_active_until: state.override_active_until,
-      };
+    async ({ project }) => settleReadOnly(ctx, project),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "put",
+      project: "database",
+      path: `${base}/readonly`,
+      summary:
+        "Turns read-only mode on or off by hand (Strata's own endpoint); the disk threshold still turns it on",
+      access: { permission: "database_readonly_config_write", scope: "database:write" },
+      body: z.object({ enabled: z.boolean() }).strict(),
+      status: 200,
+      response: ReadOnlyAnswer,
     },
+    async ({ project, body }) => setManualReadOnly(ctx, project, body.enabled),
   );
   route(
     ctx,
@@ -227,25 +217,26 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "post",
       project: "database",
       path: `${base}/readonly/temporary-disable`,
-      summary: "Lifts read-only mode for 15 minutes",
+      summary: "Lifts read-only mode for 15 minutes; it comes back afterwards if its cause remains",
       access: { permission: "database_readonly_config_write", scope: "database:write" },
       status: 201,
+      response: z.object({}),
     },
     async ({ project }) => {
-      const until = new Date(Date.now() + 15 * 60_000).toISOString();
-      await alterDatabase(project, "default_transaction_read_only", null);
-      await writeSettings(
-        ctx,
-        project.ref,
-        "readonly",
-        { override_active_until: "" },
-        { override_active_until: until },
-      );
+      await temporarilyDisable(ctx, project);
       return {};
     },
   );
 
   const disk = { permission: "infra_disk_config_read" };
+  const DiskAttributes = z
+    .object({
+      size_gb: z.number().int().min(1).max(65_536),
+      type: z.enum(["gp3", "io2"]),
+      iops: z.number().int().min(3000).max(256_000).optional(),
+      throughput_mibps: z.number().int().min(125).max(1000).optional(),
+    })
+    .strict();
   route(
     ctx,
     router,
@@ -253,14 +244,53 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "any",
       path: `${base}/config/disk`,
-      summary: "Gets the disk config",
+      summary: "Gets the disk config (size_gb is the size read-only mode's threshold is computed from)",
       access: disk,
       status: 200,
-    },
-    async ({ project }) =>
-      readSettings(ctx, project.ref, "disk", {
-        attributes: { iops: 3000, size_gb: 8, type: "gp3", throughput_mibps: 125 },
+      response: z.object({
+        attributes: z.object({
+          iops: z.number(),
+          size_gb: z.number(),
+          throughput_mibps: z.number(),
+          type: z.string(),
+        }),
+        last_modified_at: z.string(),
       }),
+    },
+    async ({ project }) => {
+      const d = await readSettings(ctx, project.ref, "disk", DISK_DEFAULTS);
+      const { rows } = await ctx.platformPool.query(
+        "select created_at from platform.projects where ref = $1",
+        [project.ref],
+      );
+      return { ...d, last_modified_at: d.last_modified_at || new Date(rows[0].created_at).toISOString() };
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "any",
+      path: `${base}/config/disk`,
+      summary:
+        "Sets the disk config; size_gb may only grow, and read-only mode's threshold (95 %) follows it at the next check",
+      access: { permission: "infra_disk_config_write" },
+      body: z.object({ attributes: DiskAttributes }).strict(),
+      status: 201,
+      response: z.object({}),
+    },
+    async ({ project, body }) => {
+      const current = await readSettings(ctx, project.ref, "disk", DISK_DEFAULTS);
+      if (body.attributes.size_gb < current.attributes.size_gb) {
+        throw new HttpError(400, `size_gb can only grow (now ${current.attributes.size_gb})`);
+      }
+      await writeSettings(ctx, project.ref, "disk", DISK_DEFAULTS, {
+        attributes: { ...current.attributes, ...body.attributes },
+        last_modified_at: new Date().toISOString(),
+      });
+      return {};
+    },
   );
   route(
     ctx,
@@ -269,19 +299,29 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "database",
       path: `${base}/config/disk/util`,
-      summary: "Measures the database's size",
+      summary:
+        "Measures the project's disk: fs_used_bytes is the database's size, fs_size_bytes its disk (the disk " +
+        "config, the installation's quota or the volume, whichever is smallest), fs_avail_bytes what is left",
       access: disk,
       status: 200,
+      response: z.object({
+        timestamp: z.string(),
+        metrics: z.object({
+          fs_size_bytes: z.number(),
+          fs_avail_bytes: z.number(),
+          fs_used_bytes: z.number(),
+        }),
+      }),
     },
     async ({ project }) => {
-      const { rows } = await project.adminPool.query(
-        "select pg_database_size(current_database())::bigint as used",
-      );
-      const size = 8 * 1024 ** 3;
-      const used = Number(rows[0].used);
+      const usage = await diskUsage(ctx, project);
       return {
         timestamp: new Date().toISOString(),
-        metrics: { fs_size_bytes: size, fs_avail_bytes: Math.max(0, size - used), fs_used_bytes: used },
+        metrics: {
+          fs_size_bytes: usage.sizeBytes,
+          fs_avail_bytes: usage.availBytes,
+          fs_used_bytes: usage.usedBytes,
+        },
       };
     },
   );
