@@ -124,6 +124,70 @@ describe("Management API: backups and restore-pitr", () => {
     expect(await (await rest("/sad_notes?select=body")).json()).toEqual([{ body: "first" }]);
     expect((await rest("/tags")).status).toBe(401);
     expect(await (await rest("/secrets")).json()).toEqual([]);
+
+    // The state the restore replaced was backed up first, so the restore can be undone.
+    const kinds = (await mgmt(server, "GET", `${base}/database/backups`)).body.backups.map(
+      (b: { kind: string; status: string }) => `${b.kind}:${b.status}`,
+    );
+    expect(kinds).toContain("pre_restore:COMPLETED");
+  });
+
+  it("backs up and restores a created project's own database; deleting the project removes its backups", async () => {
+    const created = await mgmt(server, "POST", "/v1/projects", {
+      name: "backed-up",
+      organization_slug: "default-org",
+      db_pass: "backed-up-password-1",
+    });
+    expect(created.status).toBe(201);
+    const ref = created.body.ref;
+    const p = `/v1/projects/${ref}`;
+    for (;;) {
+      if ((await mgmt(server, "GET", p)).body.status === "ACTIVE_HEALTHY") break;
+      await sleep(100);
+    }
+    const query = (sql: string) => mgmt(server, "POST", `${p}/database/query`, { query: sql });
+    await query(
+      "create table public.orders (id int primary key, total numeric); insert into public.orders values (1, 9.5)",
+    );
+    const started = await mgmt(server, "POST", `${p}/database/backups`);
+    let backup;
+    for (;;) {
+      backup = (await mgmt(server, "GET", `${p}/database/backups`)).body.backups[0];
+      if (backup.status !== "RUNNING") break;
+      await sleep(100);
+    }
+    expect(backup).toMatchObject({ id: started.body.id, status: "COMPLETED" });
+    await sleep(1100);
+    const target = Math.floor(Date.now() / 1000);
+    await query("drop table public.orders");
+    expect(
+      (
+        await mgmt(server, "POST", `${p}/database/backups/restore-pitr`, {
+          recovery_time_target_unix: target,
+        })
+      ).status,
+    ).toBe(201);
+    for (;;) {
+      const r = (await mgmt(server, "GET", `${p}/database/backups/restores`)).body[0];
+      if (r.status !== "RUNNING") {
+        expect(r.status).toBe("COMPLETED");
+        break;
+      }
+      await sleep(100);
+    }
+    expect((await query("select total from public.orders")).body).toEqual([{ total: "9.5" }]);
+    // The default project's backups are not this one's.
+    expect(
+      (await mgmt(server, "GET", `${base}/database/backups`)).body.backups.map((b: { id: number }) => b.id),
+    ).not.toContain(backup.id);
+
+    const files = (
+      await server.sql("select location from platform.database_backups where project_ref = $1", [ref])
+    ).rows;
+    expect(files.length).toBeGreaterThan(0);
+    for (const f of files) expect(existsSync(backupFile(f.location))).toBe(true);
+    expect((await mgmt(server, "DELETE", p)).status).toBe(200);
+    for (const f of files) expect(existsSync(backupFile(f.location))).toBe(false);
   });
 
   it("leaves the database as it was when a restore fails midway", async () => {
@@ -204,5 +268,30 @@ describe("Management API: backups and restore-pitr", () => {
       schedule_for: "05:00:00",
     });
     expect(fourth.status).toBe(429);
+  });
+
+  it("describes the endpoints' bodies in the OpenAPI document", async () => {
+    const doc: any = await (await fetch(`${server.url}/v1/openapi.json`)).json();
+    const op = (p: string, m: string) => doc.paths[`/v1/projects/{ref}${p}`][m];
+    const schemaOf = (o: any, status: string) => o.responses[status].content["application/json"].schema;
+    expect(
+      op("/database/backups/restore-pitr", "post").requestBody.content["application/json"].schema,
+    ).toMatchObject({
+      required: ["recovery_time_target_unix"],
+    });
+    expect(
+      schemaOf(op("/database/backups", "get"), "200").properties.backups.items.properties,
+    ).toHaveProperty("size_bytes");
+    expect(
+      op("/database/backups/schedule", "patch").requestBody.content["application/json"].schema.properties,
+    ).toHaveProperty("schedule_for");
+    expect(
+      op("/config/database/postgres", "put").requestBody.content["application/json"].schema.properties,
+    ).toHaveProperty("restart_database");
+    expect(schemaOf(op("/config/database/postgres", "get"), "200").properties).toHaveProperty("max_wal_size");
+    expect(schemaOf(op("/readonly", "get"), "200").properties).toHaveProperty("override_active_until");
+    expect(schemaOf(op("/config/disk/util", "get"), "200").properties.metrics.properties).toHaveProperty(
+      "fs_used_bytes",
+    );
   });
 });

@@ -208,6 +208,12 @@ export class BackupService {
         .query("update platform.database_restores set progress = $2 where id = $1", [id, percent])
         .catch(() => {});
     try {
+      // The state being replaced is kept first, so a restore can itself be undone (restore-pitr to now).
+      const safety = await this.begin(ref, "pre_restore");
+      const saved = await safety!.done;
+      if (saved.status !== "COMPLETED")
+        throw new Error(`the backup of the current state failed: ${saved.error}`);
+      await setProgress(5);
       await client.connect();
       // Sessions of the project's own roles would hold locks on what is dropped; Strata's are superusers.
       await client.query(
@@ -234,7 +240,7 @@ export class BackupService {
       await applyDump(client, source, () => {
         if (Date.now() - lastReport < 500) return;
         lastReport = Date.now();
-        void setProgress(Math.min(95, Math.floor((read / total) * 95)));
+        void setProgress(5 + Math.min(90, Math.floor((read / total) * 90)));
       });
       await client.query("commit");
       await this.ctx.platformPool.query(
@@ -257,6 +263,15 @@ export class BackupService {
       await this.ctx.platformPool.query("update platform.projects set name = name where ref = $1", [ref]);
       await this.ctx.registry.retire(ref).catch(() => {});
     }
+  }
+
+  /** Where a project's backups are kept (read before the project's rows go, to remove them after). */
+  async locations(ref: string): Promise<string[]> {
+    const { rows } = await this.ctx.platformPool.query(
+      "select location from platform.database_backups where project_ref = $1",
+      [ref],
+    );
+    return rows.map((r) => r.location);
   }
 
   async restores(ref: string): Promise<unknown[]> {

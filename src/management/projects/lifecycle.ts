@@ -155,16 +155,20 @@ export function cancelRestore(ctx: AppContext, project: ProjectRow): Promise<voi
 }
 
 /** Drops the project's database and its row; the row stays when the drop fails. */
-export function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
+export async function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
   refuseDefault(project, "deleted");
-  return withProjectLock(ctx, project, (db) =>
+  // The project's backups go with it (their rows with its row, their bytes once it is gone).
+  const backups = (await ctx.backups?.locations(project.ref)) ?? [];
+  await withProjectLock(ctx, project, (db) =>
     withAdminTransaction(db, async (client) => {
       await deleteProjectRow(client, project.ref);
       await ctx.registry.evict(project.ref);
       await dropProjectDatabase(project.cluster, project.database_name);
       await dropProjectRoles(project.cluster, project.ref);
     }),
-  ).then(() => removeProjectFunctions(ctx, project.ref));
+  );
+  await removeProjectFunctions(ctx, project.ref);
+  await ctx.backups?.store.remove(backups);
 }
 
 /**
