@@ -30,3 +30,5 @@ create table if not exists platform.database_restores (
   started_at timestamptz not null default now(),
   finished_at timestamptz
 );
+create unique index if not exists database_restores_one_running on platform.database_restores (project_ref)
+  where status = 'RUNNING';

@@ -222,6 +222,25 @@ describe("Management API: backups and restore-pitr", () => {
     expect(future.status).toBe(400);
   });
 
+  it("answers 409 while a restore runs, and takes over one a stopped node left RUNNING", async () => {
+    // A row as a node that stopped mid-restore leaves it: no session of its name on the cluster.
+    const { rows } = await server.sql(
+      `insert into platform.database_restores (project_ref, recovery_time_target, started_at)
+       values ($1, now(), now() - interval '1 minute') returning id::int`,
+      [server.ref],
+    );
+    const target = { recovery_time_target_unix: Math.floor(Date.now() / 1000) };
+    expect((await mgmt(server, "POST", `${base}/database/backups/restore-pitr`, target)).status).toBe(201);
+    expect((await mgmt(server, "POST", `${base}/database/backups/restore-pitr`, target)).status).toBe(409);
+    const outcome = await restoreFinished();
+    expect(outcome.status).toBe("COMPLETED");
+    const list = (await mgmt(server, "GET", `${base}/database/backups/restores`)).body;
+    expect(list.find((r: { id: number }) => r.id === rows[0].id)).toMatchObject({
+      status: "FAILED",
+      error: expect.stringMatching(/interrupted/),
+    });
+  });
+
   it("takes the scheduled backup at the schedule's time and applies retention", async () => {
     expect((await mgmt(server, "GET", `${base}/database/backups/schedule`)).body.schedule_for).toBe(
       "00:00:00",

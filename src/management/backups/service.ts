@@ -51,17 +51,47 @@ export class BackupService {
     this.timer.unref();
   }
 
-  /** Marks what a stopped node left running as failed: a backup never finished, a restore rolled back. */
+  /**
+   * Marks what a stopped node left RUNNING as failed. A running job holds a session named after it on the
+   * project's cluster (`strata-backup-<id>`, `strata-restore-<id>`); a row without one (after a grace period
+   * for the job to connect) was left by a node that stopped.
+   */
   async start(): Promise<void> {
-    await this.ctx.platformPool.query(
-      `update platform.database_backups set status = 'FAILED', error = 'interrupted: Strata stopped'
-        where status = 'RUNNING' and inserted_at < now() - interval '1 day'`,
+    for (const table of ["database_backups", "database_restores"] as const) {
+      const { rows } = await this.ctx.platformPool.query(
+        `select id, project_ref from platform.${table} where status = 'RUNNING'`,
+      );
+      for (const row of rows) await this.failIfOrphaned(table, row.id, row.project_ref);
+    }
+  }
+
+  private async failIfOrphaned(
+    table: "database_backups" | "database_restores",
+    id: string,
+    ref: string,
+  ): Promise<boolean> {
+    const project = await this.ctx.registry.get(ref).catch(() => undefined);
+    const name = `${table === "database_backups" ? "strata-backup" : "strata-restore"}-${id}`;
+    // A project whose database cannot be reached (paused) runs nothing.
+    const alive = project
+      ? await project.adminPool
+          .query("select exists (select from pg_stat_activity where application_name = $1) as alive", [name])
+          .then((r) => r.rows[0].alive as boolean)
+          .catch(() => false)
+      : false;
+    if (alive) return false;
+    const started = table === "database_backups" ? "inserted_at" : "started_at";
+    const { rowCount } = await this.ctx.platformPool.query(
+      `update platform.${table} set status = 'FAILED', error = $2, ${table === "database_backups" ? "completed_at" : "finished_at"} = now()
+        where id = $1 and status = 'RUNNING' and ${started} < now() - interval '30 seconds'`,
+      [
+        id,
+        table === "database_backups"
+          ? "interrupted: the Strata node taking it stopped"
+          : "interrupted: the Strata node running it stopped (nothing was changed)",
+      ],
     );
-    await this.ctx.platformPool.query(
-      `update platform.database_restores set status = 'FAILED', error = 'interrupted: Strata stopped (nothing was changed)',
-              finished_at = now()
-        where status = 'RUNNING' and started_at < now() - interval '1 day'`,
-    );
+    return rowCount === 1;
   }
 
   private track<T>(work: Promise<T>): Promise<T> {
@@ -104,7 +134,7 @@ export class BackupService {
     const project = await this.ctx.registry.get(row.project_ref);
     const client = oneOffClient({
       connectionString: project!.record.adminUrl,
-      application_name: "strata-backup",
+      application_name: `strata-backup-${row.id}`,
     });
     const gzip = createGzip();
     let lastReport = 0;
@@ -182,15 +212,25 @@ export class BackupService {
       );
     }
     const { rows: running } = await this.ctx.platformPool.query(
-      "select 1 from platform.database_restores where project_ref = $1 and status = 'RUNNING'",
+      "select id from platform.database_restores where project_ref = $1 and status = 'RUNNING'",
       [ref],
     );
-    if (running.length) throw new HttpError(409, `A restore of project ${ref} is already running`);
-    const { rows } = await this.ctx.platformPool.query(
-      `insert into platform.database_restores (project_ref, backup_id, recovery_time_target) values ($1, $2, $3)
-       returning id`,
-      [ref, backups[0].id, target],
-    );
+    if (running[0] && !(await this.failIfOrphaned("database_restores", running[0].id, ref))) {
+      throw new HttpError(409, `A restore of project ${ref} is already running`);
+    }
+    // One running restore per project (a unique index): of two requests at once, one answers 409.
+    const { rows } = await this.ctx.platformPool
+      .query(
+        `insert into platform.database_restores (project_ref, backup_id, recovery_time_target) values ($1, $2, $3)
+         returning id`,
+        [ref, backups[0].id, target],
+      )
+      .catch((e) => {
+        if ((e as { code?: string }).code === "23505") {
+          throw new HttpError(409, `A restore of project ${ref} is already running`);
+        }
+        throw e;
+      });
     const id: string = rows[0].id;
     const done = this.track(this.restore(id, backups[0]));
     return { id, done };
@@ -201,20 +241,21 @@ export class BackupService {
     const project = await this.ctx.registry.get(ref);
     const client = oneOffClient({
       connectionString: project!.record.adminUrl,
-      application_name: "strata-restore",
+      application_name: `strata-restore-${id}`,
     });
     const setProgress = (percent: number) =>
       this.ctx.platformPool
         .query("update platform.database_restores set progress = $2 where id = $1", [id, percent])
         .catch(() => {});
     try {
+      // Connected first: the session's name tells other nodes this restore is alive.
+      await client.connect();
       // The state being replaced is kept first, so a restore can itself be undone (restore-pitr to now).
       const safety = await this.begin(ref, "pre_restore");
       const saved = await safety!.done;
       if (saved.status !== "COMPLETED")
         throw new Error(`the backup of the current state failed: ${saved.error}`);
       await setProgress(5);
-      await client.connect();
       // Sessions of the project's own roles would hold locks on what is dropped; Strata's are superusers.
       await client.query(
         `select pg_terminate_backend(a.pid) from pg_stat_activity a join pg_roles r on r.rolname = a.usename
