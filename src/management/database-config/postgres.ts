@@ -170,14 +170,14 @@ export async function effectiveConfig(project: ProjectRuntime): Promise<Record<s
       const at = String(r.setting).indexOf("=");
       perDatabase.set(r.setting.slice(0, at), r.setting.slice(at + 1));
     }
-    const { rows } = await client.query("select name, vartype, unit from pg_settings where name = any($1)", [
-      FIELDS,
-    ]);
+    // One round trip: current_setting() answers each value as SHOW does, with its unit.
+    const { rows } = await client.query(
+      "select name, vartype, unit, current_setting(name) as value from pg_settings where name = any($1)",
+      [FIELDS],
+    );
     const out: Record<string, unknown> = {};
     for (const r of rows) {
-      const value: string =
-        perDatabase.get(r.name) ??
-        (await client.query("select current_setting($1) as v", [r.name])).rows[0].v;
+      const value: string = perDatabase.get(r.name) ?? r.value;
       if (r.vartype === "bool") out[r.name] = value === "on" || value === "true";
       else if (r.vartype === "integer" && !r.unit) out[r.name] = Number(value);
       else if (r.vartype === "real") out[r.name] = Number(value);
