@@ -26,6 +26,8 @@ import { LogRecorder } from "./logs/recorder";
 import { DrainForwarder } from "./logs/drains";
 import { stopFunctionRuntime } from "./functions/runtime";
 import { backendOf } from "./storage/backend";
+import { BackupService } from "./management/backups/service";
+import { ReadOnlyMonitor } from "./management/database-config/readonly";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
@@ -240,6 +242,7 @@ export async function startStrata(
     logs,
     storage: backendOf(config),
     access,
+    restartCluster: db.embedded ? () => db.embedded!.restart() : undefined,
     ready: false,
   };
   await access
@@ -253,6 +256,10 @@ export async function startStrata(
   const webhooks = new WebhookDispatcher(ctx);
   ctx.webhooks = webhooks;
   webhooks.start();
+  const backups = new BackupService(ctx, config.backupRetentionDays, config.backupScheduleCheckMs);
+  ctx.backups = backups;
+  await backups.start();
+  const readOnly = new ReadOnlyMonitor(ctx, config.diskCheckMs);
   const server: Server = await new Promise((resolve, reject) => {
     const refuse = (e: Error) =>
       reject(
@@ -281,6 +288,8 @@ export async function startStrata(
       clearInterval(branchSweeper);
       await stopFunctionRuntime(ctx);
       await webhooks.stop();
+      await backups.stop();
+      readOnly.stop();
       await ctx.storage?.close?.();
       await usage.stop();
       drains.stop();

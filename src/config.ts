@@ -44,6 +44,14 @@ export interface StrataConfig {
    * taken for dead by the others: its presences are removed and left. It beats every third of it.
    */
   realtimeNodeTimeoutMs: number;
+  /** Backups of a project are kept this many days (the newest one always). */
+  backupRetentionDays: number;
+  /** How often each node looks for a project whose scheduled backup is due. */
+  backupScheduleCheckMs: number;
+  /** Disk each project database may use at most, whatever its disk config says (unset: no such quota). */
+  projectDiskQuotaBytes: number | undefined;
+  /** How often each node measures the open projects' disk usage (read-only mode past the threshold). */
+  diskCheckMs: number;
   /** Where storage keeps object bytes: the data directory's `storage/` unless an S3 bucket is named. */
   storage: {
     s3Bucket: string | undefined;
@@ -127,6 +135,25 @@ const schema = z.object({
     .int()
     .min(0)
     .default(3600),
+  BACKUP_RETENTION_DAYS: z.coerce
+    .number({ error: "BACKUP_RETENTION_DAYS must be a positive whole number of days" })
+    .int("BACKUP_RETENTION_DAYS must be a positive whole number of days")
+    .positive("BACKUP_RETENTION_DAYS must be a positive whole number of days")
+    .default(7),
+  BACKUP_SCHEDULE_CHECK_MS: z.coerce
+    .number({ error: "BACKUP_SCHEDULE_CHECK_MS must be a positive whole number of milliseconds" })
+    .int("BACKUP_SCHEDULE_CHECK_MS must be a positive whole number of milliseconds")
+    .positive("BACKUP_SCHEDULE_CHECK_MS must be a positive whole number of milliseconds")
+    .default(30_000),
+  PROJECT_DISK_QUOTA_MB: z.coerce
+    .number({ error: "PROJECT_DISK_QUOTA_MB must be a positive number of megabytes" })
+    .positive("PROJECT_DISK_QUOTA_MB must be a positive number of megabytes")
+    .optional(),
+  DISK_CHECK_MS: z.coerce
+    .number({ error: "DISK_CHECK_MS must be a positive whole number of milliseconds" })
+    .int("DISK_CHECK_MS must be a positive whole number of milliseconds")
+    .positive("DISK_CHECK_MS must be a positive whole number of milliseconds")
+    .default(60_000),
   MANAGEMENT_RATE_LIMIT: z.coerce
     .number({ error: "MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute" })
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
@@ -192,6 +219,11 @@ export function loadConfig(
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
     realtimeNodeTimeoutMs: c.REALTIME_NODE_TIMEOUT_MS,
+    backupRetentionDays: c.BACKUP_RETENTION_DAYS,
+    backupScheduleCheckMs: c.BACKUP_SCHEDULE_CHECK_MS,
+    projectDiskQuotaBytes:
+      c.PROJECT_DISK_QUOTA_MB === undefined ? undefined : Math.floor(c.PROJECT_DISK_QUOTA_MB * 1024 * 1024),
+    diskCheckMs: c.DISK_CHECK_MS,
     storage: {
       s3Bucket: c.STORAGE_S3_BUCKET,
       s3Endpoint: c.STORAGE_S3_ENDPOINT,

@@ -31,6 +31,10 @@ export interface AppContext {
   realtime?: RealtimeServer;
   /** Access rules (pg_hba.conf) of the cluster Strata runs itself; absent with DATABASE_URL. */
   access?: ClusterAccess;
+  /** Backups of project databases: on demand, scheduled, restored (absent in CLI commands that serve nothing). */
+  backups?: import("./management/backups/service").BackupService;
+  /** Restarts the embedded cluster Strata runs (absent with DATABASE_URL: that cluster is not Strata's). */
+  restartCluster?: () => Promise<void>;
   /** False while the server is still starting (listening, but the default project not opened yet). */
   ready?: boolean;
 }

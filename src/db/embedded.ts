@@ -20,6 +20,8 @@ export interface EmbeddedDatabase {
   /** The cluster's data directory (its pg_hba.conf is Strata's to write). */
   databaseDir: string;
   stop(): Promise<void>;
+  /** Stops and starts the cluster (settings that take effect only at start). */
+  restart(): Promise<void>;
 }
 
 /** Each log line names the client's address and database, so failed logins can be attributed (bans). */
@@ -238,6 +240,10 @@ export async function startEmbeddedPostgres(
     url: `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
     databaseDir,
     stop: () => pg.stop(),
+    restart: async () => {
+      await pg.stop();
+      await pg.start();
+    },
   };
 }
 

@@ -19,6 +19,7 @@ import { analyticsRoutes } from "./analytics/routes";
 import { billingRoutes } from "./billing/routes";
 import { branchRoutes } from "./branches/routes";
 import { databaseConfigRoutes } from "./database-config/routes";
+import { backupRoutes } from "./backups/routes";
 import { domainRoutes } from "./domains/routes";
 import { functionRoutes } from "./functions/routes";
 import { networkRoutes } from "./network/routes";
@@ -66,6 +67,7 @@ export function managementRouter(ctx: AppContext): Router {
     networkRoutes(ctx),
     poolerRoutes(ctx),
     jitRoutes(ctx),
+    backupRoutes(ctx),
     databaseConfigRoutes(ctx),
     advisorRoutes(ctx),
     analyticsRoutes(ctx),

@@ -124,6 +124,12 @@ export class ProjectRegistry {
     return runtime;
   }
 
+  /** The runtimes open now, without counting as a use (background checks must not keep projects open). */
+  async open(): Promise<ProjectRuntime[]> {
+    const all = await Promise.all([...this.runtimes.values()].map((r) => r.catch(() => undefined)));
+    return all.filter((r): r is ProjectRuntime => r !== undefined);
+  }
+
   async getDefault(): Promise<ProjectRuntime> {
     const runtime = await this.get(this.defaultRef);
     if (!runtime) throw new Error("the default project is missing from the control plane");

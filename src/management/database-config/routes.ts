@@ -1,59 +1,17 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import type { ProjectRuntime } from "../../projects/runtime";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
-import { runUtilityStatement } from "../../db/utility";
+import { HttpError } from "../http";
+import { diskUsage, DISK_DEFAULTS, setManualReadOnly, settleReadOnly, temporarilyDisable } from "./readonly";
+import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody } from "./postgres";
 
 /**
- * Database configuration: PostgreSQL settings applied to the project database for real
- * (`ALTER DATABASE ... SET`), read-only mode (default_transaction_read_only on the database), the poolers'
- * and SSL settings (stored), disk figures measured from the database, backups, context and upgrades.
+ * Database configuration: PostgreSQL settings applied for real (per database, ALTER SYSTEM, or a restart of
+ * the embedded cluster), read-only mode (manual and past the disk threshold), disk figures measured from the
+ * database and the volume, context and upgrades. Pooler, SSL and JIT have their own families.
  */
-
-/** Settings a project may change per database; others need a server restart and are refused. */
-const DATABASE_SETTINGS = {
-  statement_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration such as 30s"),
-  idle_in_transaction_session_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration"),
-  lock_timeout: z.string().regex(/^\d+(ms|s|min|h)?$/, "must be a duration"),
-  work_mem: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size such as 4MB"),
-  maintenance_work_mem: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size"),
-  effective_cache_size: z.string().regex(/^\d+(kB|MB|GB)?$/, "must be a size"),
-  random_page_cost: z.number().positive(),
-  max_parallel_workers_per_gather: z.number().int().min(0).max(64),
-  track_activity_query_size: z.string().regex(/^\d+(B|kB)?$/, "must be a size"),
-};
-const PostgresConfig = z
-  .object(Object.fromEntries(Object.entries(DATABASE_SETTINGS).map(([k, v]) => [k, v.optional()])))
-  .extend({
-    restart_database: z.boolean().optional(),
-  });
-
-async function databaseSettings(project: ProjectRuntime): Promise<Record<string, string>> {
-  const { rows } = await project.adminPool.query(
-    `select unnest(s.setconfig) as setting from pg_db_role_setting s join pg_database d on d.oid = s.setdatabase
-      where d.datname = current_database() and s.setrole = 0`,
-  );
-  return Object.fromEntries(
-    rows.map((r) => {
-      const at = String(r.setting).indexOf("=");
-      return [r.setting.slice(0, at), r.setting.slice(at + 1)];
-    }),
-  );
-}
-
-async function alterDatabase(project: ProjectRuntime, name: string, value: string | null): Promise<void> {
-  const client = await project.adminPool.connect();
-  try {
-    const db: string = (await client.query("select current_database() as d")).rows[0].d;
-    if (value === null) await runUtilityStatement(client, "alter database %I reset %I", [db, name]);
-    else await runUtilityStatement(client, "alter database %I set %I = %L", [db, name, value]);
-  } finally {
-    client.release();
-  }
-}
-
 export function databaseConfigRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref";
@@ -65,23 +23,12 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "database",
       path: `${base}/config/database/postgres`,
-      summary: "Gets the database's PostgreSQL settings",
+      summary: "Gets the effective PostgreSQL settings a new session of the project's database starts with",
       access: { permission: "database_config_read", scope: "database:read" },
       status: 200,
+      response: PostgresConfigAnswer,
     },
-    async ({ project }) => {
-      const settings = await databaseSettings(project);
-      return Object.fromEntries(
-        Object.keys(DATABASE_SETTINGS)
-          .filter((k) => k in settings)
-          .map((k) => [
-            k,
-            k === "random_page_cost" || k === "max_parallel_workers_per_gather"
-              ? Number(settings[k])
-              : settings[k],
-          ]),
-      );
-    },
+    async ({ project }) => effectiveConfig(project),
   );
   route(
     ctx,
@@ -90,25 +37,26 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "put",
       project: "database",
       path: `${base}/config/database/postgres`,
-      summary: "Applies PostgreSQL settings to the project database (new sessions see them)",
+      summary:
+        "Applies PostgreSQL settings, validated against the server's limits: per database where PostgreSQL " +
+        "allows it, else cluster-wide (ALTER SYSTEM and a reload, or a restart of the embedded cluster when " +
+        "restart_database is true); a setting that cannot be applied answers 400 with the reason",
       access: { permission: "database_config_write", scope: "database:write" },
-      body: PostgresConfig.strict(),
+      body: PostgresConfigBody,
       status: 200,
+      response: PostgresConfigAnswer,
     },
     async ({ project, body }) => {
-      for (const [name, value] of Object.entries(body)) {
-        if (name === "restart_database" || value === undefined) continue;
-        await alterDatabase(project, name, String(value));
-      }
-      const settings = await databaseSettings(project);
-      return Object.fromEntries(
-        Object.keys(DATABASE_SETTINGS)
-          .filter((k) => k in settings)
-          .map((k) => [k, settings[k]]),
-      );
+      await applyConfig(ctx, project, body);
+      return effectiveConfig(project);
     },
   );
 
+  const ReadOnlyAnswer = z.object({
+    enabled: z.boolean(),
+    override_enabled: z.boolean(),
+    override_active_until: z.string(),
+  });
   route(
     ctx,
     router,
@@ -116,21 +64,30 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "database",
       path: `${base}/readonly`,
-      summary: "Gets read-only mode",
+      summary:
+        "Gets read-only mode: on when set by PUT or when the database passes 95 % of its disk, unless lifted " +
+        "by temporary-disable until override_active_until",
       access: { permission: "database_readonly_config_read", scope: "database:read" },
       status: 200,
+      response: ReadOnlyAnswer,
     },
-    async ({ project }) => {
-      const settings = await databaseSettings(project);
-      const state = await readSettings(ctx, project.ref, "readonly", { override_active_until: "" });
-      const overrideActive =
-        state.override_active_until !== "" && new Date(state.override_active_until) > new Date();
-      return {
-        enabled: settings.default_transaction_read_only === "on",
-        override_enabled: overrideActive,
-        override_active_until: state.override_active_until,
-      };
+    async ({ project }) => settleReadOnly(ctx, project),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "put",
+      project: "database",
+      path: `${base}/readonly`,
+      summary:
+        "Turns read-only mode on or off by hand (Strata's own endpoint); the disk threshold still turns it on",
+      access: { permission: "database_readonly_config_write", scope: "database:write" },
+      body: z.object({ enabled: z.boolean() }).strict(),
+      status: 200,
+      response: ReadOnlyAnswer,
     },
+    async ({ project, body }) => setManualReadOnly(ctx, project, body.enabled),
   );
   route(
     ctx,
@@ -139,25 +96,26 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "post",
       project: "database",
       path: `${base}/readonly/temporary-disable`,
-      summary: "Lifts read-only mode for 15 minutes",
+      summary: "Lifts read-only mode for 15 minutes; it comes back afterwards if its cause remains",
       access: { permission: "database_readonly_config_write", scope: "database:write" },
       status: 201,
+      response: z.object({}),
     },
     async ({ project }) => {
-      const until = new Date(Date.now() + 15 * 60_000).toISOString();
-      await alterDatabase(project, "default_transaction_read_only", null);
-      await writeSettings(
-        ctx,
-        project.ref,
-        "readonly",
-        { override_active_until: "" },
-        { override_active_until: until },
-      );
+      await temporarilyDisable(ctx, project);
       return {};
     },
   );
 
   const disk = { permission: "infra_disk_config_read" };
+  const DiskAttributes = z
+    .object({
+      size_gb: z.number().int().min(1).max(65_536),
+      type: z.enum(["gp3", "io2"]),
+      iops: z.number().int().min(3000).max(256_000).optional(),
+      throughput_mibps: z.number().int().min(125).max(1000).optional(),
+    })
+    .strict();
   route(
     ctx,
     router,
@@ -165,14 +123,53 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "any",
       path: `${base}/config/disk`,
-      summary: "Gets the disk config",
+      summary: "Gets the disk config (size_gb is the size read-only mode's threshold is computed from)",
       access: disk,
       status: 200,
-    },
-    async ({ project }) =>
-      readSettings(ctx, project.ref, "disk", {
-        attributes: { iops: 3000, size_gb: 8, type: "gp3", throughput_mibps: 125 },
+      response: z.object({
+        attributes: z.object({
+          iops: z.number(),
+          size_gb: z.number(),
+          throughput_mibps: z.number(),
+          type: z.string(),
+        }),
+        last_modified_at: z.string(),
       }),
+    },
+    async ({ project }) => {
+      const d = await readSettings(ctx, project.ref, "disk", DISK_DEFAULTS);
+      const { rows } = await ctx.platformPool.query(
+        "select created_at from platform.projects where ref = $1",
+        [project.ref],
+      );
+      return { ...d, last_modified_at: d.last_modified_at || new Date(rows[0].created_at).toISOString() };
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "any",
+      path: `${base}/config/disk`,
+      summary:
+        "Sets the disk config; size_gb may only grow, and read-only mode's threshold (95 %) follows it at the next check",
+      access: { permission: "infra_disk_config_write" },
+      body: z.object({ attributes: DiskAttributes }).strict(),
+      status: 201,
+      response: z.object({}),
+    },
+    async ({ project, body }) => {
+      const current = await readSettings(ctx, project.ref, "disk", DISK_DEFAULTS);
+      if (body.attributes.size_gb < current.attributes.size_gb) {
+        throw new HttpError(400, `size_gb can only grow (now ${current.attributes.size_gb})`);
+      }
+      await writeSettings(ctx, project.ref, "disk", DISK_DEFAULTS, {
+        attributes: { ...current.attributes, ...body.attributes },
+        last_modified_at: new Date().toISOString(),
+      });
+      return {};
+    },
   );
   route(
     ctx,
@@ -181,19 +178,29 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "database",
       path: `${base}/config/disk/util`,
-      summary: "Measures the database's size",
+      summary:
+        "Measures the project's disk: fs_used_bytes is the database's size, fs_size_bytes its disk (the disk " +
+        "config, the installation's quota or the volume, whichever is smallest), fs_avail_bytes what is left",
       access: disk,
       status: 200,
+      response: z.object({
+        timestamp: z.string(),
+        metrics: z.object({
+          fs_size_bytes: z.number(),
+          fs_avail_bytes: z.number(),
+          fs_used_bytes: z.number(),
+        }),
+      }),
     },
     async ({ project }) => {
-      const { rows } = await project.adminPool.query(
-        "select pg_database_size(current_database())::bigint as used",
-      );
-      const size = 8 * 1024 ** 3;
-      const used = Number(rows[0].used);
+      const usage = await diskUsage(ctx, project);
       return {
         timestamp: new Date().toISOString(),
-        metrics: { fs_size_bytes: size, fs_avail_bytes: Math.max(0, size - used), fs_used_bytes: used },
+        metrics: {
+          fs_size_bytes: usage.sizeBytes,
+          fs_avail_bytes: usage.availBytes,
+          fs_used_bytes: usage.usedBytes,
+        },
       };
     },
   );
@@ -214,29 +221,6 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
         min_increment_gb: 4,
         max_size_gb: 60,
       }),
-  );
-
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/database/backups`,
-      summary: "Lists backups",
-      access: { permission: "backups_read", scope: "database:read" },
-      status: 200,
-    },
-    async () => {
-      return {
-        region: "local",
-        archiver_enabled: false,
-        walg_enabled: false,
-        pitr_enabled: false,
-        backups: [],
-        physical_backup_data: {},
-      };
-    },
   );
 
   route(

@@ -140,8 +140,8 @@ export function cancelRestore(ctx: AppContext, project: ProjectRow): Promise<voi
 }
 
 /**
- * Drops the project's database, roles and row (its secrets and settings rows go with it); the row stays when
- * the drop fails. Then its files. A project's branches are projects of their own and go first.
+ * Drops the project's database, roles and row (its secrets, settings and backup rows go with it); the row
+ * stays when the drop fails. Then its files. A project's branches are projects of their own and go first.
  */
 export async function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
   refuseDefault(project, "deleted");
@@ -153,18 +153,20 @@ export async function deleteProject(ctx: AppContext, project: ProjectRow): Promi
     const branch = await findAnyProject(ctx.platformPool, project_ref);
     if (branch) await deleteProject(ctx, branch);
   }
-  return withProjectLock(ctx, project, (db) =>
+  // The project's backups go with it (their rows with its row, their bytes once it is gone).
+  const backups = (await ctx.backups?.locations(project.ref)) ?? [];
+  await withProjectLock(ctx, project, (db) =>
     withAdminTransaction(db, async (client) => {
       await deleteProjectRow(client, project.ref);
       await ctx.registry.evict(project.ref);
       await dropProjectDatabase(project.cluster, project.database_name);
       await dropProjectRoles(project.cluster, project.ref);
     }),
-  ).then(async () => {
-    // What the project kept outside its database: function bundles and stored objects.
-    await removeProjectFunctions(ctx, project.ref);
-    await ctx.storage?.removeProject(project.ref);
-  });
+  );
+  // What the project kept outside its database: function bundles, stored objects, backups.
+  await removeProjectFunctions(ctx, project.ref);
+  await ctx.storage?.removeProject(project.ref);
+  await ctx.backups?.store.remove(backups);
 }
 
 /**

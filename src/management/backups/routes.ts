@@ -1,0 +1,221 @@
+import { Router } from "express";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import { HttpError } from "../http";
+import { route } from "../route";
+import { writeSettings } from "../settings";
+import { DEFAULT_SCHEDULE, type BackupRow, type BackupService } from "./service";
+
+const BackupItem = z.object({
+  id: z.number().int(),
+  is_physical_backup: z.boolean(),
+  status: z.enum(["RUNNING", "COMPLETED", "FAILED"]),
+  inserted_at: z.string().describe("when the backup's snapshot was taken (its start while RUNNING)"),
+  kind: z.enum(["manual", "scheduled", "pre_restore"]),
+  progress: z.number().int().describe("percent done"),
+  size_bytes: z.number().int().nullable(),
+  completed_at: z.string().nullable(),
+  error: z.string().nullable(),
+});
+const Backups = z.object({
+  region: z.string(),
+  walg_enabled: z.boolean(),
+  archiver_enabled: z.boolean(),
+  pitr_enabled: z.boolean(),
+  backups: z.array(BackupItem),
+  physical_backup_data: z.object({
+    earliest_physical_backup_date_unix: z.number().int().optional(),
+    latest_physical_backup_date_unix: z.number().int().optional(),
+  }),
+});
+const Schedule = z.object({ schedule_for: z.string(), updated_at: z.string() });
+const Restore = z.object({
+  id: z.number().int(),
+  backup_id: z.number().int().nullable(),
+  status: z.enum(["RUNNING", "COMPLETED", "FAILED"]),
+  progress: z.number().int(),
+  error: z.string().nullable(),
+  recovery_time_target: z.string(),
+  started_at: z.string(),
+  finished_at: z.string().nullable(),
+});
+
+function item(row: BackupRow): z.infer<typeof BackupItem> {
+  return {
+    id: Number(row.id),
+    is_physical_backup: false,
+    status: row.status as "COMPLETED",
+    inserted_at: (row.taken_at ?? row.inserted_at).toISOString(),
+    kind: row.kind as "manual",
+    progress: row.progress,
+    size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
+    completed_at: row.completed_at?.toISOString() ?? null,
+    error: row.error,
+  };
+}
+
+/** How often the backup schedule may change (spec: 3 times per 24 hours). */
+const SCHEDULE_CHANGES_PER_DAY = 3;
+
+export function backupRoutes(ctx: AppContext): Router {
+  const router = Router({ caseSensitive: true });
+  const base = "/v1/projects/:ref/database/backups";
+  const service = (): BackupService => {
+    if (!ctx.backups) throw new HttpError(503, "Backups are not available in this process");
+    return ctx.backups;
+  };
+  const read = { permission: "backups_read", scope: "database:read" };
+  const write = { permission: "backups_write", scope: "database:write" };
+
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      project: "any",
+      path: base,
+      summary:
+        "Lists the project's backups: logical backups written by Strata (no WAL archiving, so pitr_enabled is " +
+        "false and restore-pitr restores the latest backup taken at or before the target)",
+      access: read,
+      status: 200,
+      response: Backups,
+    },
+    async ({ project }) => ({
+      region: "local",
+      walg_enabled: false,
+      archiver_enabled: false,
+      pitr_enabled: false,
+      backups: (await service().list(project.ref)).map(item),
+      physical_backup_data: {},
+    }),
+  );
+
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "database",
+      path: base,
+      summary:
+        "Takes a backup of the project's database now (Strata's own endpoint); answers it RUNNING, and the " +
+        "list shows its progress, size and status",
+      access: write,
+      status: 201,
+      response: BackupItem,
+    },
+    async ({ project }) => {
+      const started = await service().begin(project.ref, "manual");
+      return item(started!.row);
+    },
+  );
+
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      project: "any",
+      path: `${base}/schedule`,
+      summary: "Gets the time of day (UTC) of the project's daily backup",
+      access: read,
+      status: 200,
+      response: Schedule,
+    },
+    async ({ project }) => {
+      const s = await service().schedule(project.ref);
+      // The default schedule has been in force since the project was created.
+      const { rows } = await ctx.platformPool.query(
+        "select created_at from platform.projects where ref = $1",
+        [project.ref],
+      );
+      return {
+        schedule_for: s.schedule_for,
+        updated_at: s.updated_at || new Date(rows[0].created_at).toISOString(),
+      };
+    },
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "patch",
+      project: "any",
+      path: `${base}/schedule`,
+      summary:
+        "Sets the time of day (UTC) of the daily backup; a time already passed today first runs tomorrow; " +
+        "3 changes per 24 hours",
+      access: write,
+      body: z
+        .object({
+          schedule_for: z
+            .string()
+            .regex(/^([01]\d|2[0-3]):[0-5]\d:[0-5]\d$/, "must be a time of day HH:MM:SS (UTC)"),
+        })
+        .strict(),
+      status: 200,
+      response: Schedule,
+    },
+    async ({ project, body }) => {
+      const current = await service().schedule(project.ref);
+      const now = new Date();
+      const recent = (current.changes ?? []).filter(
+        (t) => now.getTime() - new Date(t).getTime() < 86_400_000,
+      );
+      if (recent.length >= SCHEDULE_CHANGES_PER_DAY) {
+        throw new HttpError(
+          429,
+          `The backup schedule can be changed ${SCHEDULE_CHANGES_PER_DAY} times per 24 hours; next change possible after ${new Date(new Date(recent[0]).getTime() + 86_400_000).toISOString()}`,
+        );
+      }
+      const updated = await writeSettings(ctx, project.ref, "backup_schedule", DEFAULT_SCHEDULE, {
+        schedule_for: body.schedule_for,
+        updated_at: now.toISOString(),
+        changes: [...recent, now.toISOString()],
+      });
+      return { schedule_for: updated.schedule_for, updated_at: updated.updated_at };
+    },
+  );
+
+  route(
+    ctx,
+    router,
+    {
+      method: "post",
+      project: "database",
+      path: `${base}/restore-pitr`,
+      summary:
+        "Restores the project's database as it was at the target time, from the latest backup taken at or " +
+        "before it, in one transaction (the database is never half-restored); progress in GET .../backups/restores",
+      access: write,
+      body: z.object({ recovery_time_target_unix: z.number().int().nonnegative() }).strict(),
+      status: 201,
+      response: z.object({}),
+    },
+    async ({ project, body }) => {
+      const target = new Date(body.recovery_time_target_unix * 1000);
+      if (target.getTime() > Date.now())
+        throw new HttpError(400, "recovery_time_target_unix is in the future");
+      await service().beginRestore(project.ref, target);
+      return {};
+    },
+  );
+
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      project: "any",
+      path: `${base}/restores`,
+      summary: "Lists the project's restores with their progress and outcome (Strata's own endpoint)",
+      access: read,
+      status: 200,
+      response: z.array(Restore),
+    },
+    async ({ project }) => service().restores(project.ref),
+  );
+
+  return router;
+}

@@ -1,0 +1,365 @@
+import { randomUUID } from "node:crypto";
+import path from "node:path";
+import { createGunzip, createGzip } from "node:zlib";
+import { pipeline, Transform } from "node:stream";
+import type { AppContext } from "../../context";
+import { oneOffClient } from "../../db/client";
+import { DiskBackend } from "../../storage/backend/disk";
+import { backendOf, type ObjectBackend } from "../../storage/backend";
+import { HttpError } from "../http";
+import { readSettings } from "../settings";
+import { writeDump } from "./dump";
+import { applyDump } from "./restore";
+
+export interface BackupRow {
+  id: string;
+  project_ref: string;
+  kind: string;
+  status: string;
+  progress: number;
+  location: string;
+  size_bytes: string | null;
+  error: string | null;
+  taken_at: Date | null;
+  inserted_at: Date;
+  completed_at: Date | null;
+}
+
+/** The daily backup time of a project: the schedule's default until PATCH .../backups/schedule sets one. */
+export const DEFAULT_SCHEDULE = { schedule_for: "00:00:00", updated_at: "", changes: [] as string[] };
+
+/**
+ * Backups of project databases: taken on demand, on each project's daily schedule and before a restore;
+ * kept in the backup store (the S3 bucket storage uses, or the data directory's `backups/`) for
+ * `retentionDays`; restored in one transaction on the project's database.
+ */
+export class BackupService {
+  readonly store: ObjectBackend;
+  private readonly timer: NodeJS.Timeout;
+  private readonly running = new Set<Promise<unknown>>();
+  private stopped = false;
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly retentionDays: number,
+    tickMs: number,
+  ) {
+    this.store = ctx.config.storage.s3Bucket
+      ? backendOf(ctx.config)
+      : new DiskBackend(path.join(ctx.config.dataDir, "backups"));
+    this.timer = setInterval(() => this.track(this.tick()), tickMs);
+    this.timer.unref();
+  }
+
+  /**
+   * Marks what a stopped node left RUNNING as failed. A running job holds a session named after it on the
+   * project's cluster (`strata-backup-<id>`, `strata-restore-<id>`); a row without one (after a grace period
+   * for the job to connect) was left by a node that stopped.
+   */
+  async start(): Promise<void> {
+    for (const table of ["database_backups", "database_restores"] as const) {
+      const { rows } = await this.ctx.platformPool.query(
+        `select id, project_ref from platform.${table} where status = 'RUNNING'`,
+      );
+      for (const row of rows) await this.failIfOrphaned(table, row.id, row.project_ref);
+    }
+  }
+
+  private async failIfOrphaned(
+    table: "database_backups" | "database_restores",
+    id: string,
+    ref: string,
+  ): Promise<boolean> {
+    const project = await this.ctx.registry.get(ref).catch(() => undefined);
+    const name = `${table === "database_backups" ? "strata-backup" : "strata-restore"}-${id}`;
+    // A project whose database cannot be reached (paused) runs nothing.
+    const alive = project
+      ? await project.adminPool
+          .query("select exists (select from pg_stat_activity where application_name = $1) as alive", [name])
+          .then((r) => r.rows[0].alive as boolean)
+          .catch(() => false)
+      : false;
+    if (alive) return false;
+    const started = table === "database_backups" ? "inserted_at" : "started_at";
+    const { rowCount } = await this.ctx.platformPool.query(
+      `update platform.${table} set status = 'FAILED', error = $2, ${table === "database_backups" ? "completed_at" : "finished_at"} = now()
+        where id = $1 and status = 'RUNNING' and ${started} < now() - interval '30 seconds'`,
+      [
+        id,
+        table === "database_backups"
+          ? "interrupted: the Strata node taking it stopped"
+          : "interrupted: the Strata node running it stopped (nothing was changed)",
+      ],
+    );
+    return rowCount === 1;
+  }
+
+  private track<T>(work: Promise<T>): Promise<T> {
+    this.running.add(work);
+    work.catch(() => {}).finally(() => this.running.delete(work));
+    return work;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await Promise.allSettled([...this.running]);
+  }
+
+  async list(ref: string): Promise<BackupRow[]> {
+    const { rows } = await this.ctx.platformPool.query(
+      "select * from platform.database_backups where project_ref = $1 order by id",
+      [ref],
+    );
+    return rows;
+  }
+
+  /** Starts a backup of the project; answers its row at once (RUNNING), the dump goes on in the background. */
+  async begin(
+    ref: string,
+    kind: "manual" | "scheduled" | "pre_restore",
+    scheduledFor?: Date,
+  ): Promise<{ row: BackupRow; done: Promise<BackupRow> } | undefined> {
+    const { rows } = await this.ctx.platformPool.query(
+      `insert into platform.database_backups (project_ref, kind, location, scheduled_for) values ($1, $2, $3, $4)
+       on conflict (project_ref, scheduled_for) do nothing returning *`,
+      [ref, kind, `${ref}/${randomUUID()}`, scheduledFor ?? null],
+    );
+    if (!rows[0]) return undefined;
+    const done = this.track(this.run(rows[0]));
+    return { row: rows[0], done };
+  }
+
+  private async run(row: BackupRow): Promise<BackupRow> {
+    const project = await this.ctx.registry.get(row.project_ref);
+    const client = oneOffClient({
+      connectionString: project!.record.adminUrl,
+      application_name: `strata-backup-${row.id}`,
+    });
+    const gzip = createGzip();
+    let lastReport = 0;
+    try {
+      await client.connect();
+      const stored = this.store.write(row.location, gzip);
+      stored.catch(() => {});
+      let takenAt: Date | undefined;
+      await writeDump(
+        client,
+        gzip,
+        (done, total) => {
+          const percent = Math.floor((done / total) * 99);
+          if (Date.now() - lastReport < 500) return;
+          lastReport = Date.now();
+          void this.ctx.platformPool
+            .query("update platform.database_backups set progress = $2 where id = $1", [row.id, percent])
+            .catch(() => {});
+        },
+        (at) => (takenAt = at),
+      );
+      gzip.end();
+      const bytes = await stored;
+      const { rows } = await this.ctx.platformPool.query(
+        `update platform.database_backups set status = 'COMPLETED', progress = 100, size_bytes = $2, taken_at = $3,
+                completed_at = now() where id = $1 returning *`,
+        [row.id, bytes.size, takenAt],
+      );
+      await this.applyRetention(row.project_ref);
+      return rows[0];
+    } catch (e) {
+      gzip.destroy(e as Error);
+      this.ctx.log.warn({ ref: row.project_ref, err: (e as Error).message }, "backup failed");
+      const { rows } = await this.ctx.platformPool.query(
+        `update platform.database_backups set status = 'FAILED', error = $2, completed_at = now() where id = $1
+         returning *`,
+        [row.id, (e as Error).message],
+      );
+      await this.store.remove([row.location]).catch(() => {});
+      return rows[0];
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }
+
+  /** Removes backups older than the retention period; the newest completed backup is always kept. */
+  async applyRetention(ref: string): Promise<void> {
+    const { rows } = await this.ctx.platformPool.query(
+      `delete from platform.database_backups b
+        where b.project_ref = $1 and b.status <> 'RUNNING'
+          and coalesce(b.taken_at, b.inserted_at) < now() - make_interval(days => $2)
+          and b.id <> coalesce((select max(id) from platform.database_backups
+                                 where project_ref = $1 and status = 'COMPLETED'), 0)
+        returning location`,
+      [ref, this.retentionDays],
+    );
+    if (rows.length) await this.store.remove(rows.map((r) => r.location));
+  }
+
+  /**
+   * Restores the project as it was at `target`, from the latest completed backup taken at or before it
+   * (logical backups: no WAL replay, so the project comes back as of that backup). Answers the restore's
+   * row at once; the work goes on in the background and is recorded in it.
+   */
+  async beginRestore(ref: string, target: Date): Promise<{ id: string; done: Promise<void> }> {
+    const { rows: backups } = await this.ctx.platformPool.query(
+      `select * from platform.database_backups where project_ref = $1 and status = 'COMPLETED' and taken_at <= $2
+        order by taken_at desc limit 1`,
+      [ref, target],
+    );
+    if (!backups[0]) {
+      throw new HttpError(
+        400,
+        `No completed backup of project ${ref} was taken at or before ${target.toISOString()}`,
+      );
+    }
+    const { rows: running } = await this.ctx.platformPool.query(
+      "select id from platform.database_restores where project_ref = $1 and status = 'RUNNING'",
+      [ref],
+    );
+    if (running[0] && !(await this.failIfOrphaned("database_restores", running[0].id, ref))) {
+      throw new HttpError(409, `A restore of project ${ref} is already running`);
+    }
+    // One running restore per project (a unique index): of two requests at once, one answers 409.
+    const { rows } = await this.ctx.platformPool
+      .query(
+        `insert into platform.database_restores (project_ref, backup_id, recovery_time_target) values ($1, $2, $3)
+         returning id`,
+        [ref, backups[0].id, target],
+      )
+      .catch((e) => {
+        if ((e as { code?: string }).code === "23505") {
+          throw new HttpError(409, `A restore of project ${ref} is already running`);
+        }
+        throw e;
+      });
+    const id: string = rows[0].id;
+    const done = this.track(this.restore(id, backups[0]));
+    return { id, done };
+  }
+
+  private async restore(id: string, backup: BackupRow): Promise<void> {
+    const ref = backup.project_ref;
+    const project = await this.ctx.registry.get(ref);
+    const client = oneOffClient({
+      connectionString: project!.record.adminUrl,
+      application_name: `strata-restore-${id}`,
+    });
+    const setProgress = (percent: number) =>
+      this.ctx.platformPool
+        .query("update platform.database_restores set progress = $2 where id = $1", [id, percent])
+        .catch(() => {});
+    try {
+      // Connected first: the session's name tells other nodes this restore is alive.
+      await client.connect();
+      // The state being replaced is kept first, so a restore can itself be undone (restore-pitr to now).
+      const safety = await this.begin(ref, "pre_restore");
+      const saved = await safety!.done;
+      if (saved.status !== "COMPLETED")
+        throw new Error(`the backup of the current state failed: ${saved.error}`);
+      await setProgress(5);
+      // Sessions of the project's own roles would hold locks on what is dropped; Strata's are superusers.
+      await client.query(
+        `select pg_terminate_backend(a.pid) from pg_stat_activity a join pg_roles r on r.rolname = a.usename
+          where a.datname = current_database() and a.pid <> pg_backend_pid() and not r.rolsuper
+            and a.backend_type = 'client backend'`,
+      );
+      const total = Number(backup.size_bytes ?? 0) || 1;
+      let read = 0;
+      let lastReport = 0;
+      const counter = new Transform({
+        transform(chunk: Buffer, _enc, callback) {
+          read += chunk.length;
+          callback(null, chunk);
+        },
+      });
+      // pipeline: an error anywhere (a cut-off or damaged file) reaches the reader, never an unhandled event.
+      const gunzip = createGunzip();
+      // zlib may report a damaged file twice (write and flush); the reader has the first, the rest is noise.
+      gunzip.on("error", () => {});
+      const source = pipeline(await this.store.read(backup.location), counter, gunzip, () => {});
+      await client.query("begin");
+      await client.query("set local lock_timeout = '60s'");
+      await applyDump(client, source, () => {
+        if (Date.now() - lastReport < 500) return;
+        lastReport = Date.now();
+        void setProgress(5 + Math.min(90, Math.floor((read / total) * 90)));
+      });
+      await client.query("commit");
+      await this.ctx.platformPool.query(
+        "update platform.database_restores set status = 'COMPLETED', progress = 100, finished_at = now() where id = $1",
+        [id],
+      );
+    } catch (e) {
+      await client.query("rollback").catch(() => {});
+      this.ctx.log.warn(
+        { ref, err: (e as Error).message },
+        "restore failed; the database was left as it was",
+      );
+      await this.ctx.platformPool.query(
+        `update platform.database_restores set status = 'FAILED', error = $2, finished_at = now() where id = $1`,
+        [id, `${(e as Error).message} (nothing was changed)`],
+      );
+    } finally {
+      await client.end().catch(() => {});
+      // Schema caches, pools and realtime's slot start anew on every node (the row change is announced).
+      await this.ctx.platformPool.query("update platform.projects set name = name where ref = $1", [ref]);
+      await this.ctx.registry.retire(ref).catch(() => {});
+    }
+  }
+
+  /** Where a project's backups are kept (read before the project's rows go, to remove them after). */
+  async locations(ref: string): Promise<string[]> {
+    const { rows } = await this.ctx.platformPool.query(
+      "select location from platform.database_backups where project_ref = $1",
+      [ref],
+    );
+    return rows.map((r) => r.location);
+  }
+
+  async restores(ref: string): Promise<unknown[]> {
+    const { rows } = await this.ctx.platformPool.query(
+      `select id::int, backup_id::int, status, progress, error, recovery_time_target, started_at, finished_at
+         from platform.database_restores where project_ref = $1 order by id`,
+      [ref],
+    );
+    return rows;
+  }
+
+  /**
+   * Takes each project's scheduled backup: the latest daily slot (the schedule's time, UTC) that has passed
+   * and was set before it came. A slot is claimed by inserting its row, so one node takes it.
+   */
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const { rows: projects } = await this.ctx.platformPool.query(
+        `select p.ref, p.created_at, s.value as schedule from platform.projects p
+           left join platform.project_settings s on s.project_ref = p.ref and s.kind = 'backup_schedule'
+          where p.status = 'ACTIVE_HEALTHY'`,
+      );
+      const now = new Date();
+      for (const p of projects) {
+        const schedule = { ...DEFAULT_SCHEDULE, ...(p.schedule ?? {}) };
+        const since = schedule.updated_at ? new Date(schedule.updated_at) : new Date(p.created_at);
+        const [h, m, s] = schedule.schedule_for.split(":").map(Number);
+        const slot = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate(), h, m, s));
+        if (slot > now) slot.setUTCDate(slot.getUTCDate() - 1);
+        if (slot <= since) continue;
+        await this.begin(p.ref, "scheduled", slot);
+      }
+    } catch (e) {
+      this.ctx.log.warn({ err: (e as Error).message }, "backup schedule check failed");
+    }
+  }
+
+  /** The schedule document of a project. */
+  schedule(ref: string) {
+    return readSettings(this.ctx, ref, "backup_schedule", DEFAULT_SCHEDULE);
+  }
+}
+
+/** Reads a backup's bytes as the SQL script they hold (for tests and tools). */
+export async function readBackupScript(store: ObjectBackend, location: string): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of (await store.read(location)).pipe(createGunzip())) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}

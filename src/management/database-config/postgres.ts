@@ -1,0 +1,284 @@
+import type pg from "pg";
+import { z } from "zod";
+import type { AppContext } from "../../context";
+import type { ProjectRuntime } from "../../projects/runtime";
+import { runUtilityStatement } from "../../db/utility";
+import { HttpError } from "../http";
+
+/**
+ * The SQL engine config of the spec: every field is a PostgreSQL setting, validated against the server's own
+ * limits (pg_settings: min_val, max_val, enumvals) and applied where PostgreSQL allows it: per database
+ * (`ALTER DATABASE ... SET`) for settings a session may change, cluster-wide (`ALTER SYSTEM` and a reload)
+ * for reload-time ones, and with a restart of the embedded cluster for start-time ones when
+ * `restart_database` is true. GET answers the effective values a new session of the database sees.
+ */
+const STRING_FIELDS = [
+  "effective_cache_size",
+  "logical_decoding_work_mem",
+  "log_autovacuum_min_duration",
+  "log_startup_progress_interval",
+  "log_temp_files",
+  "maintenance_work_mem",
+  "track_activity_query_size",
+  "max_slot_wal_keep_size",
+  "max_standby_archive_delay",
+  "max_standby_streaming_delay",
+  "max_wal_size",
+  "shared_buffers",
+  "statement_timeout",
+  "wal_keep_size",
+  "wal_sender_timeout",
+  "work_mem",
+  "checkpoint_timeout",
+  // Not in the spec's list; kept from Strata's earlier config, applied the same way.
+  "idle_in_transaction_session_timeout",
+  "lock_timeout",
+] as const;
+const BOOLEAN_FIELDS = [
+  "cron.log_statement",
+  "log_checkpoints",
+  "log_connections",
+  "log_disconnections",
+  "log_duration",
+  "log_lock_waits",
+  "log_recovery_conflict_waits",
+  "log_replication_commands",
+  "track_commit_timestamp",
+  "hot_standby_feedback",
+] as const;
+const INTEGER_FIELDS = [
+  "max_connections",
+  "max_locks_per_transaction",
+  "max_parallel_maintenance_workers",
+  "max_parallel_workers",
+  "max_parallel_workers_per_gather",
+  "max_replication_slots",
+  "max_wal_senders",
+  "max_worker_processes",
+] as const;
+const FIELDS = [
+  ...STRING_FIELDS,
+  ...BOOLEAN_FIELDS,
+  ...INTEGER_FIELDS,
+  "session_replication_role",
+  "random_page_cost",
+];
+
+export const PostgresConfigBody = z
+  .object({
+    ...Object.fromEntries(STRING_FIELDS.map((f) => [f, z.string().optional()])),
+    ...Object.fromEntries(BOOLEAN_FIELDS.map((f) => [f, z.boolean().optional()])),
+    ...Object.fromEntries(INTEGER_FIELDS.map((f) => [f, z.number().int().optional()])),
+    session_replication_role: z.string().optional(),
+    random_page_cost: z.number().positive().optional(),
+    restart_database: z.boolean().optional(),
+  })
+  .strict();
+export const PostgresConfigAnswer = z.object(
+  Object.fromEntries(
+    FIELDS.map((f) => [
+      f,
+      (BOOLEAN_FIELDS as readonly string[]).includes(f)
+        ? z.boolean().optional()
+        : (INTEGER_FIELDS as readonly string[]).includes(f) || f === "random_page_cost"
+          ? z.number().optional()
+          : z.string().optional(),
+    ]),
+  ),
+);
+
+interface Setting {
+  name: string;
+  vartype: string;
+  unit: string | null;
+  min_val: string | null;
+  max_val: string | null;
+  enumvals: string[] | null;
+  context: string;
+  source: string;
+}
+
+const MEMORY: Record<string, number> = { B: 1, kB: 1024, MB: 1024 ** 2, GB: 1024 ** 3, TB: 1024 ** 4 };
+const TIME: Record<string, number> = { us: 0.001, ms: 1, s: 1000, min: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A value with an optional unit in the setting's base unit (e.g. '8kB' pages, 'ms'), as PostgreSQL reads it. */
+function inBaseUnit(setting: Setting, value: string): number {
+  const m = /^\s*(-?\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(value);
+  if (!m) throw new HttpError(400, `${setting.name}: "${value}" is not a number with an optional unit`);
+  const [, number, unit] = m;
+  if (!unit || !setting.unit) {
+    if (unit) throw new HttpError(400, `${setting.name} takes no unit`);
+    return Number(number);
+  }
+  const base = /^(\d*)(\w+)$/.exec(setting.unit)!;
+  const baseFactor = Number(base[1] || 1);
+  const table = base[2] in MEMORY ? MEMORY : TIME;
+  if (!(unit in table)) {
+    throw new HttpError(
+      400,
+      `${setting.name}: unit "${unit}" is not valid; use one of ${Object.keys(table).join(", ")}`,
+    );
+  }
+  return (Number(number) * table[unit]) / (table[base[2]] * baseFactor);
+}
+
+/** Checks a value against the server's limits and answers it as the text PostgreSQL is given. */
+function validated(setting: Setting, value: unknown): string {
+  if (setting.vartype === "bool") return value ? "on" : "off";
+  if (setting.vartype === "enum") {
+    const text = String(value);
+    if (!setting.enumvals!.includes(text)) {
+      throw new HttpError(400, `${setting.name} must be one of ${setting.enumvals!.join(", ")}`);
+    }
+    return text;
+  }
+  const text = String(value);
+  const n = setting.vartype === "string" ? NaN : inBaseUnit(setting, text);
+  const min = Number(setting.min_val);
+  const max = Number(setting.max_val);
+  if (Number.isFinite(n) && (n < min || n > max)) {
+    const unit = setting.unit ? ` (unit ${setting.unit})` : "";
+    throw new HttpError(
+      400,
+      `${setting.name} must be between ${setting.min_val} and ${setting.max_val}${unit}`,
+    );
+  }
+  return text;
+}
+
+async function settingsOf(client: pg.ClientBase, names: string[]): Promise<Map<string, Setting>> {
+  const { rows } = await client.query(
+    `select name, vartype, unit, min_val, max_val, enumvals, context, source from pg_settings where name = any($1)`,
+    [names],
+  );
+  return new Map(rows.map((r) => [r.name, r]));
+}
+
+/** The effective values a new session of the project's database starts with. */
+export async function effectiveConfig(project: ProjectRuntime): Promise<Record<string, unknown>> {
+  const client = await project.adminPool.connect();
+  try {
+    const db: string = (await client.query("select current_database() as d")).rows[0].d;
+    // The database's own settings (ALTER DATABASE) win over the server's for a new session.
+    const { rows: own } = await client.query(
+      `select unnest(s.setconfig) as setting from pg_db_role_setting s join pg_database d on d.oid = s.setdatabase
+        where d.datname = $1 and s.setrole = 0`,
+      [db],
+    );
+    const perDatabase = new Map<string, string>();
+    for (const r of own) {
+      const at = String(r.setting).indexOf("=");
+      perDatabase.set(r.setting.slice(0, at), r.setting.slice(at + 1));
+    }
+    // One round trip: current_setting() answers each value as SHOW does, with its unit.
+    const { rows } = await client.query(
+      "select name, vartype, unit, current_setting(name) as value from pg_settings where name = any($1)",
+      [FIELDS],
+    );
+    const out: Record<string, unknown> = {};
+    for (const r of rows) {
+      const value: string = perDatabase.get(r.name) ?? r.value;
+      if (r.vartype === "bool") out[r.name] = value === "on" || value === "true";
+      else if (r.vartype === "integer" && !r.unit) out[r.name] = Number(value);
+      else if (r.vartype === "real") out[r.name] = Number(value);
+      else out[r.name] = value;
+    }
+    return out;
+  } finally {
+    client.release();
+  }
+}
+
+/** Whether the project's database lives on the cluster Strata runs itself (it may restart that one). */
+function onEmbeddedCluster(ctx: AppContext, project: ProjectRuntime): boolean {
+  if (!ctx.restartCluster) return false;
+  const a = new URL(ctx.adminUrl);
+  const b = new URL(project.record.adminUrl);
+  return a.hostname === b.hostname && (a.port || "5432") === (b.port || "5432");
+}
+
+/**
+ * Validates every field first (nothing is applied when one is refused), then applies them: per database,
+ * cluster-wide with a reload, or cluster-wide with a restart.
+ */
+export async function applyConfig(
+  ctx: AppContext,
+  project: ProjectRuntime,
+  body: Record<string, unknown>,
+): Promise<void> {
+  const { restart_database: restart, ...fields } = body;
+  const entries = Object.entries(fields).filter(([, v]) => v !== undefined);
+  if (!entries.length) return;
+  const client = await project.adminPool.connect();
+  try {
+    const settings = await settingsOf(
+      client,
+      entries.map(([k]) => k),
+    );
+    const plan: { name: string; value: string; how: "database" | "reload" | "restart" }[] = [];
+    for (const [name, raw] of entries) {
+      const setting = settings.get(name);
+      if (!setting) {
+        throw new HttpError(
+          400,
+          name.startsWith("cron.")
+            ? `${name} cannot be applied: the pg_cron extension is not available on this server`
+            : `${name} is not a setting of this PostgreSQL server`,
+        );
+      }
+      const value = validated(setting, raw);
+      if (setting.source === "command line") {
+        throw new HttpError(
+          400,
+          `${name} cannot be changed: Strata starts the cluster with it set on the command line (it needs that value)`,
+        );
+      }
+      if (setting.context === "user" || setting.context === "superuser") {
+        plan.push({ name, value, how: "database" });
+      } else if (setting.context === "sighup") {
+        plan.push({ name, value, how: "reload" });
+      } else if (setting.context === "postmaster") {
+        if (!onEmbeddedCluster(ctx, project)) {
+          throw new HttpError(
+            400,
+            `${name} takes effect only when the server starts, and this project's cluster is not run by Strata: set it in its postgresql.conf and restart it`,
+          );
+        }
+        if (restart !== true) {
+          throw new HttpError(
+            400,
+            `${name} takes effect only when the server restarts: send restart_database: true to restart the database (every project on its cluster is briefly disconnected)`,
+          );
+        }
+        plan.push({ name, value, how: "restart" });
+      } else {
+        throw new HttpError(400, `${name} cannot be changed (PostgreSQL context ${setting.context})`);
+      }
+    }
+    const db: string = (await client.query("select current_database() as d")).rows[0].d;
+    for (const p of plan) {
+      if (p.how === "database")
+        await runUtilityStatement(client, "alter database %I set %I = %L", [db, p.name, p.value]);
+      else await runUtilityStatement(client, "alter system set %I = %L", [p.name, p.value]);
+    }
+    if (plan.some((p) => p.how === "reload")) await client.query("select pg_reload_conf()");
+    if (plan.some((p) => p.how === "restart")) {
+      client.release();
+      await ctx.restartCluster!();
+      return;
+    }
+  } catch (e) {
+    if (e instanceof HttpError) throw e;
+    // PostgreSQL's own refusal (e.g. a value its check hook rejects) is the caller's error.
+    if ((e as { code?: string }).code?.startsWith("22") || (e as { code?: string }).code === "42704") {
+      throw new HttpError(400, (e as Error).message);
+    }
+    throw e;
+  } finally {
+    try {
+      client.release();
+    } catch {
+      // released before the restart
+    }
+  }
+}

@@ -1,0 +1,112 @@
+import { startTestServer, type TestServer } from "../helpers/server";
+import { mgmt } from "./api";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("Management API: read-only mode and disk", () => {
+  let server: TestServer;
+  let base: string;
+  beforeAll(async () => {
+    server = await startTestServer({ PROJECT_DISK_QUOTA_MB: "1000", DISK_CHECK_MS: "200" });
+    base = `/v1/projects/${server.ref}`;
+    await server.sql("create table public.items (id serial primary key, v text)");
+  });
+  afterAll(() => server.stop());
+
+  /** Writes a row through the REST API as anon: true when it was written. */
+  async function restWrite(): Promise<boolean> {
+    const before = (await server.sql("select count(*)::int as n from public.items")).rows[0].n;
+    const res = await fetch(`${server.url}/rest/v1/items`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ v: "x" }),
+    });
+    const after = (await server.sql("select count(*)::int as n from public.items")).rows[0].n;
+    expect(res.status === 201).toBe(after === before + 1);
+    return res.status === 201;
+  }
+  async function until(enabled: boolean) {
+    for (;;) {
+      const got = await mgmt(server, "GET", `${base}/readonly`);
+      if (got.body.enabled === enabled) return got.body;
+      await sleep(100);
+    }
+  }
+
+  it("measures the database and the volume for real", async () => {
+    const util = await mgmt(server, "GET", `${base}/config/disk/util`);
+    expect(util.status).toBe(200);
+    const size = Number((await server.sql("select pg_database_size(current_database()) as s")).rows[0].s);
+    expect(Math.abs(util.body.metrics.fs_used_bytes - size)).toBeLessThan(1024 * 1024);
+    expect(util.body.metrics.fs_size_bytes).toBe(1000 * 1024 * 1024);
+    expect(util.body.metrics.fs_avail_bytes).toBeLessThanOrEqual(
+      1000 * 1024 * 1024 - util.body.metrics.fs_used_bytes,
+    );
+  });
+
+  it("turns read-only on and off by the endpoint", async () => {
+    expect((await mgmt(server, "GET", `${base}/readonly`)).body).toMatchObject({ enabled: false });
+    expect(await restWrite()).toBe(true);
+    const on = await mgmt(server, "PUT", `${base}/readonly`, { enabled: true });
+    expect(on.body).toMatchObject({ enabled: true, override_enabled: false });
+    expect(await restWrite()).toBe(false);
+    expect((await mgmt(server, "PUT", `${base}/readonly`, { enabled: false })).body.enabled).toBe(false);
+    expect(await restWrite()).toBe(true);
+    expect((await mgmt(server, "PUT", `${base}/readonly`, { enabled: "yes" })).status).toBe(400);
+  });
+
+  it("turns read-only on past the disk threshold; temporary-disable lifts it for 15 minutes", async () => {
+    // A small quota: the database is a few megabytes under 95 % of it, then grows past it.
+    const used = Number((await server.sql("select pg_database_size(current_database()) as s")).rows[0].s);
+    server.strata.ctx.config.projectDiskQuotaBytes = Math.floor((used + 2 * 1024 * 1024) / 0.95);
+    await sleep(600);
+    expect((await mgmt(server, "GET", `${base}/readonly`)).body.enabled).toBe(false);
+    await server.sql(
+      "create table public.filler as select repeat(md5(i::text), 20) as t from generate_series(1, 8000) i",
+    );
+    await until(true);
+    expect(await restWrite()).toBe(false);
+
+    const lifted = await mgmt(server, "POST", `${base}/readonly/temporary-disable`);
+    expect(lifted.status).toBe(201);
+    const state = (await mgmt(server, "GET", `${base}/readonly`)).body;
+    expect(state).toMatchObject({ enabled: false, override_enabled: true });
+    const window = Date.parse(state.override_active_until) - Date.now();
+    expect(window).toBeGreaterThan(14 * 60_000);
+    expect(window).toBeLessThanOrEqual(15 * 60_000);
+    expect(await restWrite()).toBe(true);
+
+    // The window passes (moved into the past in the control plane): read-only mode comes back by itself.
+    await server.controlSql(
+      `update platform.project_settings set value = jsonb_set(value, '{override_active_until}', to_jsonb((now() - interval '1 second')::text))
+        where project_ref = $1 and kind = 'readonly'`,
+      [server.ref],
+    );
+    await sleep(600);
+    const back = (await mgmt(server, "GET", `${base}/readonly`)).body;
+    expect(back).toMatchObject({ enabled: true, override_enabled: false });
+    expect(await restWrite()).toBe(false);
+
+    // Space freed: the next check lifts it.
+    server.strata.ctx.config.projectDiskQuotaBytes = 1000 * 1024 * 1024;
+    await until(false);
+    expect(await restWrite()).toBe(true);
+  });
+
+  it("records the disk config and refuses a smaller disk", async () => {
+    expect((await mgmt(server, "GET", `${base}/config/disk`)).body.attributes.size_gb).toBe(8);
+    const grow = await mgmt(server, "POST", `${base}/config/disk`, {
+      attributes: { size_gb: 12, type: "gp3" },
+    });
+    expect(grow.status).toBe(201);
+    expect((await mgmt(server, "GET", `${base}/config/disk`)).body.attributes).toMatchObject({ size_gb: 12 });
+    const shrink = await mgmt(server, "POST", `${base}/config/disk`, {
+      attributes: { size_gb: 4, type: "gp3" },
+    });
+    expect(shrink.status).toBe(400);
+    expect(
+      (await mgmt(server, "POST", `${base}/config/disk`, { attributes: { size_gb: 20, type: "floppy" } }))
+        .status,
+    ).toBe(400);
+  });
+});
