@@ -1,3 +1,4 @@
+import { withAdminTransaction } from "../db/transaction";
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { Webhook } from "standardwebhooks";
@@ -117,18 +118,14 @@ export async function runHook(
       throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
     }
   } else {
-    const client = await pool.connect();
     try {
-      await client.query("begin");
-      await client.query(`set local statement_timeout = ${PG_HOOK_TIMEOUT_MS}`);
-      const { rows } = await client.query(call, [JSON.stringify(input)]);
-      await client.query("commit");
+      const { rows } = await withAdminTransaction(pool, async (client) => {
+        await client.query(`set local statement_timeout = ${PG_HOOK_TIMEOUT_MS}`);
+        return client.query(call, [JSON.stringify(input)]);
+      });
       output = rows[0]?.output ?? null;
     } catch {
-      await client.query("rollback").catch(() => {});
       throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
-    } finally {
-      client.release();
     }
   }
   if (output?.error?.message) {

@@ -121,6 +121,17 @@ export function withAdminTransaction<T>(
     : transact(db, "begin", onClient);
 }
 
+/**
+ * Runs `work` in one read-only repeatable-read transaction on a held client: every statement sees the
+ * database as of the transaction's first query (a dump, a copy).
+ */
+export function withSnapshotTransaction<C extends pg.ClientBase, T>(
+  client: C,
+  work: (client: C) => Promise<T>,
+): Promise<T> {
+  return transact(client, "begin isolation level repeatable read read only", work as never);
+}
+
 /** A text value holding a NUL byte, which PostgreSQL text cannot hold: its own SQLSTATE and message. */
 export class NulInText extends Error {
   readonly code = "22021";

@@ -1,3 +1,4 @@
+import { withAdminTransaction } from "../db/transaction";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import type { Logger } from "../log";
@@ -132,17 +133,7 @@ export class NodeLink {
   }
 
   private async inTransaction(work: (client: pg.PoolClient) => Promise<void>): Promise<void> {
-    const client = await this.project.adminPool.connect();
-    try {
-      await client.query("begin");
-      await work(client);
-      await client.query("commit");
-    } catch (e) {
-      await client.query("rollback").catch(() => {});
-      throw e;
-    } finally {
-      client.release();
-    }
+    await withAdminTransaction(this.project.adminPool, work);
   }
 
   private async heartbeat(): Promise<void> {

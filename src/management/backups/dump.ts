@@ -1,3 +1,4 @@
+import { withSnapshotTransaction } from "../../db/transaction";
 import type pg from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import type { Writable } from "node:stream";
@@ -113,8 +114,7 @@ export async function writeDump(
 ): Promise<void> {
   const write = (text: string | Buffer) =>
     new Promise<void>((resolve, reject) => sink.write(text, (e) => (e ? reject(e) : resolve())));
-  await client.query("begin isolation level repeatable read read only");
-  try {
+  await withSnapshotTransaction(client, async () => {
     // Names in every pg_get_*def come schema-qualified with an empty search path.
     await client.query("set local search_path = ''");
     // The first query takes the transaction's snapshot: the backup shows the database as it was then.
@@ -514,9 +514,5 @@ export async function writeDump(
     }
     await write(post.join(""));
     await write("-- strata:end 0\n");
-    await client.query("commit");
-  } catch (e) {
-    await client.query("rollback").catch(() => {});
-    throw e;
-  }
+  });
 }

@@ -1,3 +1,4 @@
+import { withAdminTransaction } from "../../db/transaction";
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { createGunzip, createGzip } from "node:zlib";
@@ -276,20 +277,19 @@ export class BackupService {
       // zlib may report a damaged file twice (write and flush); the reader has the first, the rest is noise.
       gunzip.on("error", () => {});
       const source = pipeline(await this.store.read(backup.location), counter, gunzip, () => {});
-      await client.query("begin");
-      await client.query("set local lock_timeout = '60s'");
-      await applyDump(client, source, () => {
-        if (Date.now() - lastReport < 500) return;
-        lastReport = Date.now();
-        void setProgress(5 + Math.min(90, Math.floor((read / total) * 90)));
+      await withAdminTransaction(client, async () => {
+        await client.query("set local lock_timeout = '60s'");
+        await applyDump(client, source, () => {
+          if (Date.now() - lastReport < 500) return;
+          lastReport = Date.now();
+          void setProgress(5 + Math.min(90, Math.floor((read / total) * 90)));
+        });
       });
-      await client.query("commit");
       await this.ctx.platformPool.query(
         "update platform.database_restores set status = 'COMPLETED', progress = 100, finished_at = now() where id = $1",
         [id],
       );
     } catch (e) {
-      await client.query("rollback").catch(() => {});
       this.ctx.log.warn(
         { ref, err: (e as Error).message },
         "restore failed; the database was left as it was",

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { oneOffClient } from "../../db/client";
-import { withAdminTransaction } from "../../db/transaction";
+import { withAdminTransaction, withSnapshotTransaction } from "../../db/transaction";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { withProjectSqlClient } from "../database/sqlRunner";
 
@@ -94,17 +94,17 @@ export async function copyData(
   await source.connect();
   try {
     await target.connect();
-    await source.query("begin isolation level repeatable read read only");
-    await withAdminTransaction(target, async () => {
-      await target.query("set local session_replication_role = replica");
-      const tables = await copiedTables(source, target);
-      for (const t of tables) {
-        const rows = await copyTable(source, target, t);
-        await log(`copied ${rows} row(s) of ${t.schema}.${t.name}`);
-      }
-      await copySequences(source, target);
-    });
-    await source.query("commit");
+    await withSnapshotTransaction(source, () =>
+      withAdminTransaction(target, async () => {
+        await target.query("set local session_replication_role = replica");
+        const tables = await copiedTables(source, target);
+        for (const t of tables) {
+          const rows = await copyTable(source, target, t);
+          await log(`copied ${rows} row(s) of ${t.schema}.${t.name}`);
+        }
+        await copySequences(source, target);
+      }),
+    );
   } finally {
     await source.end().catch(() => {});
     await target.end().catch(() => {});

@@ -1,3 +1,4 @@
+import { withAdminTransaction } from "../../db/transaction";
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type OAuth2Server from "@node-oauth/oauth2-server";
 import type pg from "pg";
@@ -172,43 +173,40 @@ export function oauthModel(
           "delete from platform.access_tokens where oauth_grant_id is not null and expires_at < now()",
         );
         await c.query("delete from platform.oauth_refresh_tokens where expires_at < now()");
-        await c.query("begin");
-        await c.query(
-          `insert into platform.access_tokens (user_id, name, token_hash, token_prefix, scopes, expires_at,
-                                               oauth_app_id, oauth_grant_id, organization_id)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-          [
-            u.id,
-            `OAuth: ${app.id}`,
-            sha256(token.accessToken),
-            token.accessToken.slice(0, 14),
-            scopes,
-            token.accessTokenExpiresAt,
-            app.appId,
-            grantId,
-            u.organizationId,
-          ],
-        );
-        if (token.refreshToken) {
+        await withAdminTransaction(c, async () => {
           await c.query(
-            `insert into platform.oauth_refresh_tokens (token_hash, grant_id, app_id, user_id, organization_id,
-                                                        scopes, expires_at)
-             values ($1, $2, $3, $4, $5, $6, $7)`,
+            `insert into platform.access_tokens (user_id, name, token_hash, token_prefix, scopes, expires_at,
+                                                 oauth_app_id, oauth_grant_id, organization_id)
+             values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
             [
-              sha256(token.refreshToken),
-              grantId,
-              app.appId,
               u.id,
-              u.organizationId,
+              `OAuth: ${app.id}`,
+              sha256(token.accessToken),
+              token.accessToken.slice(0, 14),
               scopes,
-              token.refreshTokenExpiresAt,
+              token.accessTokenExpiresAt,
+              app.appId,
+              grantId,
+              u.organizationId,
             ],
           );
-        }
-        await c.query("commit");
-      } catch (e) {
-        await c.query("rollback").catch(() => {});
-        throw e;
+          if (token.refreshToken) {
+            await c.query(
+              `insert into platform.oauth_refresh_tokens (token_hash, grant_id, app_id, user_id, organization_id,
+                                                          scopes, expires_at)
+               values ($1, $2, $3, $4, $5, $6, $7)`,
+              [
+                sha256(token.refreshToken),
+                grantId,
+                app.appId,
+                u.id,
+                u.organizationId,
+                scopes,
+                token.refreshTokenExpiresAt,
+              ],
+            );
+          }
+        });
       } finally {
         c.release();
       }
