@@ -126,15 +126,36 @@ async function copyTable(from: pg.Client, to: pg.Client, table: string): Promise
   const columns = (await columnsOf(to)).filter((c) => theirs.has(c)).map((name) => ({ name }));
   if (!columns.length) return;
   const { rows } = await from.query<{ data: string }>(
-    `select coalesce(json_agg(t), '[]')::text as data from platform.${pg.escapeIdentifier(table)} t`,
+    await formatted(from, "select coalesce(json_agg(t), '[]')::text as data from platform.%I t", [table]),
   );
-  const list = columns.map((c) => pg.escapeIdentifier(c.name)).join(", ");
-  const target = `platform.${pg.escapeIdentifier(table)}`;
-  await to.query(
-    `insert into ${target} (${list}) overriding system value
-     select ${list} from json_populate_recordset(null::${target}, $1::json)`,
-    [rows[0].data],
+  const insert = await formatted(
+    to,
+    `insert into platform.%1$I (%2$s) overriding system value
+     select %2$s from json_populate_recordset(null::platform.%1$I, $1::json)`,
+    [table, columns.map((c) => c.name)],
   );
+  await to.query(insert, [rows[0].data]);
+}
+
+/**
+ * A statement made by the server's `format()`: `%I` quotes an identifier, `%s` given an array of names puts
+ * them quoted and comma-separated. Names here come from the catalog; they are still never spliced by hand.
+ */
+async function formatted(
+  client: pg.Client,
+  template: string,
+  values: (string | string[])[],
+): Promise<string> {
+  const args = values.map((v, i) =>
+    Array.isArray(v)
+      ? `(select string_agg(quote_ident(c), ', ') from unnest($${i + 2}::text[]) c)`
+      : `$${i + 2}::text`,
+  );
+  const { rows } = await client.query<{ q: string }>(`select format($1, ${args.join(", ")}) as q`, [
+    template,
+    ...values,
+  ]);
+  return rows[0].q;
 }
 
 /** Sequences continue after the copied rows' highest values. */
@@ -149,8 +170,11 @@ async function resetSequences(client: pg.Client): Promise<void> {
   );
   for (const { seq, tbl, col } of rows) {
     await client.query(
-      `select setval($1::regclass, coalesce((select max(${pg.escapeIdentifier(col)}) from ${tbl}), 0) + 1, false)`,
-      [seq],
+      await formatted(
+        client,
+        "select setval(%L::regclass, coalesce((select max(%I) from %s), 0) + 1, false)",
+        [seq, col, tbl],
+      ),
     );
   }
 }
