@@ -128,37 +128,32 @@ async function runLogQuery(ctx: AppContext, ref: string, query: z.infer<typeof L
 export function analyticsRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const base = "/v1/projects/:ref/analytics/endpoints";
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/logs`,
-      summary: "Queries the project's logs (24 hours at most)",
-      access: { permission: "analytics_logs_read", scope: "analytics:read" },
-      query: LogQuery,
-      status: 200,
-      response: logQueryResponse,
-    },
-    async ({ project, query }) => runLogQuery(ctx, project.ref, query),
-  );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/logs.all`,
-      rateLimits: [{ name: "logs.all", points: 30, seconds: 60 }],
-      summary: "Queries the project's logs (deprecated: the same as logs)",
-      access: { permission: "analytics_logs_read", scope: "analytics:read" },
-      query: LogQuery,
-      status: 200,
-      response: logQueryResponse,
-    },
-    async ({ project, query }) => runLogQuery(ctx, project.ref, query),
-  );
+  // `logs.all` is the deprecated name of the same query (with its own rate limit).
+  for (const [name, summary, limits] of [
+    ["logs", "Queries the project's logs (24 hours at most)", []],
+    [
+      "logs.all",
+      "Queries the project's logs (deprecated: the same as logs)",
+      [{ name: "logs.all", points: 30, seconds: 60 }],
+    ],
+  ] as const) {
+    route(
+      ctx,
+      router,
+      {
+        method: "get",
+        project: "any",
+        path: `${base}/${name}`,
+        rateLimits: [...limits],
+        summary,
+        access: { permission: "analytics_logs_read", scope: "analytics:read" },
+        query: LogQuery,
+        status: 200,
+        response: logQueryResponse,
+      },
+      async ({ project, query }) => runLogQuery(ctx, project.ref, query),
+    );
+  }
   route(
     ctx,
     router,
