@@ -4,6 +4,7 @@ import { z } from "zod";
 import { withAdminTransaction } from "../db/transaction";
 import { bearerAuthOf } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
+import type { AuthSettings } from "./authConfig";
 import type { RequestAuth } from "./dataAuth";
 import { AuthApiError } from "./errors";
 import { afterUserCreated, beforeUserCreated } from "./hook";
@@ -85,6 +86,25 @@ const userNotFound = () => new AuthApiError(404, "user_not_found", "User not fou
 /** The admin API (auth-js `auth.admin`): only for the service role (service key or a service_role token). */
 export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
   const router = Router({ caseSensitive: true });
+
+  /** A new invited user, after the before-user-created hook (whose refusal undoes the insert). */
+  async function insertInvited(
+    db: pg.PoolClient,
+    project: ProjectRuntime,
+    settings: AuthSettings,
+    body: { email: string; data?: Record<string, unknown> },
+    ip: string | undefined,
+  ): Promise<UserRow> {
+    const user = (await insertUser(db, {
+      email: body.email,
+      passwordHash: null,
+      confirmed: false,
+      metadata: body.data ?? {},
+      invited: true,
+    }))!;
+    await beforeUserCreated(project.adminPool, settings, user, ip);
+    return user;
+  }
 
   async function requireAdmin(project: ProjectRuntime, req: Request, keyAuth: RequestAuth) {
     const bearer = await bearerAuthOf(project, req, "anon", { thirdParty: false }).catch(() => undefined);
@@ -254,14 +274,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
         let user = await userByEmail(db, body.email);
         if (user?.email_confirmed_at) throw emailExists();
         if (!user) {
-          user = (await insertUser(db, {
-            email: body.email,
-            passwordHash: null,
-            confirmed: false,
-            metadata: body.data ?? {},
-            invited: true,
-          }))!;
-          await beforeUserCreated(project.adminPool, settings, user, req.ip);
+          user = await insertInvited(db, project, settings, body, req.ip);
           created = user;
         } else {
           user = await setUser(db, user.id, { invited_at: new Date() });
@@ -308,14 +321,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
           case "invite": {
             if (user?.email_confirmed_at) throw emailExists();
             if (!user) {
-              user = (await insertUser(db, {
-                email: body.email,
-                passwordHash: null,
-                confirmed: false,
-                metadata: body.data ?? {},
-                invited: true,
-              }))!;
-              await beforeUserCreated(project.adminPool, settings, user, req.ip);
+              user = await insertInvited(db, project, settings, body, req.ip);
             }
             issued = await issueToken(db, settings, user, "invite", common);
             break;

@@ -206,6 +206,10 @@ export function authRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const limiters = new Map<string, RateLimiterPostgres>();
 
+  /** The OTP limit (sign-in links and codes, recovery, resend) of the caller's address. */
+  const consumeOtp = (req: Request, ref: string, settings: AuthSettings) =>
+    consume("otp", perIp(req, ref), Number(settings.rate_limit_otp ?? 30), RATE_WINDOW_SECONDS);
+
   /**
    * Counts a request against a configured limit in Postgres (shared by every Strata process). The limit is
    * read live: one limiter per kind, value and window.
@@ -471,12 +475,7 @@ export function authRouter(ctx: AppContext): Router {
     "/otp",
     handle(async (project, req) => {
       const settings = await tk.settings(project);
-      await consume(
-        "otp",
-        perIp(req, project.ref),
-        Number(settings.rate_limit_otp ?? 30),
-        RATE_WINDOW_SECONDS,
-      );
+      await consumeOtp(req, project.ref, settings);
       if (req.body?.phone !== undefined)
         throw new AuthApiError(422, "phone_provider_disabled", "Unsupported phone provider");
       requireEmailProvider(settings, "logins");
@@ -518,12 +517,7 @@ export function authRouter(ctx: AppContext): Router {
     "/recover",
     handle(async (project, req) => {
       const settings = await tk.settings(project);
-      await consume(
-        "otp",
-        perIp(req, project.ref),
-        Number(settings.rate_limit_otp ?? 30),
-        RATE_WINDOW_SECONDS,
-      );
+      await consumeOtp(req, project.ref, settings);
       const body = parse(recoverBody, req.body);
       const pkce = pkceOf(body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to);
@@ -547,12 +541,7 @@ export function authRouter(ctx: AppContext): Router {
     "/resend",
     handle(async (project, req) => {
       const settings = await tk.settings(project);
-      await consume(
-        "otp",
-        perIp(req, project.ref),
-        Number(settings.rate_limit_otp ?? 30),
-        RATE_WINDOW_SECONDS,
-      );
+      await consumeOtp(req, project.ref, settings);
       const body = parse(resendBody, req.body);
       const pkce = pkceOf(body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to);

@@ -1,26 +1,9 @@
-import pg from "pg";
+import { authenticatorStatementsDuring } from "../helpers/statements";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { graphql, migrate } from "./client";
 
-/** The SQL statements the server sends while `work` runs, without transaction and settings framing. */
-/** The messages sent to the database while `work` runs: one per network round trip. */
-async function roundTripsDuring(work: () => Promise<unknown>): Promise<string[]> {
-  const seen: string[] = [];
-  const original = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const config = args[0] as string | { text?: string };
-    // Data requests log in as authenticator; the server's own bookkeeping (usage, webhooks) is not counted.
-    const user = (this as unknown as { connectionParameters?: { user?: string } }).connectionParameters?.user;
-    if (user === "authenticator") seen.push(typeof config === "string" ? config : (config?.text ?? ""));
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  try {
-    await work();
-  } finally {
-    pg.Client.prototype.query = original;
-  }
-  return seen;
-}
+/** The messages sent to the database for data requests while `work` runs: one per network round trip. */
+const roundTripsDuring = authenticatorStatementsDuring;
 
 /** The statements that read or write data, leaving out transaction control and request settings. */
 function dataStatements(roundTrips: string[]): string[] {

@@ -1,5 +1,5 @@
 import type { RealtimeChannel, SupabaseClient } from "@supabase/supabase-js";
-import pg from "pg";
+import { authenticatorStatementsDuring } from "../helpers/statements";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt } from "../management/client";
 import { clientFor, userToken } from "../rest/fixtures";
@@ -44,23 +44,7 @@ afterAll(async () => {
   await server.stop();
 });
 
-/** The statements sent on authenticator connections while `work` runs. */
-async function statementsDuring(work: () => Promise<unknown>): Promise<string[]> {
-  const seen: string[] = [];
-  const original = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const config = args[0] as string | { text?: string };
-    const user = (this as unknown as { connectionParameters?: { user?: string } }).connectionParameters?.user;
-    if (user === "authenticator") seen.push(typeof config === "string" ? config : (config?.text ?? ""));
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  try {
-    await work();
-  } finally {
-    pg.Client.prototype.query = original;
-  }
-  return seen;
-}
+const statementsDuring = authenticatorStatementsDuring;
 
 /** Realtime's row checks: the rows found again by key under the subscriber's role (RLS). */
 const rowChecks = (statements: string[]) => statements.filter((s) => /from unnest\(/i.test(s));

@@ -72,6 +72,12 @@ export function domainRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const resolver = resolverFor(ctx.config.dnsServers);
   const custom = (ref: string) => hostnameOf(ctx.platformPool, ref, "custom");
+  const answer = async (ref: string) => customHostnameBody(ctx, ref, await custom(ref));
+  const initialized = async (ref: string) => {
+    const row = await custom(ref);
+    if (!row) throw new HttpError(400, "This project has no custom hostname: initialize one first");
+    return row;
+  };
   const served = () => ctx.registry.hostnames.reload();
   const read = { permission: "custom_domain_read", scope: "domains:read" } as const;
   const write = { permission: "custom_domain_write", scope: "domains:write" } as const;
@@ -88,7 +94,7 @@ export function domainRoutes(ctx: AppContext): Router {
       status: 200,
       response: customHostnameResponse,
     },
-    async ({ project }) => customHostnameBody(ctx, project.ref, await custom(project.ref)),
+    async ({ project }) => answer(project.ref),
   );
   route(
     ctx,
@@ -120,7 +126,7 @@ export function domainRoutes(ctx: AppContext): Router {
       });
       if (!claimed) throw new HttpError(400, `The hostname ${hostname} is already used by another project`);
       await served();
-      return customHostnameBody(ctx, project.ref, await custom(project.ref));
+      return answer(project.ref);
     },
   );
   route(
@@ -137,8 +143,7 @@ export function domainRoutes(ctx: AppContext): Router {
       response: customHostnameResponse,
     },
     async ({ project }) => {
-      const row = await custom(project.ref);
-      if (!row) throw new HttpError(400, "This project has no custom hostname: initialize one first");
+      const row = await initialized(project.ref);
       const errors = await verifyHostnameRecords(
         resolver,
         row.hostname,
@@ -148,7 +153,7 @@ export function domainRoutes(ctx: AppContext): Router {
       // An active hostname keeps serving while its records are being changed; the errors are reported.
       const status = row.status === SERVED ? SERVED : errors.length ? INITIATED : VERIFIED;
       await setHostnameStatus(ctx.platformPool, project.ref, "custom", status, errors);
-      return customHostnameBody(ctx, project.ref, await custom(project.ref));
+      return answer(project.ref);
     },
   );
   route(
@@ -164,8 +169,7 @@ export function domainRoutes(ctx: AppContext): Router {
       response: customHostnameResponse,
     },
     async ({ project }) => {
-      const row = await custom(project.ref);
-      if (!row) throw new HttpError(400, "This project has no custom hostname: initialize one first");
+      const row = await initialized(project.ref);
       if (row.status !== VERIFIED && row.status !== SERVED)
         throw new HttpError(
           400,
@@ -173,7 +177,7 @@ export function domainRoutes(ctx: AppContext): Router {
         );
       await setHostnameStatus(ctx.platformPool, project.ref, "custom", SERVED, []);
       await served();
-      return customHostnameBody(ctx, project.ref, await custom(project.ref));
+      return answer(project.ref);
     },
   );
   route(
