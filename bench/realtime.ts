@@ -7,7 +7,6 @@
  * payload's commit_timestamp, both on this machine's clock) and the deliveries a second the subscribers got.
  * BENCH_SERVER_LOG=1 copies the server's output (LOG_LEVEL) to stderr.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -15,11 +14,7 @@ import path from "node:path";
 import { createClient, type RealtimeChannel, type SupabaseClient } from "@supabase/supabase-js";
 import { SignJWT } from "jose";
 import pg from "pg";
-
-function argument(name: string, fallback: string): string {
-  const i = process.argv.indexOf(`--${name}`);
-  return i === -1 || process.argv[i + 1] === undefined ? fallback : process.argv[i + 1];
-}
+import { argument, startServerProcess, stopServerProcess, type ServerProcess } from "./process";
 
 const SECONDS = Number(argument("seconds", "5"));
 const RATE = Number(argument("rate", "20"));
@@ -32,41 +27,6 @@ const TOKEN = "sbp_" + "be0c".repeat(8) + "01234567";
 const JWT_SECRET = "bench-secret-" + randomUUID();
 const BASE = `http://127.0.0.1:${PORT}`;
 const USER = "11111111-1111-4111-8111-111111111111";
-
-interface Server {
-  child: ChildProcess;
-  ref: string;
-  anonKey: string;
-}
-
-/** Starts `strata start` as its own process and reads the default project's ref and anon key from its banner. */
-async function startServer(dataDir: string): Promise<Server> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "start"], {
-    env: {
-      ...process.env,
-      DATABASE_URL: "",
-      PORT: String(PORT),
-      STRATA_PG_PORT: String(PG_PORT),
-      STRATA_DATA_DIR: dataDir,
-      JWT_SECRET,
-      MANAGEMENT_TOKEN: TOKEN,
-      MANAGEMENT_RATE_LIMIT: "1000000",
-      LOG_LEVEL: process.env.LOG_LEVEL ?? "error",
-    },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  let out = "";
-  child.stdout!.on("data", (d) => {
-    out += d;
-    if (process.env.BENCH_SERVER_LOG) process.stderr.write(d);
-  });
-  for (let i = 0; i < 600 && !/service_role key:/.test(out); i++) {
-    if (child.exitCode !== null) throw new Error(`the server exited (${child.exitCode}):\n${out}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const field = (label: string) => new RegExp(`${label}: (\\S+)`).exec(out)?.[1] ?? "";
-  return { child, ref: field("Project ref"), anonKey: field("anon key") };
-}
 
 async function mgmt(method: string, pathname: string, body?: unknown): Promise<unknown> {
   const res = await fetch(`${BASE}${pathname}`, {
@@ -109,7 +69,7 @@ interface Result {
   perSecond: number;
 }
 
-async function run(server: Server, admin: pg.Client, token: string, n: number): Promise<Result> {
+async function run(server: ServerProcess, admin: pg.Client, token: string, n: number): Promise<Result> {
   const clients: SupabaseClient[] = [];
   const latencies: number[] = [];
   let delivered = 0;
@@ -182,7 +142,15 @@ async function run(server: Server, admin: pg.Client, token: string, n: number): 
 
 async function main() {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "strata-bench-realtime-"));
-  const server = await startServer(dataDir);
+  const server = await startServerProcess({
+    dataDir,
+    port: PORT,
+    pgPort: PG_PORT,
+    jwtSecret: JWT_SECRET,
+    managementToken: TOKEN,
+    logLevel: process.env.LOG_LEVEL,
+    echo: Boolean(process.env.BENCH_SERVER_LOG),
+  });
   let admin: pg.Client | undefined;
   try {
     // The Management API's SQL role does not own the publication: the table is added (and written) by the
@@ -229,8 +197,7 @@ async function main() {
     }
   } finally {
     await admin?.end().catch(() => {});
-    server.child.kill("SIGTERM");
-    await new Promise((r) => server.child.once("exit", r));
+    await stopServerProcess(server);
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

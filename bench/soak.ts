@@ -6,12 +6,12 @@
  * kind, and the server's RSS over time; at the end, whether any database connection was left in a
  * transaction and how much RSS grew after warm-up.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { SignJWT } from "jose";
+import { rssMb, startServerProcess, stopServerProcess } from "./process";
 
 function argument(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
@@ -26,50 +26,6 @@ const PG_PORT = argument("pg-port", 54951);
 const TOKEN = "sbp_" + "50a4".repeat(8) + "01234567";
 const JWT_SECRET = "soak-secret-" + randomUUID();
 const BASE = `http://127.0.0.1:${PORT}`;
-
-interface Server {
-  child: ChildProcess;
-  ref: string;
-  anonKey: string;
-  serviceKey: string;
-}
-
-/** Starts `strata start` as its own process and reads the default project's ref and keys from its banner. */
-async function startServer(dataDir: string): Promise<Server> {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "start"], {
-    env: {
-      ...process.env,
-      DATABASE_URL: "",
-      PORT: String(PORT),
-      STRATA_PG_PORT: String(PG_PORT),
-      STRATA_DATA_DIR: dataDir,
-      JWT_SECRET,
-      MANAGEMENT_TOKEN: TOKEN,
-      MANAGEMENT_RATE_LIMIT: "1000000",
-      LOG_LEVEL: "error",
-    },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  let out = "";
-  child.stdout!.on("data", (d) => (out += d));
-  for (let i = 0; i < 600 && !/service_role key:/.test(out); i++) {
-    if (child.exitCode !== null) throw new Error(`the server exited (${child.exitCode}):\n${out}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const field = (label: string) => new RegExp(`${label}: (\\S+)`).exec(out)?.[1] ?? "";
-  return {
-    child,
-    ref: field("Project ref"),
-    anonKey: field("anon key"),
-    serviceKey: field("service_role key"),
-  };
-}
-
-/** The server's resident memory in MB, from /proc. */
-function rssMb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
-}
 
 interface Tally {
   count: number;
@@ -146,7 +102,13 @@ const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length
 
 async function main() {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "strata-soak-"));
-  const server = await startServer(dataDir);
+  const server = await startServerProcess({
+    dataDir,
+    port: PORT,
+    pgPort: PG_PORT,
+    jwtSecret: JWT_SECRET,
+    managementToken: TOKEN,
+  });
   const { ref, anonKey } = server;
   const pid = server.child.pid!;
   try {
@@ -338,8 +300,7 @@ async function main() {
         `connections left busy: ${busy[0]?.n ?? "?"}`,
     );
   } finally {
-    server.child.kill("SIGTERM");
-    await new Promise((r) => server.child.once("exit", r));
+    await stopServerProcess(server);
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -1,0 +1,89 @@
+/**
+ * Strata as a process of its own for the benchmarks and the soak: `strata start` on an embedded PostgreSQL
+ * in a temporary directory (loopback only), its default project's ref and keys read from the banner.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+
+export interface ServerProcess {
+  child: ChildProcess;
+  ref: string;
+  anonKey: string;
+  serviceKey: string;
+  /** The embedded cluster's superuser URL of the default project's database. */
+  superuserUrl: string;
+}
+
+export interface ServerOptions {
+  dataDir: string;
+  port: number;
+  pgPort: number;
+  jwtSecret: string;
+  managementToken: string;
+  logLevel?: string;
+  /** Run the compiled server (`dist/`, what `npm start` runs) rather than the TypeScript sources through tsx. */
+  compiled?: boolean;
+  /** Copy the server's output to stderr. */
+  echo?: boolean;
+}
+
+/** A command-line option's value (`--name value`), or the fallback. */
+export function argument(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i === -1 || process.argv[i + 1] === undefined ? fallback : process.argv[i + 1];
+}
+
+/** Starts the server and waits for its banner (the embedded cluster's first start included). */
+export async function startServerProcess(options: ServerOptions): Promise<ServerProcess> {
+  const entry = options.compiled ? ["dist/src/cli/main.js"] : ["--import", "tsx", "src/cli/main.ts"];
+  if (options.compiled && !existsSync(entry[0]))
+    throw new Error("dist/ is missing: run `npm run build` first");
+  const child = spawn(process.execPath, [...entry, "start"], {
+    env: {
+      ...process.env,
+      DATABASE_URL: "",
+      PORT: String(options.port),
+      STRATA_PG_PORT: String(options.pgPort),
+      STRATA_DATA_DIR: options.dataDir,
+      JWT_SECRET: options.jwtSecret,
+      MANAGEMENT_TOKEN: options.managementToken,
+      MANAGEMENT_RATE_LIMIT: "1000000",
+      LOG_LEVEL: options.logLevel ?? "error",
+      GRAPHILE_ENV: process.env.GRAPHILE_ENV ?? "production",
+    },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout!.on("data", (d) => {
+    out += d;
+    if (options.echo) process.stderr.write(d);
+  });
+  for (let i = 0; i < 600 && !/service_role key:/.test(out); i++) {
+    if (child.exitCode !== null) throw new Error(`the server exited (${child.exitCode}):\n${out}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const field = (label: string) => new RegExp(`${label}: (\\S+)`).exec(out)?.[1] ?? "";
+  const password = readFileSync(path.join(options.dataDir, "pg-superuser-password"), "utf8").trim();
+  return {
+    child,
+    ref: field("Project ref"),
+    anonKey: field("anon key"),
+    serviceKey: field("service_role key"),
+    superuserUrl: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${options.pgPort}/postgres`,
+  };
+}
+
+/** Stops the server (SIGTERM: it closes its pools and its embedded cluster) and waits for it to exit. */
+export async function stopServerProcess(server: ServerProcess): Promise<void> {
+  if (server.child.exitCode !== null) return;
+  const exited = new Promise((r) => server.child.once("exit", r));
+  server.child.kill("SIGTERM");
+  await exited;
+}
+
+/** A process's resident memory in MB, from /proc. */
+export function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+}
