@@ -221,28 +221,38 @@ const BaseQuery = pg.Query as unknown as new (config: {
   callback: (err: Error | null, result: pg.QueryResult) => void;
 }) => QueryInternals;
 
+/** A statement sent ahead of the main one in the same pipeline; its rows and completion are not the result. */
+interface Preamble {
+  text: string;
+  /** Its prepared statement's name, "" for the unnamed statement. */
+  name: string;
+  values: unknown[];
+  parse: boolean;
+}
+
 /**
- * One read as one pipeline of extended-protocol messages, sent in one write and answered in one round trip:
- * Bind/Execute of the prepared settings statement, Bind/Describe/Execute of the read (Parse first, for a
- * statement the connection has not prepared yet), one Sync. Without BEGIN, everything up to the Sync is one
- * implicit transaction: the settings are local to it (`set_config(..., true)`), the role is in force when
- * the read is planned (grants and RLS apply), and an error rolls it all back.
+ * One statement as one pipeline of extended-protocol messages, sent in one write and answered in one round
+ * trip: Bind/Execute of each preamble statement (the settings, or BEGIN and savepoints), then Bind/Describe/
+ * Execute of the statement (each preceded by Parse when the connection has not prepared it yet), one Sync.
+ * Without BEGIN, everything up to the Sync is one implicit transaction: the settings are local to it
+ * (`set_config(..., true)`), the role is in force when the statement is planned (grants and RLS apply), and an
+ * error rolls it all back.
  */
-class PipelinedRead extends BaseQuery {
-  /** The settings statement's own rows and completion come first; they are not the read's result. */
-  private settingsDone = false;
+class PipelinedQuery extends BaseQuery {
+  /** Preamble statements whose completion has not arrived yet. */
+  private pending: number;
 
   constructor(
     text: string,
     values: unknown[],
     rowMode: "array" | undefined,
-    /** The settings' names and values, each as an array literal. */
-    private readonly settings: [string, string],
-    /** The read's statement name ("" for the unnamed statement) and which statements to parse first. */
-    private readonly plan: { name: string; parse: string[] },
+    private readonly preamble: Preamble[],
+    /** The statement's name ("" for the unnamed statement) and whether to parse it first. */
+    private readonly plan: { name: string; parse: boolean },
     callback: (err: Error | null, result: pg.QueryResult) => void,
   ) {
     super({ text, values, rowMode, callback });
+    this.pending = preamble.length;
   }
 
   requiresPreparation(): boolean {
@@ -250,32 +260,85 @@ class PipelinedRead extends BaseQuery {
   }
 
   override prepare(connection: PgConnection): void {
-    const { parse, name } = this.plan;
-    if (parse.includes(SETTINGS_NAME))
-      connection.parse({ text: SETTINGS_TEXT, name: SETTINGS_NAME, types: [] });
-    connection.bind({ statement: SETTINGS_NAME, values: this.settings });
-    connection.execute({ portal: "" });
+    for (const p of this.preamble) {
+      if (p.parse) connection.parse({ text: p.text, name: p.name, types: [] });
+      connection.bind({ statement: p.name, values: p.values });
+      connection.execute({ portal: "" });
+    }
     // Parsed after the settings: names resolve with the request's search_path and privileges of its role.
-    if (parse.includes(name)) connection.parse({ text: this.text, name, types: [] });
-    connection.bind({ statement: name, values: this.values });
+    if (this.plan.parse) connection.parse({ text: this.text, name: this.plan.name, types: [] });
+    connection.bind({ statement: this.plan.name, values: this.values });
     connection.describe({ type: "P", name: "" });
     connection.execute({ portal: "" });
     connection.sync();
   }
 
   override handleDataRow(msg: unknown): void {
-    if (this.settingsDone) super.handleDataRow(msg);
+    if (this.pending === 0) super.handleDataRow(msg);
   }
 
   override handleCommandComplete(msg: unknown, connection: PgConnection): void {
-    if (this.settingsDone) super.handleCommandComplete(msg, connection);
-    else this.settingsDone = true;
+    if (this.pending === 0) super.handleCommandComplete(msg, connection);
+    else this.pending--;
+  }
+}
+
+/** The settings statement as a preamble, parsed on connections that have not prepared it yet. */
+function settingsPreamble(scope: TransactionScope, known: Set<string>): Preamble {
+  const values = settingsOf(scope).map((a) => prepareValue(a) as string);
+  return { text: SETTINGS_TEXT, name: SETTINGS_NAME, values, parse: !known.has(SETTINGS_NAME) };
+}
+
+/** The statements prepared on a connection (by this module). */
+function preparedSet(client: pg.ClientBase): Set<string> {
+  let prepared = preparedOn.get(client);
+  if (!prepared) preparedOn.set(client, (prepared = new Set()));
+  return prepared;
+}
+
+/**
+ * Sends a statement with its preamble in one round trip, on prepared statements where the connection has
+ * room for them (a connection that holds its share parses further ones each time, unnamed).
+ */
+async function pipelined(
+  client: pg.ClientBase,
+  scope: TransactionScope,
+  preamble: Preamble[],
+  statement: { text: string; values: readonly unknown[] },
+  rowMode?: "array",
+): Promise<pg.QueryResult> {
+  // Values become text (or bytes) before anything is sent, so a value that cannot fails alone.
+  const values = statement.values.map((v) => prepareValue(v) as unknown);
+  const known = preparedSet(client);
+  const name = statementName(scope, statement.text);
+  const named = known.has(name) || known.size < MAX_PREPARED;
+  const plan = { name: named ? name : "", parse: !named || !known.has(name) };
+  // Whether the statements parsed in this pipeline exist afterwards depends on where it fails.
+  const parsed = [
+    ...preamble.filter((p) => p.parse).map((p) => p.name),
+    ...(plan.parse ? [plan.name] : []),
+  ].filter((n) => n !== "");
+  try {
+    const result = await new Promise<pg.QueryResult>((resolve, reject) => {
+      const query = new PipelinedQuery(statement.text, values, rowMode, preamble, plan, (err, res) =>
+        err ? reject(err) : resolve(res),
+      );
+      void client.query(query as unknown as pg.Submittable);
+    });
+    for (const n of parsed) known.add(n);
+    return result;
+  } catch (e) {
+    if (parsed.length) {
+      for (const n of parsed) known.delete(n);
+      await closePrepared(client, parsed);
+    }
+    throw e;
   }
 }
 
 /**
- * A read in a single network round trip, on prepared statements: the scope's settings and the statement
- * travel as one pipeline (PipelinedRead). Answers the statement's result.
+ * A statement in a single network round trip, on prepared statements: the scope's settings and the statement
+ * travel as one pipeline, one implicit transaction (PipelinedQuery). Answers the statement's result.
  */
 export function queryInOneRoundTrip(
   pool: pg.Pool,
@@ -283,32 +346,93 @@ export function queryInOneRoundTrip(
   statement: { text: string; values: readonly unknown[] },
   rowMode?: "array",
 ): Promise<pg.QueryResult> {
-  // Values become text (or bytes) before anything is sent, so a value that cannot fails alone.
-  const values = statement.values.map((v) => prepareValue(v) as unknown);
-  const settings = settingsOf(scope).map((a) => prepareValue(a) as string) as [string, string];
+  return withPooledClient(pool, (client) =>
+    pipelined(client, scope, [settingsPreamble(scope, preparedSet(client))], statement, rowMode),
+  );
+}
+
+/**
+ * The statements of one transaction whose BEGIN, settings and savepoints travel with the next statement
+ * instead of costing round trips of their own: the first statement opens the transaction in its own
+ * pipeline (BEGIN, settings, statement), a savepoint is sent ahead of the statement after it, and the
+ * release of the last savepoint goes with COMMIT.
+ */
+export class PipelinedTransaction {
+  private opened = false;
+  /** Parameterless statements (savepoints and their releases) waiting for the next statement or the commit. */
+  private readonly deferred: string[] = [];
+
+  constructor(
+    private readonly client: pg.ClientBase,
+    private readonly scope: TransactionScope,
+  ) {}
+
+  /** Runs a statement of the transaction, with whatever waits to be sent ahead of it. */
+  query(statement: { text: string; values: readonly unknown[] }, rowMode?: "array"): Promise<pg.QueryResult> {
+    const preamble: Preamble[] = [];
+    const plain = (text: string): Preamble => ({ text, name: "", values: [], parse: true });
+    if (!this.opened) {
+      this.opened = true;
+      preamble.push(plain(this.scope.readOnly ? "begin read only" : "begin"));
+      preamble.push(settingsPreamble(this.scope, preparedSet(this.client)));
+    }
+    preamble.push(...this.deferred.splice(0).map(plain));
+    return pipelined(this.client, this.scope, preamble, statement, rowMode);
+  }
+
+  /** Starts a savepoint; it reaches the database with the next statement, and not at all without one. */
+  savepoint(name: string): void {
+    this.deferred.push(`savepoint ${name}`);
+  }
+
+  /** Keeps the savepoint's work: nothing to send when no statement ran since it. */
+  release(name: string): void {
+    if (!this.dropDeferred(`savepoint ${name}`)) this.deferred.push(`release savepoint ${name}`);
+  }
+
+  /** Undoes the work since the savepoint, at once (the transaction is unusable until then). */
+  async rollbackTo(name: string): Promise<void> {
+    if (this.dropDeferred(`savepoint ${name}`)) return;
+    this.deferred.length = 0;
+    await this.client.query(`rollback to savepoint ${name}`);
+  }
+
+  /** Commits: with the last releases, in one round trip; a transaction that sent nothing has nothing to end. */
+  async commit(): Promise<void> {
+    if (this.opened) await this.client.query([...this.deferred.splice(0), "commit"].join("; "));
+  }
+
+  async rollback(): Promise<void> {
+    this.deferred.length = 0;
+    if (this.opened) await rollback(this.client);
+  }
+
+  private dropDeferred(text: string): boolean {
+    const i = this.deferred.lastIndexOf(text);
+    if (i === -1 || i !== this.deferred.length - 1) return false;
+    this.deferred.pop();
+    return true;
+  }
+}
+
+/**
+ * Runs `work` in one transaction with the scope's role, claims and settings, on a client of `pool`, sending
+ * BEGIN and the settings with the first statement (PipelinedTransaction). Commits when `work` resolves, rolls
+ * back when it throws.
+ */
+export function withPipelinedTransaction<T>(
+  pool: pg.Pool,
+  scope: TransactionScope,
+  work: (tx: PipelinedTransaction) => Promise<T>,
+): Promise<T> {
   return withPooledClient(pool, async (client) => {
-    let prepared = preparedOn.get(client);
-    if (!prepared) preparedOn.set(client, (prepared = new Set()));
-    const known = prepared;
-    const name = statementName(scope, statement.text);
-    const parse = [SETTINGS_NAME, name].filter((n) => !known.has(n));
-    // A connection that holds its share of statements parses further ones each time, unnamed.
-    const named = known.has(name) || known.size < MAX_PREPARED;
-    const plan = { name: named ? name : "", parse: named ? parse : parse.filter((n) => n !== name) };
-    if (!named) plan.parse.push("");
+    const tx = new PipelinedTransaction(client, scope);
     try {
-      const result = await new Promise<pg.QueryResult>((resolve, reject) => {
-        const read = new PipelinedRead(statement.text, values, rowMode, settings, plan, (err, res) =>
-          err ? reject(err) : resolve(res),
-        );
-        void client.query(read as unknown as pg.Submittable);
-      });
-      for (const n of plan.parse) if (n) known.add(n);
+      const result = await work(tx);
+      await tx.commit();
       return result;
     } catch (e) {
-      // Whether the statements parsed in this pipeline exist now depends on where it failed: close them.
-      const parsed = plan.parse.filter((n) => n !== "");
-      if (parsed.length) await closePrepared(client, parsed);
+      await tx.rollback();
       throw e;
     }
   });
@@ -365,6 +489,44 @@ export function withReadsInOneRoundTrip(pool: pg.Pool, scope: TransactionScope):
       withTransaction(pool, readScope, (pgClient) =>
         makeWithPgClientViaPgClientAlreadyInTransaction(pgClient, true)(null, callback as never),
       ),
+  };
+  return async (_pgSettings, callback) => callback(client);
+}
+
+/**
+ * Grafast's client inside a PipelinedTransaction: every statement of the request in that one transaction,
+ * a nested transaction (grafast wraps each mutation field in one) as a savepoint that costs no round trip
+ * of its own (see PipelinedTransaction).
+ */
+export function withPgClientInTransaction(tx: PipelinedTransaction): WithPgClient {
+  let savepoints = 0;
+  // Nested transactions one after the other, as @dataplan/pg's own adaptor runs them.
+  let queue: Promise<unknown> = Promise.resolve();
+  const client: PgClient = {
+    async query<TData>(q: PgClientQuery): Promise<PgClientResult<TData>> {
+      const { rows, rowCount } = await tx.query(
+        { text: q.text, values: q.values ?? [] },
+        q.arrayMode ? "array" : undefined,
+      );
+      return { rows: rows as TData[], rowCount };
+    },
+    withTransaction<T>(callback: (client: PgClient) => Promise<T>): Promise<T> {
+      const run = async () => {
+        const name = `strata_tx${++savepoints}`;
+        tx.savepoint(name);
+        try {
+          const result = await callback(client);
+          tx.release(name);
+          return result;
+        } catch (e) {
+          await tx.rollbackTo(name);
+          throw e;
+        }
+      };
+      const result = queue.then(run, run);
+      queue = result.catch(() => undefined);
+      return result;
+    },
   };
   return async (_pgSettings, callback) => callback(client);
 }

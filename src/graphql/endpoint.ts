@@ -1,13 +1,17 @@
 import type { WithPgClient } from "@dataplan/pg";
-import type { NodePostgresPgClient } from "@dataplan/pg/adaptors/pg";
-import { makePgService, makeWithPgClientViaPgClientAlreadyInTransaction } from "@dataplan/pg/adaptors/pg";
+import { makePgService } from "@dataplan/pg/adaptors/pg";
 import { execute, hookArgs, isSafeError } from "grafast";
 import { GraphQLError, Kind, type DocumentNode, type GraphQLSchema } from "grafast/graphql";
 import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
 import { dataApiConfigOf } from "../catalog/dataApiConfig";
 import type { AppContext } from "../context";
-import { PoolTimeout, withReadsInOneRoundTrip, withTransaction } from "../db/transaction";
+import {
+  PoolTimeout,
+  withPgClientInTransaction,
+  withPipelinedTransaction,
+  withReadsInOneRoundTrip,
+} from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
 import { prepareDocument, RequestError } from "./document";
@@ -100,21 +104,19 @@ class RolledBack {
 
 /**
  * Runs a mutation request in one transaction, as pg_graphql does: every statement of every mutation
- * field on one client; any error rolls the whole request back.
+ * field on one client; any error rolls the whole request back. BEGIN, the settings and the savepoints grafast
+ * asks for travel with the statements (withPipelinedTransaction): a one-statement mutation costs two round
+ * trips, the statement's and the commit's.
  */
 async function inOneTransaction(
   project: ProjectRuntime,
   auth: RequestAuth,
   settings: Record<string, string>,
-  run: (withPgClient: WithPgClient<NodePostgresPgClient>) => Promise<GraphqlResponse>,
+  run: (withPgClient: WithPgClient) => Promise<GraphqlResponse>,
 ): Promise<GraphqlResponse> {
   try {
-    return await withTransaction(project.dataPool, { ...auth, settings }, async (client) => {
-      const inTransaction = makeWithPgClientViaPgClientAlreadyInTransaction(client, true);
-      // Role, claims and request settings are already set for the transaction: nothing to set per statement.
-      const withPgClient: WithPgClient<NodePostgresPgClient> = (_pgSettings, callback) =>
-        inTransaction(null, callback);
-      const response = await run(withPgClient);
+    return await withPipelinedTransaction(project.dataPool, { ...auth, settings }, async (tx) => {
+      const response = await run(withPgClientInTransaction(tx));
       if (response.errors) throw new RolledBack(response);
       return response;
     });

@@ -78,11 +78,22 @@ async function runInTransaction(client: pg.PoolClient, apiReq: ApiRequest, plan:
 }
 
 /**
- * Stage 3: runs a plan. A read travels in one network round trip (BEGIN READ ONLY, settings, statement,
- * COMMIT); writes, calls and EXPLAIN run in a transaction of their own.
+ * Whether a write's response can no longer fail once its statement has succeeded (see outcomeOf): then the
+ * statement may commit by itself. A singular request (406 unless exactly one row) and a call's offset past
+ * its end (416) must still roll the write back.
+ */
+function answerCannotFail(apiReq: ApiRequest, plan: Plan): boolean {
+  if (apiReq.media === "object") return false;
+  return plan.kind !== "call" || plan.page.offset === 0;
+}
+
+/**
+ * Stage 3: runs a plan. A read, and a write whose answer cannot fail afterwards, travels in one network round
+ * trip (settings and statement as one implicit transaction); other writes, calls and EXPLAIN run in a
+ * transaction of their own, so the response is decided before the commit.
  */
 async function run(pool: pg.Pool, scope: TransactionScope, apiReq: ApiRequest, plan: Plan): Promise<Outcome> {
-  if (scope.readOnly && !apiReq.explain) {
+  if (!apiReq.explain && (scope.readOnly || answerCannotFail(apiReq, plan))) {
     const statement = statementOf(plan);
     const result = statement
       ? resultOf((await queryInOneRoundTrip(pool, scope, sql.compile(statement))).rows[0])

@@ -1,4 +1,5 @@
 import { startTestServer, type TestServer } from "../helpers/server";
+import { authenticatorStatementsDuring } from "../helpers/statements";
 import { mgmt } from "../management/client";
 import { clientFor, rest, waitForTable } from "./fixtures";
 
@@ -31,6 +32,18 @@ describe("REST writes through the JavaScript client", () => {
       { name: "Bo", rating: 1000, teams: { name: "Blue" } },
       { name: "Cy", rating: 1000, teams: { name: "Red" } },
     ]);
+  });
+
+  it("sends a write with its settings in one round trip, committed by itself", async () => {
+    await clientFor(server).from("players").insert({ name: "Warm", team_id: 2 });
+    let status = 0;
+    const roundTrips = await authenticatorStatementsDuring(async () => {
+      ({ status } = await clientFor(server).from("players").insert({ name: "Once", team_id: 2 }));
+    });
+    expect(status).toBe(201);
+    expect(roundTrips).toHaveLength(1);
+    expect(roundTrips[0]).toMatch(/insert into/i);
+    expect((await server.sql("select 1 from players where name = 'Once'")).rows).toHaveLength(1);
   });
 
   it("fills missing keys with NULL, or with column defaults when asked", async () => {
