@@ -12,7 +12,7 @@
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
@@ -142,6 +142,15 @@ interface Measure {
   rps: number;
   p50: number;
   p99: number;
+  /** The serving process's CPU time per request (user + system), in microseconds. */
+  cpu: number;
+}
+
+/** A process's CPU time so far (user + system), in microseconds, from /proc. */
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  // utime and stime are fields 14 and 15 of the whole line, in clock ticks (100 a second on Linux).
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
 }
 
 async function send(base: string, shape: Shape, apikey: string): Promise<{ status: number; text: string }> {
@@ -160,7 +169,8 @@ function sameAnswer(a: { status: number; text: string }, b: { status: number; te
   return isDeepStrictEqual(JSON.parse(a.text), JSON.parse(b.text));
 }
 
-async function measure(base: string, shape: Shape, apikey: string): Promise<Measure> {
+async function measure(base: string, pid: number, shape: Shape, apikey: string): Promise<Measure> {
+  const cpuBefore = cpuMicros(pid);
   const result = await autocannon({
     url: base + shape.path,
     method: shape.method,
@@ -171,7 +181,12 @@ async function measure(base: string, shape: Shape, apikey: string): Promise<Meas
   });
   if (result.non2xx || result.errors)
     console.warn(`  ${shape.name} at ${base}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99 };
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    cpu: (cpuMicros(pid) - cpuBefore) / Math.max(1, result.requests.total),
+  };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
@@ -235,16 +250,16 @@ async function main() {
       }
       const entry = { shape, floor: [] as Measure[], strata: [] as Measure[] };
       for (let round = 0; round < ROUNDS; round++) {
-        entry.floor.push(await measure(floorBase, shape, server.anonKey));
+        entry.floor.push(await measure(floorBase, floor.pid!, shape, server.anonKey));
         if (shape.writes) await db.query(RESET_SQL);
-        entry.strata.push(await measure(strataBase, shape, server.anonKey));
+        entry.strata.push(await measure(strataBase, server.child.pid!, shape, server.anonKey));
         if (shape.writes) await db.query(RESET_SQL);
       }
       results.push(entry);
     }
     const pad = (s: string | number, w: number) => String(s).padStart(w);
     console.log(
-      `${"shape".padEnd(6)}${pad("floor r/s", 10)}${pad("strata r/s", 11)}${pad("floor p50/p99", 15)}${pad("strata p50/p99", 16)}${pad("strata/floor", 14)}`,
+      `${"shape".padEnd(6)}${pad("floor r/s", 10)}${pad("strata r/s", 11)}${pad("floor p50/p99", 15)}${pad("strata p50/p99", 16)}${pad("CPU µs/req floor/strata", 25)}${pad("strata/floor", 14)}`,
     );
     const ratios: Record<string, number> = {};
     for (const { shape, floor: f, strata: s } of results) {
@@ -253,7 +268,7 @@ async function main() {
       ratios[shape.name] = sr / fr;
       const lat = (ms: Measure[]) => `${median(ms.map((m) => m.p50))}/${median(ms.map((m) => m.p99))}`;
       console.log(
-        `${shape.name.padEnd(6)}${pad(Math.round(fr), 10)}${pad(Math.round(sr), 11)}${pad(lat(f), 15)}${pad(lat(s), 16)}${pad(ratios[shape.name].toFixed(2), 14)}`,
+        `${shape.name.padEnd(6)}${pad(Math.round(fr), 10)}${pad(Math.round(sr), 11)}${pad(lat(f), 15)}${pad(lat(s), 16)}${pad(`${Math.round(median(f.map((m) => m.cpu)))}/${Math.round(median(s.map((m) => m.cpu)))}`, 25)}${pad(ratios[shape.name].toFixed(2), 14)}`,
       );
     }
     const of = (prefix: string) =>

@@ -39,7 +39,9 @@ export async function startServerProcess(options: ServerOptions): Promise<Server
   const entry = options.compiled ? ["dist/src/cli/main.js"] : ["--import", "tsx", "src/cli/main.ts"];
   if (options.compiled && !existsSync(entry[0]))
     throw new Error("dist/ is missing: run `npm run build` first");
-  const child = spawn(process.execPath, [...entry, "start"], {
+  // BENCH_SERVER_NODE_FLAGS: flags for the server's Node only (e.g. --cpu-prof), not for the bench's.
+  const flags = (process.env.BENCH_SERVER_NODE_FLAGS ?? "").split(" ").filter(Boolean);
+  const child = spawn(process.execPath, [...flags, ...entry, "start"], {
     env: {
       ...process.env,
       DATABASE_URL: "",
