@@ -194,9 +194,13 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.le
 function startFloor(dir: string, url: string, shapes: Shape[]): Promise<ChildProcess> {
   const file = path.join(dir, "shapes.json");
   writeFileSync(file, JSON.stringify(shapes));
-  const child = spawn(process.execPath, ["bench/floor.mjs", String(FLOOR_PORT), url, JWT_SECRET, file], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const child = spawn(
+    path.resolve("node_modules/.bin/node"),
+    ["bench/floor.mjs", String(FLOOR_PORT), url, JWT_SECRET, file],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   return new Promise((resolve, reject) => {
     child.stdout!.once("data", () => resolve(child));
     child.once("exit", (code) => reject(new Error(`the floor exited (${code})`)));
@@ -214,6 +218,8 @@ async function main() {
     jwtSecret: JWT_SECRET,
     managementToken: TOKEN,
     compiled: true,
+    echo: Boolean(process.env.BENCH_SERVER_LOG),
+    logLevel: process.env.BENCH_SERVER_LOG,
   });
   const db = new pg.Client({ connectionString: server.superuserUrl });
   let floor: ChildProcess | undefined;

@@ -41,7 +41,11 @@ export async function startServerProcess(options: ServerOptions): Promise<Server
     throw new Error("dist/ is missing: run `npm run build` first");
   // BENCH_SERVER_NODE_FLAGS: flags for the server's Node only (e.g. --cpu-prof), not for the bench's.
   const flags = (process.env.BENCH_SERVER_NODE_FLAGS ?? "").split(" ").filter(Boolean);
-  const child = spawn(process.execPath, [...flags, ...entry, "start"], {
+  // The Node.js 22 `npm install` brought (what `npm start` runs), whatever Node runs the bench.
+  const node = existsSync("node_modules/.bin/node")
+    ? path.resolve("node_modules/.bin/node")
+    : process.execPath;
+  const child = spawn(node, [...flags, ...entry, "start"], {
     env: {
       ...process.env,
       DATABASE_URL: "",

@@ -162,8 +162,16 @@ const USAGE = `usage: npm run strata -- <command>
                    create a Management API access token for the admin (all privileges, or only the
                    listed permissions)`;
 
+/** The oldest Node.js major the server works on (grafast needs 22: on 20 every GraphQL query fails). */
+const NODE_MAJOR = 22;
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
+  const major = Number(process.versions.node.split(".")[0]);
+  if (major < NODE_MAJOR)
+    throw new StartupError(
+      `strata: Node.js ${NODE_MAJOR} or newer is needed (this is ${process.version}); \`npm start\` runs the Node.js ${NODE_MAJOR} that \`npm install\` brought`,
+    );
   switch (command) {
     case "start":
       return start();
