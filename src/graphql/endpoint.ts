@@ -126,6 +126,17 @@ async function inOneTransaction(
   }
 }
 
+/**
+ * A response as JSON text: `data` may already be JSON text (grafast's `outputDataAsString`), spliced in as
+ * it is; `data` comes first, as pg_graphql answers it.
+ */
+export function graphqlResponseText(response: GraphqlResponse): string {
+  const { data, ...rest } = response;
+  if (typeof data !== "string") return JSON.stringify(response);
+  const more = Object.keys(rest).length ? `,${JSON.stringify(rest).slice(1, -1)}` : "";
+  return `{"data":${data}${more}}`;
+}
+
 /** Executes one GraphQL request for `auth` against `project`; the result is always a JSON document. */
 export async function executeGraphql(
   ctx: AppContext,
@@ -170,6 +181,8 @@ export async function executeGraphql(
       // A context of our own: without one, hookArgs finds out by catching a TypeError (an Error per request).
       contextValue: Object.create(null) as Record<string, unknown>,
       requestContext: { strata: { auth, withPgClient } },
+      // Grafast writes the data as JSON text from its output plan: no object tree to build and stringify.
+      outputDataAsString: true,
     });
     const result = await execute(args);
     if (Symbol.asyncIterator in (result as object)) {

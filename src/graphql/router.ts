@@ -4,7 +4,7 @@ import { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "../db/transac
 import { GateError, openDataRequest } from "../http/gate";
 import { requestSettingsOf } from "../http/requestSettings";
 import { roleSettingsOf } from "../catalog/roleSettings";
-import { executeGraphql } from "./endpoint";
+import { executeGraphql, graphqlResponseText } from "./endpoint";
 
 /** The request body: JSON objects up to 5 MB (the same parser on the Express route and the data path). */
 export const graphqlBody = express.json({ limit: "5mb" });
@@ -19,7 +19,8 @@ export async function handleGraphql(
   try {
     const { project, auth } = await openDataRequest(ctx, req);
     const settings = { ...(await roleSettingsOf(project, auth.role)), ...requestSettingsOf(req) };
-    res.json(await executeGraphql(ctx, project, auth, req.body ?? {}, settings));
+    const response = await executeGraphql(ctx, project, auth, req.body ?? {}, settings);
+    res.type("application/json").send(graphqlResponseText(response));
   } catch (caught) {
     // The schema's introspection also takes a connection: its pool timeout is the same 503.
     const e = asPoolTimeout(caught);
