@@ -24,6 +24,10 @@ const RANGES: Record<string, [number, number]> = {
   mailer_otp_exp: [1, 86400],
   mailer_otp_length: [6, 10],
   sms_otp_length: [6, 10],
+  mfa_phone_otp_length: [6, 10],
+  sms_otp_exp: [1, 86400],
+  sms_max_frequency: [0, 32767],
+  mfa_phone_max_frequency: [0, 32767],
   smtp_max_frequency: [0, 32767],
 };
 
@@ -41,6 +45,15 @@ const patchBody = z.strictObject({
   ...Object.fromEntries(
     Object.entries(ENUM_FIELDS).map(([f, values]) => [f, z.enum(values).nullable().optional()]),
   ),
+  // Fixed codes of test numbers: `<number>=<code>` pairs, comma-separated, as the dashboard writes them.
+  sms_test_otp: z
+    .string()
+    .regex(/^\s*(\+?[0-9 ]+=[0-9]+\s*(,\s*\+?[0-9 ]+=[0-9]+\s*)*)?$/, {
+      error: "sms_test_otp must be <phone>=<otp> pairs separated by commas",
+    })
+    .nullable()
+    .optional(),
+  sms_test_otp_valid_until: z.iso.datetime({ offset: true }).nullable().optional(),
 });
 
 const ALL_FIELDS = [
