@@ -442,7 +442,13 @@ export function authRouter(ctx: AppContext): Router {
     const passwordHash = await hashPassword(body.password);
     const result = await withAdminTransaction(project.adminPool, async (db) => {
       const existing = await userByPhone(db, phone);
-      if (existing && (settings.sms_autoconfirm || settings.mailer_autoconfirm)) {
+      // A confirmed number is not signed up again (an obfuscated user unless sign-ups are autoconfirmed, as
+      // the platform); with sms_autoconfirm an unconfirmed one is not opened either (no proof of the number).
+      // Else an unconfirmed user is left unchanged and only gets a new code.
+      if (
+        existing &&
+        (settings.sms_autoconfirm || (existing.phone_confirmed_at && settings.mailer_autoconfirm))
+      ) {
         throw new AuthApiError(422, "user_already_exists", "User already registered");
       }
       if (existing?.phone_confirmed_at) {

@@ -66,6 +66,20 @@ describe("phone sign-in and the send-SMS hook", () => {
           return;
         }
         const form = new URLSearchParams(body);
+        if (req.url?.startsWith("/verify/")) {
+          // Twilio Verify: it sends its own code (here always 777777) and checks it.
+          const approved = req.url.endsWith("/VerificationCheck") && form.get("Code") === "777777";
+          res
+            .writeHead(200, { "content-type": "application/json" })
+            .end(
+              JSON.stringify(
+                req.url.endsWith("/Verifications")
+                  ? { sid: "VE1", status: "pending", to: form.get("To") }
+                  : { status: approved ? "approved" : "pending", valid: approved },
+              ),
+            );
+          return;
+        }
         if (form.get("To") === "+15550100666") {
           res.writeHead(400, { "content-type": "application/json" }).end(
             JSON.stringify({
@@ -83,7 +97,10 @@ describe("phone sign-in and the send-SMS hook", () => {
     });
     await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
     receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-    server = await startTestServer({ STRATA_SMS_TWILIO_URL: `${receiverUrl}/twilio` });
+    server = await startTestServer({
+      STRATA_SMS_TWILIO_URL: `${receiverUrl}/twilio`,
+      STRATA_SMS_TWILIO_VERIFY_URL: `${receiverUrl}/verify`,
+    });
     await server.sql(OUTBOX_SQL);
     await config({ rate_limit_otp: 1000, rate_limit_verify: 1000, sms_max_frequency: 0 });
   });
@@ -281,6 +298,24 @@ describe("phone sign-in and the send-SMS hook", () => {
     expect(refused.error!.message).toContain("Invalid 'To' Phone Number");
     expect(refused.error!.message).not.toContain("twilio-secret-token");
     expect(await userRow("phone", "15550100666")).toBeUndefined();
+
+    // Twilio Verify sends and checks its own codes.
+    await config({
+      sms_provider: "twilio_verify",
+      sms_twilio_verify_account_sid: "AC0789",
+      sms_twilio_verify_auth_token: "verify-secret-token",
+      sms_twilio_verify_message_service_sid: "VA0123",
+    });
+    expect((await a.auth.signInWithOtp({ phone: "+15550100016" })).data.messageId).toBe("VE1");
+    expect(received.at(-1)!.path).toBe("/verify/v2/Services/VA0123/Verifications");
+    const rejected = await a.auth.verifyOtp({ phone: "15550100016", token: "111111", type: "sms" });
+    expect(rejected.error).toMatchObject({ code: "otp_expired" });
+    const approved = await a.auth.verifyOtp({ phone: "15550100016", token: "777777", type: "sms" });
+    expect(approved.error).toBeNull();
+    expect(received.at(-1)!.headers.authorization).toBe(
+      "Basic " + Buffer.from("AC0789:verify-secret-token").toString("base64"),
+    );
+    await config({ sms_provider: "twilio" });
   });
 
   it("takes a test number's fixed code while sms_test_otp_valid_until lasts, sending nothing", async () => {
@@ -448,5 +483,25 @@ describe("phone sign-in and the send-SMS hook", () => {
       [row.id],
     );
     expect(identity[0].identity_data).toMatchObject({ phone: "15550100015", phone_verified: false });
+  });
+  it("signs phone users up at once with sms_autoconfirm, sending nothing", async () => {
+    await config({ sms_autoconfirm: true, hook_send_sms_enabled: true });
+    const outbox = Number((await server.sql("select count(*) from public.sms_outbox")).rows[0].count);
+    const a = client();
+    const { data, error } = await a.auth.signUp({ phone: "+15550100017", password: "Auto-phone-1234" });
+    expect(error).toBeNull();
+    expect(decodeJwt(data.session!.access_token)).toMatchObject({ phone: "15550100017" });
+    expect((await userRow("phone", "15550100017")).phone_confirmed_at).not.toBeNull();
+    expect(Number((await server.sql("select count(*) from public.sms_outbox")).rows[0].count)).toBe(outbox);
+    const again = await client().auth.signUp({ phone: "+15550100017", password: "Other-phone-1234" });
+    expect(again.error).toMatchObject({ status: 422, code: "user_already_exists" });
+    const settings = await fetch(`${server.url}/auth/v1/settings`, { headers: { apikey: server.anonKey } });
+    expect(await settings.json()).toMatchObject({ phone_autoconfirm: true });
+
+    // WhatsApp goes only through Twilio or the hook.
+    await config({ hook_send_sms_enabled: false, sms_provider: "vonage" });
+    const whatsapp = await a.auth.signInWithOtp({ phone: "+15550100017", options: { channel: "whatsapp" } });
+    expect(whatsapp.error).toMatchObject({ status: 400, code: "validation_failed" });
+    await config({ sms_autoconfirm: false });
   });
 });
