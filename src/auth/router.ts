@@ -545,7 +545,7 @@ export function authRouter(ctx: AppContext): Router {
           const valid =
             Boolean(expected) &&
             sentAt !== null &&
-            Date.now() - sentAt.getTime() <= Number(settings.sms_otp_exp ?? 60) * 1000 &&
+            Date.now() - sentAt.getTime() <= (Number(settings.sms_otp_exp) || 60) * 1000 &&
             (expected === hash || expected === `pkce_${hash}`);
           if (!valid) throw otpExpired();
         }
@@ -1303,7 +1303,7 @@ export function authRouter(ctx: AppContext): Router {
     }
     // The nonce was mailed to the address, or sent by SMS to a user with only a phone.
     const to = user.email || user.phone || "";
-    const ttl = Number(user.email ? (settings.mailer_otp_exp ?? 3600) : (settings.sms_otp_exp ?? 60));
+    const ttl = Number(user.email ? (settings.mailer_otp_exp ?? 3600) : Number(settings.sms_otp_exp) || 60);
     const valid =
       user.reauthentication_token !== null &&
       user.reauthentication_token === tokenHash(to, nonce.trim()) &&

@@ -114,6 +114,10 @@ describe("phone sign-in and the send-SMS hook", () => {
     const off = await a.auth.signInWithOtp({ phone: "+15550100001" });
     expect(off.error).toMatchObject({ status: 400, code: "phone_provider_disabled" });
 
+    // The config refuses what no provider or test number could use.
+    for (const bad of [{ sms_provider: "carrier-pigeon" }, { sms_test_otp: "+1 555=12" }]) {
+      expect((await management(server, "PATCH", "/config/auth", bad)).status).toBe(400);
+    }
     await config({ external_phone_enabled: true });
     const malformed = await a.auth.signInWithOtp({ phone: "+1 555-CALL-NOW" });
     expect(malformed.error).toMatchObject({
@@ -320,7 +324,7 @@ describe("phone sign-in and the send-SMS hook", () => {
 
   it("takes a test number's fixed code while sms_test_otp_valid_until lasts, sending nothing", async () => {
     await config({
-      sms_test_otp: "15550100010=424242, +1 555 010 0011=135790",
+      sms_test_otp: "15550100010=424242,15550100011=135790",
       sms_test_otp_valid_until: new Date(Date.now() + 3600_000).toISOString(),
     });
     const a = client();

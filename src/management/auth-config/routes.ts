@@ -24,8 +24,6 @@ const RANGES: Record<string, [number, number]> = {
   mailer_otp_exp: [1, 86400],
   mailer_otp_length: [6, 10],
   sms_otp_length: [6, 10],
-  mfa_phone_otp_length: [6, 10],
-  sms_otp_exp: [1, 86400],
   sms_max_frequency: [0, 32767],
   mfa_phone_max_frequency: [0, 32767],
   smtp_max_frequency: [0, 32767],
@@ -48,7 +46,7 @@ const patchBody = z.strictObject({
   // Fixed codes of test numbers: `<number>=<code>` pairs, comma-separated, as the dashboard writes them.
   sms_test_otp: z
     .string()
-    .regex(/^\s*(\+?[0-9 ]+=[0-9]+\s*(,\s*\+?[0-9 ]+=[0-9]+\s*)*)?$/, {
+    .regex(/^([0-9]{1,15}=[0-9]+,?)*$/, {
       error: "sms_test_otp must be <phone>=<otp> pairs separated by commas",
     })
     .nullable()
