@@ -61,6 +61,13 @@ export interface StrataConfig {
     s3SecretAccessKey: string | undefined;
     s3ForcePathStyle: boolean;
   };
+  /**
+   * Base URLs of the SMS providers' APIs (`STRATA_SMS_<PROVIDER>_URL`), for a proxy or a local receiver;
+   * unset: the provider's public API.
+   */
+  smsProviderUrls: Partial<
+    Record<"twilio" | "twilio_verify" | "messagebird" | "textlocal" | "vonage", string>
+  >;
   /** Limits of edge function workers. */
   functions: {
     /** Continuous CPU time a worker may spend without answering before it is stopped (546). */
@@ -88,6 +95,11 @@ const positiveInt = (name: string) =>
     .number({ error: `${name} must be a positive whole number` })
     .int(`${name} must be a positive whole number`)
     .positive(`${name} must be a positive whole number`);
+
+const smsUrl = (name: string) =>
+  z
+    .url({ protocol: /^https?$/, error: `${name} must be an http(s) URL such as http://127.0.0.1:8080` })
+    .optional();
 
 const schema = z.object({
   DATABASE_URL: z
@@ -170,6 +182,11 @@ const schema = z.object({
   STORAGE_S3_FORCE_PATH_STYLE: z
     .enum(["true", "false"], { error: "STORAGE_S3_FORCE_PATH_STYLE must be true or false" })
     .default("true"),
+  STRATA_SMS_TWILIO_URL: smsUrl("STRATA_SMS_TWILIO_URL"),
+  STRATA_SMS_TWILIO_VERIFY_URL: smsUrl("STRATA_SMS_TWILIO_VERIFY_URL"),
+  STRATA_SMS_MESSAGEBIRD_URL: smsUrl("STRATA_SMS_MESSAGEBIRD_URL"),
+  STRATA_SMS_TEXTLOCAL_URL: smsUrl("STRATA_SMS_TEXTLOCAL_URL"),
+  STRATA_SMS_VONAGE_URL: smsUrl("STRATA_SMS_VONAGE_URL"),
   FUNCTIONS_CPU_MS: positiveInt("FUNCTIONS_CPU_MS").default(2000),
   FUNCTIONS_WALL_MS: positiveInt("FUNCTIONS_WALL_MS").default(150_000),
   FUNCTIONS_MEMORY_MB: positiveInt("FUNCTIONS_MEMORY_MB").default(256),
@@ -231,6 +248,13 @@ export function loadConfig(
       s3AccessKeyId: c.STORAGE_S3_ACCESS_KEY_ID,
       s3SecretAccessKey: c.STORAGE_S3_SECRET_ACCESS_KEY,
       s3ForcePathStyle: c.STORAGE_S3_FORCE_PATH_STYLE === "true",
+    },
+    smsProviderUrls: {
+      twilio: c.STRATA_SMS_TWILIO_URL,
+      twilio_verify: c.STRATA_SMS_TWILIO_VERIFY_URL,
+      messagebird: c.STRATA_SMS_MESSAGEBIRD_URL,
+      textlocal: c.STRATA_SMS_TEXTLOCAL_URL,
+      vonage: c.STRATA_SMS_VONAGE_URL,
     },
     functions: {
       cpuMs: c.FUNCTIONS_CPU_MS,

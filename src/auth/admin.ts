@@ -11,14 +11,18 @@ import { afterUserCreated, beforeUserCreated } from "./hook";
 import { issueToken } from "./otp";
 import { hashPassword } from "./passwords";
 import { redirectTarget } from "./redirects";
+import { validatePhone } from "./sms";
 import type { AuthToolkit, Handle } from "./router";
 import {
   apiUser,
+  insertPhoneUser,
   insertUser,
   mergeUserMetadata,
   setUser,
+  syncProviders,
   toFactor,
   upsertEmailIdentity,
+  upsertPhoneIdentity,
   userByEmail,
   userById,
   type UserRow,
@@ -33,6 +37,8 @@ const userFields = {
   email: email.optional(),
   password: z.string().min(1).optional(),
   email_confirm: z.boolean().optional(),
+  phone: z.string().optional(),
+  phone_confirm: z.boolean().optional(),
   user_metadata: metadata.optional(),
   app_metadata: metadata.optional(),
   ban_duration: z.string().optional(),
@@ -164,6 +170,11 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
     if (body.email_confirm === true && !user.email_confirmed_at) columns.email_confirmed_at = new Date();
     if (body.email_confirm === false) columns.email_confirmed_at = null;
     if (body.role !== undefined) columns.role = body.role;
+    const phone = body.phone ? validatePhone(body.phone) : undefined;
+    if (phone !== undefined && phone !== user.phone) columns.phone = phone;
+    if (body.phone_confirm === true && !user.phone_confirmed_at) columns.phone_confirmed_at = new Date();
+    if (body.phone_confirm === false) columns.phone_confirmed_at = null;
+    if (columns.phone_confirmed_at && user.is_anonymous) columns.is_anonymous = false;
     if (body.ban_duration !== undefined) {
       columns.banned_until =
         body.ban_duration === "none" ? null : new Date(Date.now() + durationMs(body.ban_duration));
@@ -171,6 +182,8 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
     if (Object.keys(columns).length) {
       const updated = await setUser(db, user.id, columns);
       await upsertEmailIdentity(db, updated);
+      await upsertPhoneIdentity(db, updated);
+      if (updated.phone) await syncProviders(db, user.id);
     }
     if (columns.banned_until) await db.query("delete from auth.sessions where user_id = $1", [user.id]);
     if (body.user_metadata) await mergeUserMetadata(db, user.id, "raw_user_meta_data", body.user_metadata);
@@ -179,28 +192,51 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
 
   const emailExists = () =>
     new AuthApiError(422, "email_exists", "A user with this email address has already been registered");
+  const phoneExists = () =>
+    new AuthApiError(422, "phone_exists", "Phone number already registered by another user");
+  /** A unique violation is the email or number of another user. */
+  const uniqueViolation = (e: { code?: string; constraint?: string }): never => {
+    if (e.code === "23505") throw e.constraint === "users_phone_key" ? phoneExists() : emailExists();
+    throw e;
+  };
 
   router.post(
     "/admin/users",
     admin(async (project, req) => {
       const body = parseBody(createBody, req.body);
-      if (!body.email) throw new AuthApiError(400, "validation_failed", "Unable to validate email address");
+      if (!body.email && !body.phone) {
+        throw new AuthApiError(
+          400,
+          "validation_failed",
+          "Cannot create a user without either an email or phone",
+        );
+      }
+      const phone = body.phone ? validatePhone(body.phone) : undefined;
+      const passwordHash = body.password === undefined ? null : await hashPassword(body.password);
       const row = await withAdminTransaction(project.adminPool, async (db) => {
-        const user = await insertUser(db, {
-          email: body.email!,
-          passwordHash: body.password === undefined ? null : await hashPassword(body.password),
-          confirmed: Boolean(body.email_confirm),
-          metadata: {},
-        });
-        if (!user) throw emailExists();
+        const user = body.email
+          ? await insertUser(db, {
+              email: body.email,
+              passwordHash,
+              confirmed: Boolean(body.email_confirm),
+              metadata: {},
+            })
+          : await insertPhoneUser(db, {
+              phone: phone!,
+              passwordHash,
+              confirmed: Boolean(body.phone_confirm),
+              metadata: {},
+            });
+        if (!user) throw body.email ? emailExists() : phoneExists();
         await applyFields(db, user, {
           ...body,
           email: undefined,
           password: undefined,
           email_confirm: undefined,
+          ...(body.email ? {} : { phone: undefined, phone_confirm: undefined }),
         });
         return (await userById(db, user.id))!;
-      });
+      }).catch(uniqueViolation);
       return apiUser(project.adminPool, row);
     }),
   );
@@ -218,10 +254,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
       const row = await withAdminTransaction(project.adminPool, async (db) => {
         await applyFields(db, user, body);
         return (await userById(db, user.id))!;
-      }).catch((e) => {
-        if (e.code === "23505") throw emailExists();
-        throw e;
-      });
+      }).catch(uniqueViolation);
       return apiUser(project.adminPool, row);
     }),
   );

@@ -59,6 +59,7 @@ const HOOK_NAMES = {
   before_user_created: "before-user-created",
   after_user_created: "after-user-created",
   send_email: "send-email",
+  send_sms: "send-sms",
 } as const;
 export type HookName = keyof typeof HOOK_NAMES;
 

@@ -1,3 +1,4 @@
+import { randomInt } from "node:crypto";
 import { Router, type Request } from "express";
 import { z } from "zod";
 import * as OTPAuth from "otpauth";
@@ -5,6 +6,16 @@ import QRCode from "qrcode";
 import type { ProjectRuntime } from "../projects/runtime";
 import { AuthApiError } from "./errors";
 import { checkVerificationAttempt } from "./hook";
+import { tokenHash } from "./otp";
+import {
+  channelOf,
+  checkFrequency,
+  deliverSms,
+  otpLength,
+  providerVerifies,
+  validatePhone,
+  verifyWithProvider,
+} from "./sms";
 import type { AuthToolkit, Handle } from "./router";
 import {
   addRefreshToken,
@@ -13,7 +24,10 @@ import {
   sessionAssurance,
   userById,
   type FactorRow,
+  type UserRow,
 } from "./users";
+import { withAdminTransaction } from "../db/transaction";
+import type { AuthSettings } from "./authConfig";
 
 /** A challenge is answered within 5 minutes; TOTP codes of the step before and after are accepted. */
 const CHALLENGE_SECONDS = 300;
@@ -23,7 +37,9 @@ const enrollBody = z.object({
   factor_type: z.string(),
   friendly_name: z.string().max(255).optional(),
   issuer: z.string().optional(),
+  phone: z.string().optional(),
 });
+const challengeBody = z.object({ channel: z.string().nullish() });
 const verifyBody = z.object({ challenge_id: z.string().uuid(), code: z.string().min(1) });
 const uuid = z.string().uuid();
 
@@ -36,7 +52,9 @@ function parseBody<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   return parsed.data;
 }
 
-/** MFA with TOTP factors (auth-js `mfa.*`): enroll, challenge, verify, unenroll. */
+const randomDigits = (length: number) => Array.from({ length }, () => String(randomInt(10))).join("");
+
+/** MFA with TOTP and phone factors (auth-js `mfa.*`): enroll, challenge, verify, unenroll. */
 export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
   const router = Router({ caseSensitive: true });
 
@@ -66,12 +84,79 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
     return factor;
   }
 
+  async function checkFactorLimits(project: ProjectRuntime, userId: string, aal: string, max: number) {
+    const factors = await factorsOf(project.adminPool, userId);
+    if (factors.some((f) => f.status === "verified") && aal !== "aal2") {
+      throw new AuthApiError(422, "insufficient_aal", "AAL2 required to enroll a new factor");
+    }
+    if (factors.length >= max) {
+      throw new AuthApiError(
+        422,
+        "too_many_enrolled_mfa_factors",
+        "Maximum number of verified factors reached, unenroll to continue",
+      );
+    }
+  }
+
+  const nameConflict = (friendlyName: string) => (e: { code?: string }) => {
+    if (e.code === "23505") {
+      throw new AuthApiError(
+        422,
+        "mfa_factor_name_conflict",
+        `A factor with the friendly name "${friendlyName}" for this user already exists`,
+      );
+    }
+    throw e;
+  };
+
+  /** A phone factor (mfa_phone_enroll_enabled): unverified until a code sent to the number is verified. */
+  async function enrollPhone(
+    project: ProjectRuntime,
+    userId: string,
+    aal: string,
+    body: z.infer<typeof enrollBody>,
+  ) {
+    const settings = await tk.settings(project);
+    if (settings.mfa_phone_enroll_enabled !== true) {
+      throw new AuthApiError(422, "mfa_phone_enroll_not_enabled", "MFA enroll is disabled for Phone");
+    }
+    if (!body.phone) {
+      throw new AuthApiError(400, "validation_failed", "Phone number required to enroll Phone factor");
+    }
+    const phone = validatePhone(body.phone);
+    const same = (await factorsOf(project.adminPool, userId)).filter(
+      (f) => f.factor_type === "phone" && f.phone === phone,
+    );
+    if (same.some((f) => f.status === "verified")) {
+      throw new AuthApiError(
+        422,
+        "mfa_verified_factor_exists",
+        "A verified phone factor already exists, unenroll the existing factor to continue",
+      );
+    }
+    // An unverified factor of the same number is replaced.
+    await project.adminPool.query("delete from auth.mfa_factors where id = any($1::uuid[])", [
+      same.map((f) => f.id),
+    ]);
+    await checkFactorLimits(project, userId, aal, Number(settings.mfa_max_enrolled_factors ?? 10));
+    const friendlyName = body.friendly_name ?? "";
+    const { rows } = await project.adminPool
+      .query(
+        `insert into auth.mfa_factors (user_id, friendly_name, factor_type, status, phone)
+         values ($1, $2, 'phone', 'unverified', $3) returning *`,
+        [userId, friendlyName, phone],
+      )
+      .catch(nameConflict(friendlyName));
+    return { id: rows[0].id, type: "phone", friendly_name: friendlyName, phone: body.phone };
+  }
+
   router.post(
     "/factors",
     handle(async (project, req) => {
       const { user, aal } = await signedIn(project, req);
       const settings = await tk.settings(project);
       const body = parseBody(enrollBody, req.body);
+      if (body.factor_type === "phone") return enrollPhone(project, user.id, aal, body);
       if (body.factor_type !== "totp") {
         throw new AuthApiError(
           422,
@@ -82,17 +167,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       if (settings.mfa_totp_enroll_enabled === false) {
         throw new AuthApiError(422, "mfa_totp_enroll_not_enabled", "MFA enroll is disabled for TOTP");
       }
-      const factors = await factorsOf(project.adminPool, user.id);
-      if (factors.some((f) => f.status === "verified") && aal !== "aal2") {
-        throw new AuthApiError(422, "insufficient_aal", "AAL2 required to enroll a new factor");
-      }
-      if (factors.length >= Number(settings.mfa_max_enrolled_factors ?? 10)) {
-        throw new AuthApiError(
-          422,
-          "too_many_enrolled_mfa_factors",
-          "Maximum number of verified factors reached, unenroll to continue",
-        );
-      }
+      await checkFactorLimits(project, user.id, aal, Number(settings.mfa_max_enrolled_factors ?? 10));
       const friendlyName = body.friendly_name ?? "";
       const secret = new OTPAuth.Secret({ size: 20 }).base32;
       let issuer = body.issuer;
@@ -110,16 +185,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
            values ($1, $2, 'totp', 'unverified', $3) returning *`,
           [user.id, friendlyName, secret],
         )
-        .catch((e) => {
-          if (e.code === "23505") {
-            throw new AuthApiError(
-              422,
-              "mfa_factor_name_conflict",
-              `A factor with the friendly name "${friendlyName}" for this user already exists`,
-            );
-          }
-          throw e;
-        });
+        .catch(nameConflict(friendlyName));
       const svg = await QRCode.toString(uri, { type: "svg" });
       return {
         id: rows[0].id,
@@ -130,12 +196,50 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
     }),
   );
 
+  const ipOf = (req: Request) => (req.ip && /^[0-9a-f.:]+$/i.test(req.ip) ? req.ip : null);
+
+  /**
+   * A phone factor's challenge (mfa_phone_verify_enabled): a code of mfa_phone_otp_length sent with
+   * mfa_phone_template through the send-SMS hook or the provider, at most every mfa_phone_max_frequency
+   * seconds; only its hash is kept with the challenge.
+   */
+  async function challengePhone(project: ProjectRuntime, req: Request, user: UserRow, factor: FactorRow) {
+    const settings = await tk.settings(project);
+    if (settings.mfa_phone_verify_enabled !== true) {
+      throw new AuthApiError(422, "mfa_phone_verify_not_enabled", "MFA verification is disabled for Phone");
+    }
+    const channel = channelOf(settings, parseBody(challengeBody, req.body).channel);
+    checkFrequency(factor.last_challenged_at, Number(settings.mfa_phone_max_frequency ?? 60));
+    const phone = factor.phone ?? "";
+    const otp = randomDigits(otpLength(settings.mfa_phone_otp_length));
+    const { rows } = await withAdminTransaction(project.adminPool, async (db) => {
+      const created = await db.query(
+        `with c as (insert into auth.mfa_challenges (factor_id, ip_address, otp_code) values ($1, $2, $3)
+                    returning *),
+              f as (update auth.mfa_factors set last_challenged_at = now() where id = $1)
+         select id, extract(epoch from created_at)::bigint + $4 as expires_at from c`,
+        [factor.id, ipOf(req), tokenHash(phone, otp), CHALLENGE_SECONDS],
+      );
+      await deliverSms(db, tk.smsSender(project, settings, req), user, {
+        phone,
+        otp,
+        channel,
+        template: settings.mfa_phone_template,
+        type: "mfa",
+        what: "mfa",
+      });
+      return created;
+    });
+    return { id: rows[0].id, type: "phone", expires_at: Number(rows[0].expires_at) };
+  }
+
   router.post(
     "/factors/:id/challenge",
     handle(async (project, req) => {
       const { user } = await signedIn(project, req);
       const settings = await tk.settings(project);
       const factor = await factorOf(project, user.id, String(req.params.id));
+      if (factor.factor_type === "phone") return challengePhone(project, req, user, factor);
       if (settings.mfa_totp_verify_enabled === false) {
         throw new AuthApiError(422, "mfa_totp_verify_not_enabled", "MFA verification is disabled for TOTP");
       }
@@ -143,7 +247,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
         `with c as (insert into auth.mfa_challenges (factor_id, ip_address) values ($1, $2) returning *),
               f as (update auth.mfa_factors set last_challenged_at = now() where id = $1)
          select id, extract(epoch from created_at)::bigint + $3 as expires_at from c`,
-        [factor.id, req.ip && /^[0-9a-f.:]+$/i.test(req.ip) ? req.ip : null, CHALLENGE_SECONDS],
+        [factor.id, ipOf(req), CHALLENGE_SECONDS],
       );
       return { id: rows[0].id, type: "totp", expires_at: Number(rows[0].expires_at) };
     }),
@@ -155,12 +259,16 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       const { user, sessionId } = await signedIn(project, req);
       const settings = await tk.settings(project);
       const factor = await factorOf(project, user.id, String(req.params.id));
-      if (settings.mfa_totp_verify_enabled === false) {
+      const isPhone = factor.factor_type === "phone";
+      if (isPhone && settings.mfa_phone_verify_enabled !== true) {
+        throw new AuthApiError(422, "mfa_phone_verify_not_enabled", "MFA verification is disabled for Phone");
+      }
+      if (!isPhone && settings.mfa_totp_verify_enabled === false) {
         throw new AuthApiError(422, "mfa_totp_verify_not_enabled", "MFA verification is disabled for TOTP");
       }
       const body = parseBody(verifyBody, req.body);
       const { rows } = await project.adminPool.query(
-        `select id, verified_at, extract(epoch from now() - created_at) as age
+        `select id, verified_at, otp_code, host(ip_address) as ip, extract(epoch from now() - created_at) as age
            from auth.mfa_challenges where id = $1 and factor_id = $2`,
         [body.challenge_id, factor.id],
       );
@@ -173,6 +281,44 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
           "mfa_challenge_expired",
           `MFA challenge ${challenge.id} has expired, verify against another challenge or create a new challenge.`,
         );
+      }
+      if (isPhone) {
+        if (challenge.ip !== ipOf(req)) {
+          throw new AuthApiError(
+            422,
+            "mfa_ip_address_mismatch",
+            "Challenge and verify IP addresses mismatch",
+          );
+        }
+        let valid: boolean;
+        if (providerVerifies(settings)) {
+          await verifyWithProvider(
+            settings,
+            tk.ctx.config.smsProviderUrls,
+            factor.phone ?? "",
+            body.code.trim(),
+          );
+          valid = true;
+        } else {
+          valid = challenge.otp_code === tokenHash(factor.phone ?? "", body.code.trim());
+        }
+        await checkVerificationAttempt(
+          project.adminPool,
+          settings,
+          "mfa_verification_attempt",
+          { user_id: user.id, factor_id: factor.id, factor_type: "phone", valid },
+          req.ip,
+        );
+        if (!valid) throw new AuthApiError(422, "mfa_verification_failed", "Invalid MFA Phone code entered");
+        // The challenge is spent at once: a code verifies one session once.
+        const spent = await project.adminPool.query(
+          "update auth.mfa_challenges set verified_at = now() where id = $1 and verified_at is null",
+          [challenge.id],
+        );
+        if (spent.rowCount !== 1) {
+          throw new AuthApiError(422, "mfa_verification_failed", "Invalid MFA Phone code entered");
+        }
+        return verified(project, req, user.id, sessionId, factor.id, "mfa/phone", settings);
       }
       const totp = new OTPAuth.TOTP({ secret: OTPAuth.Secret.fromBase32(factor.secret) });
       const now = Date.now();
@@ -201,23 +347,35 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       await project.adminPool.query("update auth.mfa_challenges set verified_at = now() where id = $1", [
         challenge.id,
       ]);
-      await project.adminPool.query(
-        "update auth.mfa_factors set status = 'verified', updated_at = now() where id = $1",
-        [factor.id],
-      );
-      await elevateSession(project.adminPool, sessionId, factor.id, "totp");
-      // A fresh token pair of the same session, now at aal2.
-      const refreshToken = await addRefreshToken(project.adminPool, sessionId, user.id, null);
-      return tk.sessionResponse(
-        project,
-        req,
-        (await userById(project.adminPool, user.id))!,
-        { sessionId, refreshToken },
-        settings,
-        "totp",
-      );
+      return verified(project, req, user.id, sessionId, factor.id, "totp", settings);
     }),
   );
+
+  /** A verified factor: the factor is verified, the session raised to aal2 and answered as a fresh pair. */
+  async function verified(
+    project: ProjectRuntime,
+    req: Request,
+    userId: string,
+    sessionId: string,
+    factorId: string,
+    method: string,
+    settings: AuthSettings,
+  ) {
+    await project.adminPool.query(
+      "update auth.mfa_factors set status = 'verified', updated_at = now() where id = $1",
+      [factorId],
+    );
+    await elevateSession(project.adminPool, sessionId, factorId, method);
+    const refreshToken = await addRefreshToken(project.adminPool, sessionId, userId, null);
+    return tk.sessionResponse(
+      project,
+      req,
+      (await userById(project.adminPool, userId))!,
+      { sessionId, refreshToken },
+      settings,
+      method,
+    );
+  }
 
   router.delete(
     "/factors/:id",

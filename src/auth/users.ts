@@ -30,6 +30,12 @@ export interface UserRow {
   reauthentication_sent_at: Date | null;
   invited_at: Date | null;
   banned_until: Date | null;
+  phone: string | null;
+  phone_confirmed_at: Date | null;
+  phone_change: string | null;
+  phone_change_token: string | null;
+  phone_change_sent_at: Date | null;
+  is_sso_user: boolean;
   created_at: Date;
   updated_at: Date;
 }
@@ -41,6 +47,7 @@ export interface FactorRow {
   factor_type: string;
   status: string;
   secret: string;
+  phone: string | null;
   created_at: Date;
   updated_at: Date;
   last_challenged_at: Date | null;
@@ -52,6 +59,7 @@ export function toFactor(f: FactorRow) {
     friendly_name: f.friendly_name ?? "",
     factor_type: f.factor_type,
     status: f.status,
+    ...(f.factor_type === "phone" ? { phone: f.phone ?? "" } : {}),
     created_at: f.created_at,
     updated_at: f.updated_at,
     last_challenged_at: f.last_challenged_at ?? undefined,
@@ -66,7 +74,10 @@ export function toUser(row: UserRow, identities: Record<string, unknown>[] = [],
     role: row.role,
     email: row.email ?? "",
     email_confirmed_at: row.email_confirmed_at ?? undefined,
-    phone: "",
+    phone: row.phone ?? "",
+    phone_confirmed_at: row.phone_confirmed_at ?? undefined,
+    new_phone: row.phone_change || undefined,
+    phone_change_sent_at: row.phone_change_sent_at ?? undefined,
     confirmation_sent_at: row.confirmation_sent_at ?? undefined,
     confirmed_at: row.confirmed_at ?? undefined,
     recovery_sent_at: row.recovery_sent_at ?? undefined,
@@ -111,6 +122,11 @@ export async function apiUser(db: Db, row: UserRow): Promise<ApiUser> {
 /** The user of an address; SSO users (who may share one) sign in only through their provider. */
 export async function userByEmail(db: Db, email: string): Promise<UserRow | undefined> {
   return (await db.query("select * from auth.users where email = $1 and not is_sso_user", [email])).rows[0];
+}
+
+/** The user of a phone number (E.164 digits); SSO users sign in only through their provider. */
+export async function userByPhone(db: Db, phone: string): Promise<UserRow | undefined> {
+  return (await db.query("select * from auth.users where phone = $1 and not is_sso_user", [phone])).rows[0];
 }
 
 export async function userById(db: Db, id: string): Promise<UserRow | undefined> {
@@ -169,6 +185,71 @@ export async function upsertEmailIdentity(db: Db, row: UserRow): Promise<void> {
   );
 }
 
+/** A new phone user (and its phone identity). Undefined when the number is taken. */
+export async function insertPhoneUser(
+  db: Db,
+  user: {
+    phone: string;
+    passwordHash: string | null;
+    confirmed: boolean;
+    metadata: Record<string, unknown>;
+    appMetadata?: Record<string, unknown>;
+  },
+): Promise<UserRow | undefined> {
+  const { rows } = await db.query(
+    `insert into auth.users (phone, encrypted_password, phone_confirmed_at, raw_user_meta_data, raw_app_meta_data)
+     values ($1, $2, case when $3 then now() end, $4,
+             '{"provider": "phone", "providers": ["phone"]}'::jsonb || coalesce($5, '{}')::jsonb)
+     on conflict (phone) do nothing returning *`,
+    [
+      user.phone,
+      user.passwordHash,
+      user.confirmed,
+      JSON.stringify(user.metadata),
+      user.appMetadata ? JSON.stringify(user.appMetadata) : null,
+    ],
+  );
+  const row: UserRow | undefined = rows[0];
+  if (row) await upsertPhoneIdentity(db, row);
+  return row;
+}
+
+/** The user's `phone` identity, kept in step with its number and confirmation. */
+export async function upsertPhoneIdentity(db: Db, row: UserRow): Promise<void> {
+  if (!row.phone) return;
+  await db.query(
+    `insert into auth.identities (provider_id, user_id, identity_data, provider)
+     values ($1::text, $1::text::uuid, $2, 'phone')
+     on conflict (provider_id, provider) do update set identity_data = excluded.identity_data, updated_at = now()`,
+    [
+      row.id,
+      JSON.stringify({
+        sub: row.id,
+        phone: row.phone,
+        email_verified: false,
+        phone_verified: row.phone_confirmed_at !== null,
+      }),
+    ],
+  );
+}
+
+/**
+ * `app_metadata.providers` as the user's identities name them (the platform's UpdateAppMetaDataProviders);
+ * an anonymous user who linked a number or address takes that provider.
+ */
+export async function syncProviders(db: Db, userId: string): Promise<void> {
+  await db.query(
+    `update auth.users u
+        set raw_app_meta_data = u.raw_app_meta_data || jsonb_build_object('providers', p.providers)
+              || case when u.raw_app_meta_data->>'provider' = 'anonymous' or u.raw_app_meta_data->>'provider' is null
+                      then jsonb_build_object('provider', p.providers->>0) else '{}'::jsonb end
+       from (select coalesce(jsonb_agg(distinct provider), '[]'::jsonb) as providers
+               from auth.identities where user_id = $1) p
+      where u.id = $1 and jsonb_array_length(p.providers) > 0`,
+    [userId],
+  );
+}
+
 export async function insertAnonymousUser(db: Db, metadata: Record<string, unknown>): Promise<UserRow> {
   const { rows } = await db.query(
     `insert into auth.users (is_anonymous, raw_app_meta_data, raw_user_meta_data)
@@ -224,7 +305,7 @@ export async function startSession(
   );
   const sessionId = rows[0].id;
   await db.query(
-    "update auth.identities set last_sign_in_at = now() where user_id = $1 and provider = 'email'",
+    "update auth.identities set last_sign_in_at = now() where user_id = $1 and provider in ('email', 'phone')",
     [userId],
   );
   return { sessionId, refreshToken: await addRefreshToken(db, sessionId, userId, null) };

@@ -133,7 +133,10 @@ export const purposeOf = (c: SealedColumn) => `${c[0]}.${c[2]}`;
 
 /** Fields of a project's auth config (platform.auth_config.config) that hold secrets: stored sealed. */
 export const isSecretAuthField = (field: string): boolean =>
-  field === "smtp_pass" || /_secrets?$/.test(field);
+  field === "smtp_pass" ||
+  /_secrets?$/.test(field) ||
+  // The SMS providers' credentials (sms_twilio_auth_token, sms_vonage_api_secret, ...).
+  /^sms_[a-z_]+_(auth_token|access_key|api_key|api_secret)$/.test(field);
 export const authFieldPurpose = (field: string) => `platform.auth_config.${field}`;
 
 /** Re-seals the secret fields of every project's auth config, as resealColumns does for columns. */

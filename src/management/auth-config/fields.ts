@@ -61,10 +61,23 @@ export const STRING_FIELDS = [
   "security_captcha_provider",
   "security_captcha_secret",
   "sessions_tags",
-  "sms_provider",
   "sms_template",
   "sms_test_otp",
   "sms_test_otp_valid_until",
+  "sms_twilio_account_sid",
+  "sms_twilio_auth_token",
+  "sms_twilio_message_service_sid",
+  "sms_twilio_content_sid",
+  "sms_twilio_verify_account_sid",
+  "sms_twilio_verify_auth_token",
+  "sms_twilio_verify_message_service_sid",
+  "sms_messagebird_access_key",
+  "sms_messagebird_originator",
+  "sms_textlocal_api_key",
+  "sms_textlocal_sender",
+  "sms_vonage_api_key",
+  "sms_vonage_api_secret",
+  "sms_vonage_from",
   "oauth_server_authorization_path",
 ] as const;
 
@@ -146,4 +159,5 @@ export const GET_ONLY_FIELDS = {
 
 export const ENUM_FIELDS = {
   db_max_pool_size_unit: ["connections"],
+  sms_provider: ["twilio", "twilio_verify", "messagebird", "textlocal", "vonage"],
 } as const;

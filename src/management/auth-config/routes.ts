@@ -24,6 +24,8 @@ const RANGES: Record<string, [number, number]> = {
   mailer_otp_exp: [1, 86400],
   mailer_otp_length: [6, 10],
   sms_otp_length: [6, 10],
+  sms_max_frequency: [0, 32767],
+  mfa_phone_max_frequency: [0, 32767],
   smtp_max_frequency: [0, 32767],
 };
 
@@ -41,6 +43,15 @@ const patchBody = z.strictObject({
   ...Object.fromEntries(
     Object.entries(ENUM_FIELDS).map(([f, values]) => [f, z.enum(values).nullable().optional()]),
   ),
+  // Fixed codes of test numbers: `<number>=<code>` pairs, comma-separated, as the dashboard writes them.
+  sms_test_otp: z
+    .string()
+    .regex(/^([0-9]{1,15}=[0-9]+,?)*$/, {
+      error: "sms_test_otp must be <phone>=<otp> pairs separated by commas",
+    })
+    .nullable()
+    .optional(),
+  sms_test_otp_valid_until: z.iso.datetime({ offset: true }).nullable().optional(),
 });
 
 const ALL_FIELDS = [
