@@ -1,5 +1,4 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
-import cors from "cors";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { pinoHttp } from "pino-http";
 import type { AppContext } from "./context";
@@ -7,6 +6,7 @@ import { authRouter } from "./auth/router";
 import { functionsRouter } from "./functions/router";
 import { graphqlRouter } from "./graphql/router";
 import { dataPath } from "./dataPath";
+import { dataCors } from "./http/dataCors";
 import { refOfHost } from "./http/gate";
 import { interfaceOf, Metrics } from "./http/metrics";
 import { managementErrorHandler } from "./management/http";
@@ -14,28 +14,6 @@ import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
 import { realtimeRouter } from "./realtime/routes";
 import { storageRouter } from "./storage/routes";
-
-/** What a browser may send to and read from the data APIs. */
-const DATA_CORS: cors.CorsOptions = {
-  origin: "*",
-  methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
-  // Unlisted: the headers a preflight asks for are allowed (apikey, authorization, x-client-info, prefer, ...).
-  exposedHeaders: [
-    "content-range",
-    "content-profile",
-    "content-disposition",
-    "content-length",
-    "content-type",
-    "etag",
-    "link",
-    "location",
-    "preference-applied",
-    "range-unit",
-    "x-total-count",
-    "sb-error-code",
-  ],
-  maxAge: 86_400,
-};
 
 /** Answers whether the main database is reachable (within two seconds). */
 async function databaseReachable(ctx: AppContext): Promise<boolean> {
@@ -88,7 +66,6 @@ export function createApp(ctx: AppContext): { app: Express; listener: RequestLis
   const app = express();
   const metrics = new Metrics();
   const observe = observer(ctx, metrics);
-  const dataCors = cors(DATA_CORS);
   app.disable("x-powered-by");
   // PostgREST sends no ETag, and hashing every response body costs each request.
   app.set("etag", false);
