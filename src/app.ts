@@ -248,6 +248,7 @@ export async function startStrata(
   await access
     ?.apply()
     .catch((e: Error) => log.error({ err: e.message }, "writing the cluster's access rules failed"));
+  access?.startExpiry();
   const { listener } = createApp(ctx);
   void resumeProvisioning(ctx);
   // Branches deleted with force=false go when their grace period ends.
@@ -290,6 +291,7 @@ export async function startStrata(
       await webhooks.stop();
       await backups.stop();
       readOnly.stop();
+      access?.stopExpiry();
       await ctx.storage?.close?.();
       await usage.stop();
       drains.stop();
