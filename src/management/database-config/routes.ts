@@ -10,7 +10,7 @@ import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody 
 /**
  * Database configuration: PostgreSQL settings applied for real (per database, ALTER SYSTEM, or a restart of
  * the embedded cluster), read-only mode (manual and past the disk threshold), disk figures measured from the
- * database and the volume, context and upgrades. Pooler, SSL and JIT have their own families.
+ * database and the volume, database context. Pooler, SSL and JIT have their own families.
  */
 export function databaseConfigRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
@@ -265,37 +265,6 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       await writeSettings(ctx, project.ref, "webhooks", { enabled: false }, { enabled: true });
       ctx.webhooks?.refresh();
       return {};
-    },
-  );
-
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: `${base}/upgrade/eligibility`,
-      summary: "Tells whether the database can be upgraded",
-      access: { permission: { and: ["project_admin_read", "database_read"] }, scope: "projects:read" },
-      status: 200,
-    },
-    async ({ project }) => {
-      const { rows } = await project.adminPool.query("select current_setting('server_version') as v");
-      const version = String(rows[0].v).split(" ")[0];
-      return {
-        eligible: false,
-        current_app_version: `strata-postgres-${version}`,
-        latest_app_version: `strata-postgres-${version}`,
-        current_app_version_release_channel: "ga",
-        target_upgrade_versions: [],
-        duration_estimate_hours: 0,
-        legacy_auth_custom_roles: [],
-        objects_to_be_dropped: [],
-        unsupported_extensions: [],
-        user_defined_objects_in_internal_schemas: [],
-        validation_errors: [],
-        warnings: [],
-      };
     },
   );
 
