@@ -6,6 +6,7 @@ import { readSettings, writeSettings } from "../settings";
 import { HttpError } from "../http";
 import { diskUsage, DISK_DEFAULTS, setManualReadOnly, settleReadOnly, temporarilyDisable } from "./readonly";
 import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody } from "./postgres";
+import { AutoscaleAnswer, AutoscaleBody, readAutoscale, writeAutoscale } from "./autoscale";
 
 /**
  * Database configuration: PostgreSQL settings applied for real (per database, ALTER SYSTEM, or a restart of
@@ -211,16 +212,34 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "any",
       path: `${base}/config/disk/autoscale`,
-      summary: "Gets disk autoscaling",
+      summary:
+        "Gets disk autoscaling: growth_percent, min_increment_gb, max_size_gb, and whether it is on (enabled, Strata's own; off by default)",
       access: disk,
       status: 200,
+      response: AutoscaleAnswer,
     },
-    async ({ project }) =>
-      readSettings(ctx, project.ref, "disk_autoscale", {
-        growth_percent: 50,
-        min_increment_gb: 4,
-        max_size_gb: 60,
-      }),
+    async ({ project }) => readAutoscale(ctx, project.ref),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "put",
+      project: "any",
+      path: `${base}/config/disk/autoscale`,
+      summary:
+        "Sets disk autoscaling (Strata's own endpoint): with enabled, once the database uses 90 % of its disk " +
+        "the disk grows by growth_percent, at least min_increment_gb, up to max_size_gb (and the volume), " +
+        "instead of the project going read-only at 95 %; a grown disk may pass PROJECT_DISK_QUOTA_MB",
+      access: { permission: "infra_disk_config_write" },
+      body: AutoscaleBody,
+      status: 200,
+      response: AutoscaleAnswer,
+    },
+    async ({ project, body }) => {
+      const disk = await readSettings(ctx, project.ref, "disk", DISK_DEFAULTS);
+      return writeAutoscale(ctx, project.ref, body, disk.attributes.size_gb);
+    },
   );
 
   route(
