@@ -9,7 +9,12 @@ import { availableBinaries } from "../../src/db/embeddedCluster";
 import { withDatabase } from "../../src/db/urls";
 import { createLogger } from "../../src/log";
 import { atProjectHost } from "../management/client";
-import { startTestServer, TEST_AUTHENTICATOR_PASSWORD, TEST_MANAGEMENT_TOKEN } from "../helpers/server";
+import {
+  startTestServer,
+  TEST_AUTHENTICATOR_PASSWORD,
+  TEST_MANAGEMENT_TOKEN,
+  type TestServer,
+} from "../helpers/server";
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -241,22 +246,50 @@ describe("Management API: major-version upgrade to an embedded PostgreSQL 18", (
 });
 
 describe("Management API: upgrade on a DATABASE_URL cluster", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(() => server.stop());
+
   it("is not eligible and refuses with 400", async () => {
-    const server = await startTestServer();
-    try {
-      const res = await fetch(`${server.url}/v1/projects/${server.ref}/upgrade`, {
-        method: "POST",
-        headers: { Authorization: `Bearer ${server.managementToken}`, "content-type": "application/json" },
-        body: JSON.stringify({ target_version: "18" }),
-      });
-      expect(res.status).toBe(400);
-      expect(((await res.json()) as { message: string }).message).toMatch(/DATABASE_URL/);
-      const elig = await fetch(`${server.url}/v1/projects/${server.ref}/upgrade/eligibility`, {
-        headers: { Authorization: `Bearer ${server.managementToken}` },
-      });
-      expect(await elig.json()).toMatchObject({ eligible: false, target_upgrade_versions: [] });
-    } finally {
-      await server.stop();
-    }
+    const res = await fetch(`${server.url}/v1/projects/${server.ref}/upgrade`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${server.managementToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ target_version: "18" }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { message: string }).message).toMatch(/DATABASE_URL/);
+    const elig = await fetch(`${server.url}/v1/projects/${server.ref}/upgrade/eligibility`, {
+      headers: { Authorization: `Bearer ${server.managementToken}` },
+    });
+    expect(await elig.json()).toMatchObject({ eligible: false, target_upgrade_versions: [] });
+    const missing = await fetch(`${server.url}/v1/projects/${server.ref}/upgrade`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${server.managementToken}`, "content-type": "application/json" },
+      body: JSON.stringify({}),
+    });
+    expect(missing.status).toBe(400);
+  });
+
+  it("describes the upgrade and disk autoscale bodies in the OpenAPI document", async () => {
+    const doc: any = await (await fetch(`${server.url}/v1/openapi.json`)).json();
+    const op = (p: string, m: string) => doc.paths[`/v1/projects/{ref}${p}`][m];
+    const schemaOf = (o: any, status: string) => o.responses[status].content["application/json"].schema;
+    expect(op("/upgrade", "post").requestBody.content["application/json"].schema.required).toEqual([
+      "target_version",
+    ]);
+    expect(schemaOf(op("/upgrade", "post"), "201").properties).toHaveProperty("tracking_id");
+    expect(schemaOf(op("/upgrade/eligibility", "get"), "200").properties).toHaveProperty(
+      "target_upgrade_versions",
+    );
+    expect(
+      schemaOf(op("/upgrade/status", "get"), "200").properties.databaseUpgradeStatus.anyOf[0].properties,
+    ).toHaveProperty("progress");
+    expect(op("/upgrade/status", "get").parameters.map((p: any) => p.name)).toContain("tracking_id");
+    expect(
+      op("/config/disk/autoscale", "put").requestBody.content["application/json"].schema.properties,
+    ).toHaveProperty("max_size_gb");
+    expect(schemaOf(op("/config/disk/autoscale", "get"), "200").properties).toHaveProperty("growth_percent");
   });
 });
