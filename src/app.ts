@@ -28,6 +28,8 @@ import { stopFunctionRuntime } from "./functions/runtime";
 import { backendOf } from "./storage/backend";
 import { BackupService } from "./management/backups/service";
 import { ReadOnlyMonitor } from "./management/database-config/readonly";
+import { EmbeddedClusters } from "./projects/embeddedClusters";
+import { failInterruptedUpgrades } from "./management/upgrade/service";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
@@ -245,9 +247,26 @@ export async function startStrata(
     restartCluster: db.embedded ? () => db.embedded!.restart() : undefined,
     ready: false,
   };
+  // Clusters of newer PostgreSQL majors that upgraded projects live on start with the main one.
+  const embeddedClusters = db.embedded
+    ? new EmbeddedClusters(db.platformPool, {
+        dataDir: config.dataDir,
+        listenAddresses: config.embeddedPgListen,
+        port: config.upgradePgPort,
+        mainClusterId: DEFAULT_CLUSTER_ID,
+        log,
+      })
+    : undefined;
+  await embeddedClusters?.startRegistered();
+  ctx.embeddedClusters = embeddedClusters;
+  ctx.upgrades = new Set();
+  await failInterruptedUpgrades(ctx).catch((e: Error) =>
+    log.error({ err: e.message }, "marking interrupted upgrades failed"),
+  );
   await access
     ?.apply()
     .catch((e: Error) => log.error({ err: e.message }, "writing the cluster's access rules failed"));
+  access?.startExpiry();
   const { listener } = createApp(ctx);
   void resumeProvisioning(ctx);
   // Branches deleted with force=false go when their grace period ends.
@@ -290,11 +309,14 @@ export async function startStrata(
       await webhooks.stop();
       await backups.stop();
       readOnly.stop();
+      access?.stopExpiry();
       await ctx.storage?.close?.();
       await usage.stop();
       drains.stop();
       await logs.stop();
+      await Promise.all([...(ctx.upgrades ?? [])]);
       await registry.closeAll();
+      await embeddedClusters?.stopAll();
       await db.platformPool.end().catch(() => {});
       await db.embedded?.stop();
     })());

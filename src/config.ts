@@ -20,6 +20,8 @@ export interface StrataConfig {
   dataDir: string;
   /** Port of the embedded PostgreSQL. */
   embeddedPgPort: number;
+  /** Port of the embedded cluster of a newer PostgreSQL major that upgraded projects move to (when made). */
+  upgradePgPort: number;
   /** Addresses the embedded PostgreSQL listens on (`listen_addresses`). */
   embeddedPgListen: string;
   /**
@@ -127,6 +129,7 @@ const schema = z.object({
     .default("info"),
   STRATA_DATA_DIR: z.string().default(".strata"),
   STRATA_PG_PORT: port("STRATA_PG_PORT").default(54322),
+  STRATA_PG_UPGRADE_PORT: port("STRATA_PG_UPGRADE_PORT").optional(),
   STRATA_PG_LISTEN: z
     .string()
     .refine(
@@ -225,6 +228,7 @@ export function loadConfig(
     logLevel: c.LOG_LEVEL,
     dataDir: path.resolve(c.STRATA_DATA_DIR),
     embeddedPgPort: c.STRATA_PG_PORT,
+    upgradePgPort: c.STRATA_PG_UPGRADE_PORT ?? c.STRATA_PG_PORT + 1,
     embeddedPgListen: c.STRATA_PG_LISTEN.split(",")
       .map((a) => a.trim())
       .join(","),

@@ -33,6 +33,10 @@ export interface AppContext {
   access?: ClusterAccess;
   /** Backups of project databases: on demand, scheduled, restored (absent in CLI commands that serve nothing). */
   backups?: import("./management/backups/service").BackupService;
+  /** Clusters of newer PostgreSQL majors Strata runs for upgraded projects (absent with DATABASE_URL). */
+  embeddedClusters?: import("./projects/embeddedClusters").EmbeddedClusters;
+  /** Upgrades running in this process (awaited before the clusters stop). */
+  upgrades?: Set<Promise<void>>;
   /** Restarts the embedded cluster Strata runs (absent with DATABASE_URL: that cluster is not Strata's). */
   restartCluster?: () => Promise<void>;
   /** False while the server is still starting (listening, but the default project not opened yet). */

@@ -31,7 +31,7 @@ export const LOG_LINE_PREFIX = "%m [%p] host=%h db=%d ";
  * The cluster serves TLS with a self-signed certificate made at first use (`selfsigned`), kept in the data
  * directory and owned, like it, by the OS user PostgreSQL runs as (it refuses a key readable by others).
  */
-async function ensureCertificate(databaseDir: string): Promise<void> {
+export async function ensureCertificate(databaseDir: string): Promise<void> {
   const cert = path.join(databaseDir, "server.crt");
   const key = path.join(databaseDir, "server.key");
   if (existsSync(cert) && existsSync(key)) return;
@@ -283,7 +283,7 @@ function parentOf(pid: number): number {
  * (fast shutdown: clean, nothing lost) so this start can take the directory over. A postmaster whose
  * parent is still a live Node process belongs to a running server: that is refused, never stopped.
  */
-async function stopOrphanedPostmaster(databaseDir: string): Promise<void> {
+export async function stopOrphanedPostmaster(databaseDir: string): Promise<void> {
   const pidFile = path.join(databaseDir, "postmaster.pid");
   if (!existsSync(pidFile)) return;
   const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);

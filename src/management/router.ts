@@ -19,6 +19,7 @@ import { analyticsRoutes } from "./analytics/routes";
 import { billingRoutes } from "./billing/routes";
 import { branchRoutes } from "./branches/routes";
 import { databaseConfigRoutes } from "./database-config/routes";
+import { upgradeRoutes } from "./upgrade/routes";
 import { backupRoutes } from "./backups/routes";
 import { domainRoutes } from "./domains/routes";
 import { functionRoutes } from "./functions/routes";
@@ -69,6 +70,7 @@ export function managementRouter(ctx: AppContext): Router {
     jitRoutes(ctx),
     backupRoutes(ctx),
     databaseConfigRoutes(ctx),
+    upgradeRoutes(ctx),
     advisorRoutes(ctx),
     analyticsRoutes(ctx),
     billingRoutes(ctx),

@@ -21,12 +21,23 @@ export const STRATA_ADDRESSES = ["127.0.0.1", "::1"];
 export const RESTRICTIONS_DEFAULTS = { dbAllowedCidrs: ["0.0.0.0/0"], dbAllowedCidrsV6: ["::/0"] };
 export type Restrictions = typeof RESTRICTIONS_DEFAULTS;
 export const SSL_DEFAULTS = { database: false };
-export const BANS_DEFAULTS = { banned: [] as string[] };
+/**
+ * `expires_at` maps each banned address to when its ban ends (ISO time). A ban recorded before bans expired
+ * has no entry: it ends BAN_DURATION_MS after the row's last change.
+ */
+export const BANS_DEFAULTS = { banned: [] as string[], expires_at: {} as Record<string, string> };
 
 /** Failed password logins from one address to one project's database before the address is banned. */
 export const BAN_AFTER_FAILURES = 5;
 /** ...within this window. */
 export const BAN_WINDOW_MS = 10 * 60_000;
+/**
+ * How long a ban lasts unless lifted first: 30 minutes, as the platform's fail2ban jail (its bans are
+ * temporary too); the address may then try again, and 5 more failures ban it again.
+ */
+export const BAN_DURATION_MS = 30 * 60_000;
+/** How often a node looks for bans that ended (bans another node recorded, or missed timers). */
+const BAN_SWEEP_MS = 60_000;
 
 export interface ProjectAccessRules {
   database: string;
@@ -100,6 +111,10 @@ export class ClusterAccess {
   private queue: Promise<void> = Promise.resolve();
   private readonly failures = new Map<string, number[]>();
   private partialLine = "";
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private readonly expiryTimers = new Set<NodeJS.Timeout>();
+  /** How long a ban recorded by this node lasts (BAN_DURATION_MS; shorter in tests). */
+  banMs = BAN_DURATION_MS;
 
   constructor(
     private readonly platformPool: pg.Pool,
@@ -225,21 +240,94 @@ export class ClusterAccess {
   }
 
   private async ban(address: string, database: string): Promise<void> {
+    const expires = new Date(Date.now() + this.banMs);
     const { rows } = await this.platformPool.query(
       `insert into platform.project_settings (project_ref, kind, value)
-       select p.ref, 'network_bans', jsonb_build_object('banned', jsonb_build_array($3::text))
+       select p.ref, 'network_bans',
+              jsonb_build_object('banned', jsonb_build_array($3::text), 'expires_at', jsonb_build_object($3::text, $4::text))
          from platform.projects p where p.cluster_id = $1 and p.database_name = $2
        on conflict (project_ref, kind) do update
          set value = jsonb_build_object('banned',
                (select coalesce(jsonb_agg(distinct a), '[]'::jsonb)
-                  from jsonb_array_elements_text(coalesce(project_settings.value->'banned', '[]'::jsonb) || excluded.value->'banned') a)),
+                  from jsonb_array_elements_text(coalesce(project_settings.value->'banned', '[]'::jsonb) || (excluded.value->'banned')) a),
+               'expires_at', coalesce(project_settings.value->'expires_at', '{}'::jsonb) || (excluded.value->'expires_at')),
              updated_at = now()
        returning project_ref`,
-      [this.clusterId, database, address],
+      [this.clusterId, database, address, expires.toISOString()],
     );
     if (!rows.length) return;
-    this.log.warn({ ref: rows[0].project_ref, address }, "address banned after repeated failed logins");
+    this.log.warn(
+      { ref: rows[0].project_ref, address, until: expires.toISOString() },
+      "address banned after repeated failed logins",
+    );
+    this.expireAt(expires.getTime());
     await this.apply();
+  }
+
+  /** Starts lifting bans whose time has come: on a timer, and at once for the bans this node records. */
+  startExpiry(): void {
+    this.sweepTimer ??= setInterval(() => void this.sweepSafely(), BAN_SWEEP_MS);
+    this.sweepTimer.unref();
+    void this.sweepSafely();
+  }
+
+  stopExpiry(): void {
+    clearInterval(this.sweepTimer);
+    this.sweepTimer = undefined;
+    for (const timer of this.expiryTimers) clearTimeout(timer);
+    this.expiryTimers.clear();
+  }
+
+  private expireAt(when: number): void {
+    if (!this.sweepTimer) return;
+    const timer = setTimeout(
+      () => {
+        this.expiryTimers.delete(timer);
+        void this.sweepSafely();
+      },
+      Math.max(0, when - Date.now()) + 50,
+    );
+    timer.unref();
+    this.expiryTimers.add(timer);
+  }
+
+  private async sweepSafely(): Promise<void> {
+    await this.sweepExpiredBans().catch((e) =>
+      this.log.warn({ err: (e as Error).message }, "lifting expired bans failed"),
+    );
+  }
+
+  /**
+   * Removes the bans of this cluster's projects whose time has passed, in one statement (a ban recorded
+   * meanwhile is kept), then rewrites pg_hba.conf when any went. Answers the number lifted.
+   */
+  async sweepExpiredBans(): Promise<number> {
+    const { rows } = await this.platformPool.query<{ lifted: number }>(
+      `with due as (
+         select s.project_ref, a.address
+           from platform.project_settings s join platform.projects p on p.ref = s.project_ref
+           cross join lateral jsonb_array_elements_text(coalesce(s.value->'banned', '[]'::jsonb)) a(address)
+          where s.kind = 'network_bans' and p.cluster_id = $1
+            and coalesce((s.value->'expires_at'->>a.address)::timestamptz, s.updated_at + $2 * interval '1 millisecond') <= now()
+       ), lifted as (
+         update platform.project_settings s
+            set value = jsonb_build_object(
+                  'banned', coalesce((select jsonb_agg(b) from jsonb_array_elements_text(s.value->'banned') b
+                                       where b not in (select address from due where due.project_ref = s.project_ref)), '[]'::jsonb),
+                  'expires_at', coalesce(s.value->'expires_at', '{}'::jsonb)
+                                  - (select array_agg(address) from due where due.project_ref = s.project_ref)),
+                updated_at = now()
+          where s.kind = 'network_bans' and s.project_ref in (select project_ref from due)
+         returning 1)
+       select (select count(*) from due)::int as lifted`,
+      [this.clusterId, BAN_DURATION_MS],
+    );
+    const lifted = rows[0].lifted;
+    if (lifted) {
+      this.log.info({ lifted }, "network bans expired");
+      await this.apply();
+    }
+    return lifted;
   }
 }
 

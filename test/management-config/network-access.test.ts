@@ -8,7 +8,7 @@ import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
-import { intersectCidrs, renderAccessBlock } from "../../src/projects/access";
+import { BAN_DURATION_MS, intersectCidrs, renderAccessBlock } from "../../src/projects/access";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_MANAGEMENT_TOKEN } from "../helpers/server";
 
 /**
@@ -168,6 +168,36 @@ describe("network restrictions, SSL enforcement, bans and the pool on Strata's o
     expect((await api("DELETE", "/network-bans", { ipv4_addresses: [OTHER] })).status).toBe(200);
     expect((await api("POST", "/network-bans/retrieve")).body.banned_ipv4_addresses).toEqual([]);
     expect(await tryConnect(OTHER)).toBe("connected");
+  });
+
+  it("lifts a ban by itself when its time is up and rewrites pg_hba.conf", async () => {
+    // Bans last 30 minutes; this node's are made short here so the test can watch one end.
+    strata.ctx.access!.banMs = 3000;
+    const hba = () => readFileSync(path.join(dir, "pgdata", "pg_hba.conf"), "utf8");
+    const rejectLine = `host "${database}" all ${OTHER}/32 reject`;
+    for (let i = 0; i < 5; i++)
+      expect(await tryConnect(OTHER, { password: "wrong-password" })).toMatch(
+        /password authentication failed/,
+      );
+    for (let i = 0; i < 100 && !hba().includes(rejectLine); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(hba()).toContain(rejectLine);
+    const { rows } = await strata.ctx.platformPool.query(
+      "select value from platform.project_settings where project_ref = $1 and kind = 'network_bans'",
+      [strata.info.ref],
+    );
+    const until = Date.parse(rows[0].value.expires_at[OTHER]);
+    expect(until - Date.now()).toBeLessThanOrEqual(3000);
+    // No DELETE: the ban ends, the rule goes and the address may connect again.
+    let result = "";
+    for (let i = 0; i < 200 && result !== "connected"; i++) {
+      result = await tryConnect(OTHER);
+      if (result !== "connected") await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(result).toBe("connected");
+    expect(Date.now()).toBeGreaterThanOrEqual(until);
+    expect(hba()).not.toContain(rejectLine);
+    expect((await api("POST", "/network-bans/retrieve")).body.banned_ipv4_addresses).toEqual([]);
+    strata.ctx.access!.banMs = BAN_DURATION_MS;
   });
 
   it("sizes the project's own pool with default_pool_size", async () => {

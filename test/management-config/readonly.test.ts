@@ -1,5 +1,6 @@
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt } from "./api";
+import { AUTOSCALE_DEFAULTS, grownDiskSize } from "../../src/management/database-config/autoscale";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -108,5 +109,74 @@ describe("Management API: read-only mode and disk", () => {
       (await mgmt(server, "POST", `${base}/config/disk`, { attributes: { size_gb: 20, type: "floppy" } }))
         .status,
     ).toBe(400);
+  });
+
+  it("validates and stores the disk autoscale config", async () => {
+    expect((await mgmt(server, "GET", `${base}/config/disk/autoscale`)).body).toEqual({
+      growth_percent: 50,
+      min_increment_gb: 4,
+      max_size_gb: 60,
+      enabled: false,
+    });
+    for (const body of [
+      { growth_percent: -1 },
+      { max_size_gb: 0 },
+      { min_increment_gb: 1.5 },
+      { enabled: "yes" },
+      { unknown: 1 },
+      // Smaller than the disk's size_gb (12, set above).
+      { max_size_gb: 10 },
+      { enabled: true, growth_percent: 0, min_increment_gb: 0 },
+    ]) {
+      const refused = await mgmt(server, "PUT", `${base}/config/disk/autoscale`, body);
+      expect(refused.status).toBe(400);
+    }
+    expect((await mgmt(server, "GET", `${base}/config/disk/autoscale`)).body.enabled).toBe(false);
+    const put = await mgmt(server, "PUT", `${base}/config/disk/autoscale`, { max_size_gb: 20 });
+    expect(put.status).toBe(200);
+    expect((await mgmt(server, "GET", `${base}/config/disk/autoscale`)).body).toEqual({
+      growth_percent: 50,
+      min_increment_gb: 4,
+      max_size_gb: 20,
+      enabled: false,
+    });
+  });
+
+  it("grows the disk instead of going read-only when autoscaling is on, up to its max", async () => {
+    const on = await mgmt(server, "PUT", `${base}/config/disk/autoscale`, {
+      enabled: true,
+      growth_percent: 50,
+      min_increment_gb: 0,
+    });
+    expect(on.body).toMatchObject({ enabled: true, growth_percent: 50, min_increment_gb: 0 });
+    // A quota the database already fills past read-only mode's 95 %: the disk grows by half instead.
+    const used = Number((await server.sql("select pg_database_size(current_database()) as s")).rows[0].s);
+    const quota = Math.floor(used / 0.97);
+    server.strata.ctx.config.projectDiskQuotaBytes = quota;
+    let size = 0;
+    for (let i = 0; i < 100 && size <= quota; i++) {
+      size = (await mgmt(server, "GET", `${base}/config/disk/util`)).body.metrics.fs_size_bytes;
+      if (size <= quota) await sleep(100);
+    }
+    expect(size).toBe(Math.floor(quota * 1.5));
+    await sleep(600);
+    expect((await mgmt(server, "GET", `${base}/readonly`)).body.enabled).toBe(false);
+    expect(await restWrite()).toBe(true);
+    const { rows } = await server.controlSql(
+      "select value from platform.project_settings where project_ref = $1 and kind = 'disk_autoscaled'",
+      [server.ref],
+    );
+    expect(rows[0].value.size_bytes).toBe(size);
+
+    // Growth: by growth_percent, at least min_increment_gb, never past max_size_gb or the volume.
+    const GIB = 1024 ** 3;
+    const config = { ...AUTOSCALE_DEFAULTS, enabled: true, max_size_gb: 10 };
+    expect(grownDiskSize(8 * GIB, { ...config, min_increment_gb: 0 }, 100 * GIB)).toBe(10 * GIB);
+    expect(grownDiskSize(4 * GIB, { ...config, growth_percent: 10, min_increment_gb: 1 }, 100 * GIB)).toBe(
+      5 * GIB,
+    );
+    expect(grownDiskSize(4 * GIB, { ...config, min_increment_gb: 0 }, 100 * GIB)).toBe(6 * GIB);
+    expect(grownDiskSize(10 * GIB, config, 100 * GIB)).toBe(10 * GIB);
+    expect(grownDiskSize(4 * GIB, { ...config, min_increment_gb: 0 }, 5 * GIB)).toBe(5 * GIB);
   });
 });

@@ -4,10 +4,12 @@ import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { runUtilityStatement } from "../../db/utility";
 import { readSettings, writeSettings } from "../settings";
+import { autoscaleDisk, grownSize } from "./autoscale";
 
 /**
  * Read-only mode of a project's database, as on the platform: turned on by the operator (PUT .../readonly)
- * or by the system when the database uses more than THRESHOLD of its disk, lifted for 15 minutes by
+ * or by the system when the database uses more than THRESHOLD of its disk (unless disk autoscaling, where
+ * the project turned it on, grew the disk first: autoscale.ts), lifted for 15 minutes by
  * `readonly/temporary-disable`, after which it comes back if its cause is still there.
  *
  * It is `default_transaction_read_only = on` for the project's own roles in its database (`ALTER ROLE ...
@@ -77,10 +79,14 @@ async function applyReadOnly(project: ProjectRuntime, on: boolean): Promise<void
 }
 
 export interface DiskUsage {
-  /** The project's disk: its configured size, or the installation's quota when smaller, or the volume's. */
+  /**
+   * The project's disk: its configured size, or the installation's quota when smaller, or the volume's;
+   * or the size disk autoscaling grew it to, when larger (within the volume).
+   */
   sizeBytes: number;
   usedBytes: number;
   availBytes: number;
+  volumeBytes: number;
 }
 
 /** The project's database size and the disk it may use, measured now. */
@@ -97,7 +103,13 @@ export async function diskUsage(ctx: AppContext, project: ProjectRuntime): Promi
   const disk = await readSettings(ctx, project.ref, "disk", DISK_DEFAULTS);
   let size = Math.min(disk.attributes.size_gb * 1024 ** 3, volumeSize);
   if (ctx.config.projectDiskQuotaBytes) size = Math.min(size, ctx.config.projectDiskQuotaBytes);
-  return { sizeBytes: size, usedBytes: used, availBytes: Math.max(0, Math.min(size - used, volumeAvail)) };
+  size = Math.min(Math.max(size, await grownSize(ctx, project.ref)), volumeSize);
+  return {
+    sizeBytes: size,
+    usedBytes: used,
+    availBytes: Math.max(0, Math.min(size - used, volumeAvail)),
+    volumeBytes: volumeSize,
+  };
 }
 
 export interface ReadOnlyState {
@@ -114,7 +126,9 @@ export async function settleReadOnly(ctx: AppContext, project: ProjectRuntime): 
   const state = await readSettings(ctx, project.ref, "readonly", READONLY_DEFAULTS);
   const overrideActive =
     state.override_active_until !== "" && new Date(state.override_active_until) > new Date();
-  const usage = await diskUsage(ctx, project);
+  let usage = await diskUsage(ctx, project);
+  // Autoscaling, where the project turned it on, grows the disk before it fills.
+  if (await autoscaleDisk(ctx, project.ref, usage)) usage = await diskUsage(ctx, project);
   const full = usage.usedBytes >= usage.sizeBytes * THRESHOLD;
   const wanted = (state.manual || full) && !overrideActive;
   if (wanted !== (await readOnlyApplied(project))) {

@@ -6,11 +6,12 @@ import { readSettings, writeSettings } from "../settings";
 import { HttpError } from "../http";
 import { diskUsage, DISK_DEFAULTS, setManualReadOnly, settleReadOnly, temporarilyDisable } from "./readonly";
 import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody } from "./postgres";
+import { AutoscaleAnswer, AutoscaleBody, readAutoscale, writeAutoscale } from "./autoscale";
 
 /**
  * Database configuration: PostgreSQL settings applied for real (per database, ALTER SYSTEM, or a restart of
  * the embedded cluster), read-only mode (manual and past the disk threshold), disk figures measured from the
- * database and the volume, context and upgrades. Pooler, SSL and JIT have their own families.
+ * database and the volume, database context. Pooler, SSL and JIT have their own families.
  */
 export function databaseConfigRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
@@ -211,16 +212,34 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       method: "get",
       project: "any",
       path: `${base}/config/disk/autoscale`,
-      summary: "Gets disk autoscaling",
+      summary:
+        "Gets disk autoscaling: growth_percent, min_increment_gb, max_size_gb, and whether it is on (enabled, Strata's own; off by default)",
       access: disk,
       status: 200,
+      response: AutoscaleAnswer,
     },
-    async ({ project }) =>
-      readSettings(ctx, project.ref, "disk_autoscale", {
-        growth_percent: 50,
-        min_increment_gb: 4,
-        max_size_gb: 60,
-      }),
+    async ({ project }) => readAutoscale(ctx, project.ref),
+  );
+  route(
+    ctx,
+    router,
+    {
+      method: "put",
+      project: "any",
+      path: `${base}/config/disk/autoscale`,
+      summary:
+        "Sets disk autoscaling (Strata's own endpoint): with enabled, once the database uses 90 % of its disk " +
+        "the disk grows by growth_percent, at least min_increment_gb, up to max_size_gb (and the volume), " +
+        "instead of the project going read-only at 95 %; a grown disk may pass PROJECT_DISK_QUOTA_MB",
+      access: { permission: "infra_disk_config_write" },
+      body: AutoscaleBody,
+      status: 200,
+      response: AutoscaleAnswer,
+    },
+    async ({ project, body }) => {
+      const disk = await readSettings(ctx, project.ref, "disk", DISK_DEFAULTS);
+      return writeAutoscale(ctx, project.ref, body, disk.attributes.size_gb);
+    },
   );
 
   route(
@@ -265,37 +284,6 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       await writeSettings(ctx, project.ref, "webhooks", { enabled: false }, { enabled: true });
       ctx.webhooks?.refresh();
       return {};
-    },
-  );
-
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: `${base}/upgrade/eligibility`,
-      summary: "Tells whether the database can be upgraded",
-      access: { permission: { and: ["project_admin_read", "database_read"] }, scope: "projects:read" },
-      status: 200,
-    },
-    async ({ project }) => {
-      const { rows } = await project.adminPool.query("select current_setting('server_version') as v");
-      const version = String(rows[0].v).split(" ")[0];
-      return {
-        eligible: false,
-        current_app_version: `strata-postgres-${version}`,
-        latest_app_version: `strata-postgres-${version}`,
-        current_app_version_release_channel: "ga",
-        target_upgrade_versions: [],
-        duration_estimate_hours: 0,
-        legacy_auth_custom_roles: [],
-        objects_to_be_dropped: [],
-        unsupported_extensions: [],
-        user_defined_objects_in_internal_schemas: [],
-        validation_errors: [],
-        warnings: [],
-      };
     },
   );
 

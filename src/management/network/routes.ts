@@ -203,7 +203,8 @@ export function networkRoutes(ctx: AppContext): Router {
       method: "post",
       project: "any",
       path: "/v1/projects/:ref/network-bans/retrieve",
-      summary: "Lists IPv4 addresses banned after repeated failed database logins",
+      summary:
+        "Lists IPv4 addresses banned after repeated failed database logins (a ban ends by itself after 30 minutes)",
       access: bansRead,
       response: z.object({ banned_ipv4_addresses: z.array(z.string()) }),
       status: 201,
@@ -261,7 +262,8 @@ export function networkRoutes(ctx: AppContext): Router {
       await ctx.platformPool.query(
         `update platform.project_settings
             set value = jsonb_set(value, '{banned}', coalesce((select jsonb_agg(a) from jsonb_array_elements_text(value->'banned') a
-                                                       where not a = any($2)), '[]'::jsonb)),
+                                                       where not a = any($2)), '[]'::jsonb))
+                        || jsonb_build_object('expires_at', coalesce(value->'expires_at', '{}'::jsonb) - $2::text[]),
                 updated_at = now()
           where project_ref = $1 and kind = 'network_bans'`,
         [project.ref, [...lifted]],

