@@ -33,6 +33,8 @@ export interface AppContext {
   access?: ClusterAccess;
   /** Backups of project databases: on demand, scheduled, restored (absent in CLI commands that serve nothing). */
   backups?: import("./management/backups/service").BackupService;
+  /** Read replicas of the embedded cluster (absent with DATABASE_URL and in CLI commands that serve nothing). */
+  replicas?: import("./projects/replicas").ReplicaManager;
   /** Restarts the embedded cluster Strata runs (absent with DATABASE_URL: that cluster is not Strata's). */
   restartCluster?: () => Promise<void>;
   /** False while the server is still starting (listening, but the default project not opened yet). */

@@ -20,6 +20,7 @@ import { billingRoutes } from "./billing/routes";
 import { branchRoutes } from "./branches/routes";
 import { databaseConfigRoutes } from "./database-config/routes";
 import { backupRoutes } from "./backups/routes";
+import { replicaRoutes } from "./replicas/routes";
 import { domainRoutes } from "./domains/routes";
 import { functionRoutes } from "./functions/routes";
 import { networkRoutes } from "./network/routes";
@@ -68,6 +69,7 @@ export function managementRouter(ctx: AppContext): Router {
     poolerRoutes(ctx),
     jitRoutes(ctx),
     backupRoutes(ctx),
+    replicaRoutes(ctx),
     databaseConfigRoutes(ctx),
     advisorRoutes(ctx),
     analyticsRoutes(ctx),

@@ -56,6 +56,9 @@ function isOpen(rules: ProjectAccessRules): boolean {
 export function renderAccessBlock(projects: ProjectAccessRules[]): string[] {
   const lines = [BEGIN, "# Strata's own connections (loopback) are always allowed"];
   for (const address of STRATA_ADDRESSES) lines.push(`host all all ${hostCidr(address)} ${METHOD}`);
+  // Read replicas stream from loopback with roles of their own, members of this group (projects/replicas.ts).
+  for (const address of STRATA_ADDRESSES)
+    lines.push(`host replication +strata_replication ${hostCidr(address)} ${METHOD}`);
   for (const p of projects) {
     const db = quoted(p.database);
     for (const address of p.banned) lines.push(`host ${db} all ${hostCidr(address)} reject`);
