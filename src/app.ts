@@ -283,6 +283,7 @@ export async function startStrata(
   // Read replicas start with the cluster they replicate.
   const replicas = own && new ReplicaManager(db.platformPool, own, log);
   ctx.replicas = replicas;
+  if (access && replicas) access.onWritten = (pgHba) => replicas.syncAccess(pgHba);
   await replicas
     ?.startAll()
     .catch((e: Error) => log.error({ err: e.message }, "starting the read replicas failed"));

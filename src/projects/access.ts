@@ -114,6 +114,9 @@ export class ClusterAccess {
     private readonly log: Logger,
   ) {}
 
+  /** Told the file after each rewrite: the cluster's read replicas take the same rules. */
+  onWritten?: (pgHba: string) => Promise<void>;
+
   /** True when the project's rules are enforced on its cluster (not only stored). */
   manages(clusterId: string): boolean {
     return clusterId === this.clusterId;
@@ -181,6 +184,9 @@ export class ClusterAccess {
     } finally {
       await client.end().catch(() => {});
     }
+    await this.onWritten?.(after).catch((e: Error) =>
+      this.log.warn({ err: e.message }, "the read replicas did not take the access rules"),
+    );
   }
 
   /** The postmaster reloads when it gets to the signal: new sessions see the rules once it has. */
@@ -247,7 +253,7 @@ export class ClusterAccess {
 }
 
 /** Replaces a file of the cluster's, keeping its owner (the OS user PostgreSQL runs as) and mode. */
-function replaceFile(file: string, text: string): void {
+export function replaceFile(file: string, text: string): void {
   const { uid, gid, mode } = statSync(file);
   const temporary = `${file}.strata-${process.pid}`;
   writeFileSync(temporary, text, { mode: mode & 0o777 });

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { appendFileSync, chownSync, existsSync, writeFileSync } from "node:fs";
+import { appendFileSync, chownSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
@@ -14,6 +14,7 @@ import {
 } from "../db/physical";
 import { runUtilityStatement } from "../db/utility";
 import type { Logger } from "../log";
+import { replaceFile } from "./access";
 
 /**
  * Read replicas of the cluster Strata runs: each is a streaming physical standby (a second PostgreSQL on
@@ -56,6 +57,8 @@ const STREAMING_WAIT_MS = 60_000;
 export class ReplicaManager {
   private readonly processes = new Map<string, ClusterProcess>();
   private readonly building = new Set<Promise<unknown>>();
+  /** Replicas being stopped on purpose (any other exit marks them UNHEALTHY). */
+  private readonly stopping = new Set<string>();
 
   constructor(
     private readonly platformPool: pg.Pool,
@@ -107,6 +110,42 @@ export class ReplicaManager {
     return proc;
   }
 
+  /** Starts a replica's server; should it exit by itself later, reads leave it (UNHEALTHY). */
+  private async launch(row: ReplicaRow): Promise<void> {
+    const proc = this.process(row);
+    // The primary's current access rules (they may have changed while the replica was down).
+    const hba = path.join(proc.options.dataDir, "pg_hba.conf");
+    replaceFile(hba, readFileSync(path.join(this.cluster.databaseDir, "pg_hba.conf"), "utf8"));
+    await proc.start();
+    void proc.whenExited().then(async () => {
+      if (this.stopping.has(row.identifier) || this.processes.get(row.identifier) !== proc) return;
+      this.processes.delete(row.identifier);
+      this.log.warn({ replica: row.identifier, last: proc.lastLines() }, "read replica stopped");
+      await this.setStatus(row, "UNHEALTHY", `the replica's server stopped: ${proc.lastLines()}`).catch(
+        () => {},
+      );
+    });
+  }
+
+  /** The primary's pg_hba.conf was rewritten: each running replica takes the same rules and reloads. */
+  async syncAccess(pgHba: string): Promise<void> {
+    for (const [identifier, proc] of this.processes) {
+      if (!proc.running) continue;
+      replaceFile(path.join(proc.options.dataDir, "pg_hba.conf"), pgHba);
+      const url = new URL(this.cluster.adminUrl);
+      url.port = String(proc.options.port);
+      const client = oneOffClient({ connectionString: url.toString(), application_name: "strata-replicas" });
+      try {
+        await client.connect();
+        await client.query("select pg_reload_conf()");
+      } catch (e) {
+        this.log.warn({ replica: identifier, err: (e as Error).message }, "replica reload failed");
+      } finally {
+        await client.end().catch(() => {});
+      }
+    }
+  }
+
   /**
    * At server start: starts the registered standbys; one left half-made by a stopped node (COMING_UP,
    * GOING_DOWN) is taken apart.
@@ -127,7 +166,7 @@ export class ReplicaManager {
       }
       if (row.status === "INIT_FAILED") continue;
       try {
-        await this.process(row).start();
+        await this.launch(row);
         if (row.status !== "ACTIVE_HEALTHY") await this.setStatus(row, "ACTIVE_HEALTHY");
       } catch (e) {
         this.log.warn({ replica: row.identifier, err: (e as Error).message }, "read replica did not start");
@@ -138,6 +177,7 @@ export class ReplicaManager {
 
   async stopAll(): Promise<void> {
     await Promise.allSettled([...this.building]);
+    for (const identifier of this.processes.keys()) this.stopping.add(identifier);
     await Promise.all([...this.processes.values()].map((p) => p.stop()));
     this.processes.clear();
   }
@@ -214,7 +254,7 @@ export class ReplicaManager {
         );
       }, `strata-replica-setup-${row.id}`);
       this.configureStandby(row, path.join(dir, "pgdata"), password);
-      await this.process(row).start();
+      await this.launch(row);
       await this.waitStreaming(row);
       await this.setStatus(row, "ACTIVE_HEALTHY");
     } catch (e) {
@@ -273,8 +313,10 @@ export class ReplicaManager {
   /** Stops the standby and removes its slot, role and files. */
   private async takeApart(row: ReplicaRow): Promise<void> {
     const proc = this.processes.get(row.identifier);
+    this.stopping.add(row.identifier);
     this.processes.delete(row.identifier);
     await proc?.stop();
+    this.stopping.delete(row.identifier);
     await this.onPrimary(async (c) => {
       // A walsender still attached (a standby stopped by another process) would keep the slot active.
       await c.query(

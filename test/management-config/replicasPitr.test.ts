@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -129,6 +129,18 @@ describe("Read replicas and point-in-time restore on the embedded cluster", () =
     expect((await sql("select note from public.items where id = 4")).rows[0].note).toBe("primary");
     const lag = (await mgmt("GET", "/read-replicas")).body[0];
     expect(typeof lag.lag_bytes).toBe("number");
+
+    // The replica takes the primary's access rules as they change.
+    const restricted = await mgmt("POST", "/network-restrictions/apply", { dbAllowedCidrs: ["10.0.0.0/8"] });
+    expect(restricted.status).toBe(201);
+    const [replicaDir] = readdirSync(path.join(dir, "replicas"));
+    const hba = path.join(dir, "replicas", replicaDir, "pgdata", "pg_hba.conf");
+    expect(readFileSync(hba, "utf8")).toMatch(/10\.0\.0\.0\/8/);
+    const reopened = await mgmt("POST", "/network-restrictions/apply", {
+      dbAllowedCidrs: ["0.0.0.0/0"],
+      dbAllowedCidrsV6: ["::/0"],
+    });
+    expect(reopened.status).toBe(201);
 
     expect((await mgmt("POST", "/read-replicas/remove", { database_identifier: "nope" })).status).toBe(404);
     expect(
