@@ -357,6 +357,19 @@ export class ReplicaManager {
     return row;
   }
 
+  /** Takes apart every replica of a project being deleted (after any still being made is up). */
+  async removeAll(ref: string): Promise<void> {
+    await Promise.allSettled([...this.building]);
+    const { rows } = await this.platformPool.query<ReplicaRow>(
+      "select * from platform.read_replicas where project_ref = $1",
+      [ref],
+    );
+    for (const row of rows) {
+      await this.takeApart(row);
+      await this.platformPool.query("delete from platform.read_replicas where id = $1", [row.id]);
+    }
+  }
+
   /** A replica of the project that is still being made (remove must wait for it). */
   async comingUp(ref: string, identifier: string): Promise<boolean> {
     const { rows } = await this.platformPool.query(
