@@ -174,6 +174,16 @@ describe("Read replicas and point-in-time restore on the embedded cluster", () =
     // The base backup holds the whole cluster's files, backup_label from pg_backup_stop included.
     expect(existsSync(path.join(dir, "base-backups", String(started.body.id), "backup_label"))).toBe(true);
 
+    // Retention: archived WAL older than the oldest kept base backup's start is removed.
+    const control = new pg.Client({ connectionString: strata.ctx.controlUrl });
+    await control.connect();
+    const { rows: bases } = await control
+      .query("select start_wal_file from platform.physical_backups where id = $1", [started.body.id])
+      .finally(() => control.end());
+    const segments = () => readdirSync(path.join(dir, "wal-archive")).filter((f) => /^[0-9A-F]{24}$/.test(f));
+    expect(segments().length).toBeGreaterThan(0);
+    expect(segments().every((f) => f.slice(8) >= bases[0].start_wal_file.slice(8))).toBe(true);
+
     await sql("create table public.pitr (v text)");
     await sql("insert into public.pitr values ('A')");
     await sleep(1100);
@@ -199,7 +209,25 @@ describe("Read replicas and point-in-time restore on the embedded cluster", () =
     // Second channel: the table is back as it was at the target second, with A and without B.
     expect((await sql("select v from public.pitr order by v")).rows).toEqual([{ v: "A" }]);
     expect(readdirSync(path.join(dir, "restore-clusters"))).toEqual([]);
-    expect(readdirSync(path.join(dir, "wal-archive")).some((f) => /^[0-9A-F]{24}$/.test(f))).toBe(true);
+
+    // A gap in the archive: the restore falls back to the latest logical backup before the target (here the
+    // pre_restore backup of the state the first restore replaced, without the table).
+    rmSync(path.join(dir, "wal-archive", bases[0].start_wal_file));
+    await sleep(1100);
+    const again = await mgmt("POST", "/database/backups/restore-pitr", {
+      recovery_time_target_unix: Math.floor(Date.now() / 1000),
+    });
+    expect(again.status).toBe(201);
+    const fallback = await until(async () => {
+      const list = (await mgmt("GET", "/database/backups/restores")).body;
+      return list.length === 2 && list[1].status !== "RUNNING" ? list[1] : undefined;
+    }, 120_000);
+    expect(fallback).toMatchObject({
+      status: "COMPLETED",
+      method: "logical_backup",
+      physical_backup_id: null,
+    });
+    expect((await sql("select to_regclass('public.pitr') as t")).rows[0].t).toBeNull();
   }, 180_000);
 });
 
