@@ -248,7 +248,12 @@ export async function startStrata(
     logs,
     storage: backendOf(config),
     access,
-    restartCluster: db.embedded ? () => db.embedded!.restart() : undefined,
+    restartCluster: db.embedded
+      ? async () => {
+          await db.embedded!.restart();
+          await ctx.replicas?.restartAll();
+        }
+      : undefined,
     ready: false,
   };
   await access

@@ -113,9 +113,13 @@ export class ReplicaManager {
   /** Starts a replica's server; should it exit by itself later, reads leave it (UNHEALTHY). */
   private async launch(row: ReplicaRow): Promise<void> {
     const proc = this.process(row);
-    // The primary's current access rules (they may have changed while the replica was down).
-    const hba = path.join(proc.options.dataDir, "pg_hba.conf");
-    replaceFile(hba, readFileSync(path.join(this.cluster.databaseDir, "pg_hba.conf"), "utf8"));
+    // The primary's current access rules and ALTER SYSTEM settings (they may have changed since the copy: a
+    // standby must have at least the primary's max_locks_per_transaction and the like, or it stops replaying).
+    for (const name of ["pg_hba.conf", "postgresql.auto.conf"])
+      replaceFile(
+        path.join(proc.options.dataDir, name),
+        readFileSync(path.join(this.cluster.databaseDir, name), "utf8"),
+      );
     await proc.start();
     void proc.whenExited().then(async () => {
       if (this.stopping.has(row.identifier) || this.processes.get(row.identifier) !== proc) return;
@@ -170,6 +174,27 @@ export class ReplicaManager {
         if (row.status !== "ACTIVE_HEALTHY") await this.setStatus(row, "ACTIVE_HEALTHY");
       } catch (e) {
         this.log.warn({ replica: row.identifier, err: (e as Error).message }, "read replica did not start");
+        await this.setStatus(row, "UNHEALTHY", (e as Error).message);
+      }
+    }
+  }
+
+  /** After the primary restarted with new start-time settings: each running replica restarts with them. */
+  async restartAll(): Promise<void> {
+    const { rows } = await this.platformPool.query<ReplicaRow>(
+      "select * from platform.read_replicas where cluster_id = $1 and status in ('ACTIVE_HEALTHY', 'UNHEALTHY')",
+      [this.cluster.clusterId],
+    );
+    for (const row of rows) {
+      const proc = this.processes.get(row.identifier);
+      this.stopping.add(row.identifier);
+      this.processes.delete(row.identifier);
+      await proc?.stop();
+      this.stopping.delete(row.identifier);
+      try {
+        await this.launch(row);
+        if (row.status !== "ACTIVE_HEALTHY") await this.setStatus(row, "ACTIVE_HEALTHY");
+      } catch (e) {
         await this.setStatus(row, "UNHEALTHY", (e as Error).message);
       }
     }
