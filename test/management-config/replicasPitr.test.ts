@@ -127,6 +127,12 @@ describe("Read replicas and point-in-time restore on the embedded cluster", () =
     const write = await rest("/items", { method: "POST", body: JSON.stringify({ id: 4, note: "primary" }) });
     expect(write.status).toBe(201);
     expect((await sql("select note from public.items where id = 4")).rows[0].note).toBe("primary");
+    const pooler = (await mgmt("GET", "/config/database/pooler")).body;
+    expect(pooler[1]).toMatchObject({
+      identifier: replica.identifier,
+      database_type: "READ_REPLICA",
+      db_port: replica.db_port,
+    });
     const lag = (await mgmt("GET", "/read-replicas")).body[0];
     expect(typeof lag.lag_bytes).toBe("number");
 

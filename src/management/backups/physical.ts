@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync, chownSync } from "node:fs";
+import { chownSync, existsSync, readdirSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
@@ -14,6 +14,7 @@ import {
   takeBaseBackup,
   type OwnCluster,
 } from "../../db/physical";
+import { stopOrphanedPostmaster } from "../../db/embedded";
 import type { Logger } from "../../log";
 
 export interface PhysicalBackupRow {
@@ -142,8 +143,18 @@ export class PhysicalBackups {
     }
   }
 
-  /** A base backup left RUNNING by a stopped node failed (its session, and so the backup, ended with it). */
+  /**
+   * A base backup left RUNNING by a stopped node failed (its session, and so the backup, ended with it); a
+   * restore cluster it left is stopped and deleted.
+   */
   async failInterrupted(): Promise<void> {
+    const leftovers = path.join(this.cluster.dataDir, "restore-clusters");
+    if (existsSync(leftovers))
+      for (const name of readdirSync(leftovers)) {
+        const data = path.join(leftovers, name, "pgdata");
+        if (existsSync(data)) await stopOrphanedPostmaster(data).catch(() => {});
+        await rm(path.join(leftovers, name), { recursive: true, force: true });
+      }
     const { rows } = await this.platformPool.query<PhysicalBackupRow>(
       `update platform.physical_backups set status = 'FAILED', error = 'interrupted: the Strata node taking it stopped'
         where cluster_id = $1 and status = 'RUNNING' returning *`,
