@@ -1,4 +1,5 @@
 import { createServer, type Server } from "node:http";
+import path from "node:path";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
 import { mintLegacyKey } from "./auth/legacyKeys";
@@ -27,6 +28,9 @@ import { DrainForwarder } from "./logs/drains";
 import { stopFunctionRuntime } from "./functions/runtime";
 import { backendOf } from "./storage/backend";
 import { BackupService } from "./management/backups/service";
+import { PhysicalBackups } from "./management/backups/physical";
+import { ReplicaManager } from "./projects/replicas";
+import type { OwnCluster } from "./db/physical";
 import { ReadOnlyMonitor } from "./management/database-config/readonly";
 import { EmbeddedClusters } from "./projects/embeddedClusters";
 import { failInterruptedUpgrades } from "./management/upgrade/service";
@@ -169,6 +173,8 @@ export async function prepareDatabase(
         onPostgresLog(line);
       },
       config.embeddedPgListen,
+      // Every start archives WAL (a CLI command's too: a gap would end point-in-time restores there).
+      path.join(config.dataDir, "wal-archive"),
     ).catch((e: Error) => {
       throw new StartupError(e.message, { cause: e });
     });
@@ -244,7 +250,12 @@ export async function startStrata(
     logs,
     storage: backendOf(config),
     access,
-    restartCluster: db.embedded ? () => db.embedded!.restart() : undefined,
+    restartCluster: db.embedded
+      ? async () => {
+          await db.embedded!.restart();
+          await ctx.replicas?.restartAll();
+        }
+      : undefined,
     ready: false,
   };
   // Clusters of newer PostgreSQL majors that upgraded projects live on start with the main one.
@@ -275,9 +286,31 @@ export async function startStrata(
   const webhooks = new WebhookDispatcher(ctx);
   ctx.webhooks = webhooks;
   webhooks.start();
-  const backups = new BackupService(ctx, config.backupRetentionDays, config.backupScheduleCheckMs);
+  const own: OwnCluster | undefined = db.embedded
+    ? {
+        clusterId: DEFAULT_CLUSTER_ID,
+        adminUrl: db.adminUrl,
+        databaseDir: db.embedded.databaseDir,
+        archiveDir: path.join(config.dataDir, "wal-archive"),
+        dataDir: config.dataDir,
+        listenAddresses: config.embeddedPgListen,
+      }
+    : undefined;
+  const backups = new BackupService(
+    ctx,
+    config.backupRetentionDays,
+    config.backupScheduleCheckMs,
+    own && new PhysicalBackups(db.platformPool, own, config.backupRetentionDays, log),
+  );
   ctx.backups = backups;
   await backups.start();
+  // Read replicas start with the cluster they replicate.
+  const replicas = own && new ReplicaManager(db.platformPool, own, log);
+  ctx.replicas = replicas;
+  if (access && replicas) access.onWritten = (pgHba) => replicas.syncAccess(pgHba);
+  await replicas
+    ?.startAll()
+    .catch((e: Error) => log.error({ err: e.message }, "starting the read replicas failed"));
   const readOnly = new ReadOnlyMonitor(ctx, config.diskCheckMs);
   const server: Server = await new Promise((resolve, reject) => {
     const refuse = (e: Error) =>
@@ -317,6 +350,7 @@ export async function startStrata(
       await Promise.all([...(ctx.upgrades ?? [])]);
       await registry.closeAll();
       await embeddedClusters?.stopAll();
+      await replicas?.stopAll();
       await db.platformPool.end().catch(() => {});
       await db.embedded?.stop();
     })());

@@ -37,6 +37,8 @@ export interface AppContext {
   embeddedClusters?: import("./projects/embeddedClusters").EmbeddedClusters;
   /** Upgrades running in this process (awaited before the clusters stop). */
   upgrades?: Set<Promise<void>>;
+  /** Read replicas of the embedded cluster (absent with DATABASE_URL and in CLI commands that serve nothing). */
+  replicas?: import("./projects/replicas").ReplicaManager;
   /** Restarts the embedded cluster Strata runs (absent with DATABASE_URL: that cluster is not Strata's). */
   restartCluster?: () => Promise<void>;
   /** False while the server is still starting (listening, but the default project not opened yet). */

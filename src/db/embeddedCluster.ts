@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { ensureCertificate, LOG_LINE_PREFIX, stopOrphanedPostmaster } from "./embedded";
+import { embeddedPostgresFlags, ensureCertificate, stopOrphanedPostmaster } from "./embedded";
 
 /**
  * A PostgreSQL cluster of another major version than the main embedded one, run by Strata from a binaries
@@ -118,28 +118,7 @@ export async function startClusterFromBinaries(opts: {
   const ids = runAs();
   const child: ChildProcess = spawn(
     path.join(binaries.binDir, "postgres"),
-    [
-      "-D",
-      databaseDir,
-      "-p",
-      String(port),
-      "-c",
-      `listen_addresses=${opts.listenAddresses}`,
-      "-c",
-      `log_line_prefix=${LOG_LINE_PREFIX}`,
-      "-c",
-      "ssl=on",
-      "-c",
-      "max_connections=300",
-      "-c",
-      "wal_level=logical",
-      "-c",
-      "max_replication_slots=100",
-      "-c",
-      "max_wal_senders=100",
-      "-c",
-      "unix_socket_directories=",
-    ],
+    ["-D", databaseDir, "-p", String(port), ...embeddedPostgresFlags(opts.listenAddresses)],
     { ...ids, env: ENV, stdio: ["ignore", "ignore", "pipe"] },
   );
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));

@@ -16,3 +16,10 @@ export function withCredentials(url: string, user: string, password: string): st
 export function databaseName(url: string): string {
   return decodeURIComponent(new URL(url).pathname.slice(1)) || "postgres";
 }
+
+/** Returns `url` on another port of the same host (a replica or restore cluster beside the primary). */
+export function withPort(url: string, port: number): string {
+  const u = new URL(url);
+  u.port = String(port);
+  return u.toString();
+}

@@ -21,6 +21,7 @@ import { branchRoutes } from "./branches/routes";
 import { databaseConfigRoutes } from "./database-config/routes";
 import { upgradeRoutes } from "./upgrade/routes";
 import { backupRoutes } from "./backups/routes";
+import { replicaRoutes } from "./replicas/routes";
 import { domainRoutes } from "./domains/routes";
 import { functionRoutes } from "./functions/routes";
 import { networkRoutes } from "./network/routes";
@@ -69,6 +70,7 @@ export function managementRouter(ctx: AppContext): Router {
     poolerRoutes(ctx),
     jitRoutes(ctx),
     backupRoutes(ctx),
+    replicaRoutes(ctx),
     databaseConfigRoutes(ctx),
     upgradeRoutes(ctx),
     advisorRoutes(ctx),

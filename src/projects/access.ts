@@ -67,6 +67,9 @@ function isOpen(rules: ProjectAccessRules): boolean {
 export function renderAccessBlock(projects: ProjectAccessRules[]): string[] {
   const lines = [BEGIN, "# Strata's own connections (loopback) are always allowed"];
   for (const address of STRATA_ADDRESSES) lines.push(`host all all ${hostCidr(address)} ${METHOD}`);
+  // Read replicas stream from loopback with roles of their own, members of this group (projects/replicas.ts).
+  for (const address of STRATA_ADDRESSES)
+    lines.push(`host replication +strata_replication ${hostCidr(address)} ${METHOD}`);
   for (const p of projects) {
     const db = quoted(p.database);
     for (const address of p.banned) lines.push(`host ${db} all ${hostCidr(address)} reject`);
@@ -125,6 +128,9 @@ export class ClusterAccess {
     private readonly databaseDir: string,
     private readonly log: Logger,
   ) {}
+
+  /** Told the file after each rewrite: the cluster's read replicas take the same rules. */
+  onWritten?: (pgHba: string) => Promise<void>;
 
   /** True when the project's rules are enforced on its cluster (not only stored). */
   manages(clusterId: string): boolean {
@@ -193,6 +199,9 @@ export class ClusterAccess {
     } finally {
       await client.end().catch(() => {});
     }
+    await this.onWritten?.(after).catch((e: Error) =>
+      this.log.warn({ err: e.message }, "the read replicas did not take the access rules"),
+    );
   }
 
   /** The postmaster reloads when it gets to the signal: new sessions see the rules once it has. */
@@ -332,7 +341,7 @@ export class ClusterAccess {
 }
 
 /** Replaces a file of the cluster's, keeping its owner (the OS user PostgreSQL runs as) and mode. */
-function replaceFile(file: string, text: string): void {
+export function replaceFile(file: string, text: string): void {
   const { uid, gid, mode } = statSync(file);
   const temporary = `${file}.strata-${process.pid}`;
   writeFileSync(temporary, text, { mode: mode & 0o777 });

@@ -12,7 +12,9 @@ const PROJECT_SELECT = `
          p.legacy_keys_enabled, p.database_name, p.sql_role_password, p.read_role_password, c.admin_url,
          c.authenticator_password, p.cluster_id,
          (select (s.value->>'default_pool_size')::int from platform.project_settings s
-           where s.project_ref = p.ref and s.kind = 'pooler') as pool_size
+           where s.project_ref = p.ref and s.kind = 'pooler') as pool_size,
+         array(select r.port from platform.read_replicas r
+                where r.project_ref = p.ref and r.status = 'ACTIVE_HEALTHY' order by r.id) as replica_ports
     from platform.projects p join platform.clusters c on c.id = p.cluster_id`;
 
 function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
@@ -47,6 +49,7 @@ function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
       `strata_read_${row.ref}`,
       open(row.read_role_password, "platform.projects.read_role_password"),
     ),
+    replicaPorts: row.replica_ports ?? [],
   };
 }
 

@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import pg from "pg";
+import { withPort } from "../db/urls";
 import type { Logger } from "../log";
 
 /** A project as the control plane stores it. */
@@ -27,6 +28,8 @@ export interface ProjectRecord {
   sqlUrl: string;
   /** URL as `strata_read_<ref>`: read-only SQL, SELECT on the project's own schemas only. */
   readUrl: string;
+  /** Ports (on the primary's host) of the project's ACTIVE_HEALTHY read replicas: REST reads go there. */
+  replicaPorts?: number[];
 }
 
 /** Data pool size of a project whose pooler settings do not say. */
@@ -55,6 +58,9 @@ export class ProjectRuntime {
   /** Data pools replaced after a schema change, ending after RETIRE_GRACE_MS (or at close). */
   private readonly retiredPools = new Set<pg.Pool>();
   private adminPoolInstance: pg.Pool | undefined;
+  /** `authenticator` pools on the read replicas, taken in turn by readPool. */
+  private replicaPoolInstances: pg.Pool[] | undefined;
+  private nextReplica = 0;
   private listener: pg.Client | undefined;
   private closed = false;
   /** Work that must finish on the project's database before its pools end (realtime drops its slot). */
@@ -79,6 +85,21 @@ export class ProjectRuntime {
   get dataPool(): pg.Pool {
     this.dataPoolInstance ??= this.makePool(this.record.dataUrl, this.record.poolSize);
     return this.dataPoolInstance;
+  }
+
+  /**
+   * The pool a read-only data request runs on: the project's read replicas in turn when it has any (the same
+   * `authenticator` login, role and claims: the standby has every role and grant of the primary), else the
+   * data pool.
+   */
+  get readPool(): pg.Pool {
+    const ports = this.record.replicaPorts ?? [];
+    if (!ports.length) return this.dataPool;
+    this.replicaPoolInstances ??= ports.map((port) =>
+      this.makePool(withPort(this.record.dataUrl, port), this.record.poolSize),
+    );
+    this.nextReplica = (this.nextReplica + 1) % this.replicaPoolInstances.length;
+    return this.replicaPoolInstances[this.nextReplica];
   }
 
   /** Small superuser pool for management work on the project's database. */
@@ -148,13 +169,16 @@ export class ProjectRuntime {
    * requests get new connections, and the old pool ends once its running requests had time to finish.
    */
   private retireDataPool(): void {
-    const pool = this.dataPoolInstance;
-    if (!pool) return;
+    const pools = [this.dataPoolInstance, ...(this.replicaPoolInstances ?? [])];
     this.dataPoolInstance = undefined;
-    this.retiredPools.add(pool);
-    setTimeout(() => {
-      if (this.retiredPools.delete(pool)) pool.end().catch(() => {});
-    }, RETIRE_GRACE_MS).unref();
+    this.replicaPoolInstances = undefined;
+    for (const pool of pools) {
+      if (!pool) continue;
+      this.retiredPools.add(pool);
+      setTimeout(() => {
+        if (this.retiredPools.delete(pool)) pool.end().catch(() => {});
+      }, RETIRE_GRACE_MS).unref();
+    }
   }
 
   /** Stops the DDL watch; the pools stay open for the requests still running on this runtime. */
@@ -182,7 +206,9 @@ export class ProjectRuntime {
       ...retired.map((pool) => pool.end().catch(() => {})),
       this.dataPoolInstance?.end().catch(() => {}),
       this.adminPoolInstance?.end().catch(() => {}),
+      ...(this.replicaPoolInstances ?? []).map((pool) => pool.end().catch(() => {})),
     ]);
+    this.replicaPoolInstances = undefined;
     this.dataPoolInstance = undefined;
     this.adminPoolInstance = undefined;
   }

@@ -170,7 +170,10 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
       ...requestSettings(req, apiReq, config),
     };
     const scope = { ...auth, settings, readOnly };
-    send(res, req, apiReq, await run(project.dataPool, scope, apiReq, plan));
+    // Reads go to the project's read replicas when it has any (writes, calls by POST and GraphQL stay on
+    // the primary); a read right after a write may not see it yet, as with any asynchronous replica.
+    const pool = readOnly ? project.readPool : project.dataPool;
+    send(res, req, apiReq, await run(pool, scope, apiReq, plan));
   } catch (e) {
     sendFailure(ctx, res, e, auth);
   }

@@ -283,6 +283,8 @@ describe("pg_hba.conf rules", () => {
     expect(lines.slice(2, -1)).toEqual([
       "host all all 127.0.0.1/32 scram-sha-256",
       "host all all ::1/128 scram-sha-256",
+      "host replication +strata_replication 127.0.0.1/32 scram-sha-256",
+      "host replication +strata_replication ::1/128 scram-sha-256",
       'host "db1" all 10.9.9.9/32 reject',
       'hostssl "db1" "jit_x" 10.2.0.0/16 scram-sha-256',
       'host "db1" "jit_x" all reject',

@@ -4,11 +4,14 @@ import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { writeSettings } from "../settings";
+import type { PhysicalBackupRow } from "./physical";
 import { DEFAULT_SCHEDULE, type BackupRow, type BackupService } from "./service";
 
 const BackupItem = z.object({
   id: z.number().int(),
-  is_physical_backup: z.boolean(),
+  is_physical_backup: z
+    .boolean()
+    .describe("a base backup of the whole embedded cluster (WAL replay starts from it), else a logical one"),
   status: z.enum(["RUNNING", "COMPLETED", "FAILED"]),
   inserted_at: z.string().describe("when the backup's snapshot was taken (its start while RUNNING)"),
   kind: z.enum(["manual", "scheduled", "pre_restore"]),
@@ -23,10 +26,15 @@ const Backups = z.object({
   archiver_enabled: z.boolean(),
   pitr_enabled: z.boolean(),
   backups: z.array(BackupItem),
-  physical_backup_data: z.object({
-    earliest_physical_backup_date_unix: z.number().int().optional(),
-    latest_physical_backup_date_unix: z.number().int().optional(),
-  }),
+  physical_backup_data: z
+    .object({
+      earliest_physical_backup_date_unix: z.number().int().optional(),
+      latest_physical_backup_date_unix: z.number().int().optional(),
+    })
+    .describe(
+      "what restore-pitr reaches by WAL replay: from the oldest base backup to the last archived WAL segment " +
+        "(restore-pitr archives the current one first); empty without a base backup",
+    ),
 });
 const Schedule = z.object({ schedule_for: z.string(), updated_at: z.string() });
 const Restore = z.object({
@@ -36,9 +44,29 @@ const Restore = z.object({
   progress: z.number().int(),
   error: z.string().nullable(),
   recovery_time_target: z.string(),
+  method: z
+    .enum(["wal_replay", "logical_backup"])
+    .describe("WAL replay from a base backup to the target second, or the latest logical backup before it"),
+  physical_backup_id: z.number().int().nullable(),
   started_at: z.string(),
   finished_at: z.string().nullable(),
 });
+
+function physicalItem(row: PhysicalBackupRow): z.infer<typeof BackupItem> {
+  return {
+    id: Number(row.id),
+    is_physical_backup: true,
+    status: row.status as "COMPLETED",
+    inserted_at: (row.consistent_at ?? row.inserted_at).toISOString(),
+    kind: row.kind as "manual",
+    progress: row.status === "COMPLETED" ? 100 : 0,
+    size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
+    completed_at: row.consistent_at?.toISOString() ?? null,
+    error: row.error,
+  };
+}
+
+const unix = (d: Date | undefined) => (d ? Math.floor(d.getTime() / 1000) : undefined);
 
 function item(row: BackupRow): z.infer<typeof BackupItem> {
   return {
@@ -75,20 +103,35 @@ export function backupRoutes(ctx: AppContext): Router {
       project: "any",
       path: base,
       summary:
-        "Lists the project's backups: logical backups written by Strata (no WAL archiving, so pitr_enabled is " +
-        "false and restore-pitr restores the latest backup taken at or before the target)",
+        "Lists the project's backups: logical backups written by Strata and, for a project on the embedded " +
+        "cluster (which archives its WAL: archiver_enabled), the cluster's base backups (is_physical_backup); " +
+        "pitr_enabled once a base backup exists (restore-pitr then replays WAL to the second)",
       access: read,
       status: 200,
       response: Backups,
     },
-    async ({ project }) => ({
-      region: "local",
-      walg_enabled: false,
-      archiver_enabled: false,
-      pitr_enabled: false,
-      backups: (await service().list(project.ref)).map(item),
-      physical_backup_data: {},
-    }),
+    async ({ project }) => {
+      const backups = service();
+      const archives = backups.archives(project.record.clusterId);
+      const physical = archives ? await backups.physical!.list() : [];
+      const window = archives ? await backups.physical!.window() : {};
+      const pitr = physical.some((b) => b.status === "COMPLETED");
+      return {
+        region: "local",
+        walg_enabled: archives,
+        archiver_enabled: archives,
+        pitr_enabled: pitr,
+        backups: [...(await backups.list(project.ref)).map(item), ...physical.map(physicalItem)].sort(
+          (a, b) => a.id - b.id,
+        ),
+        physical_backup_data: pitr
+          ? {
+              earliest_physical_backup_date_unix: unix(window.earliest),
+              latest_physical_backup_date_unix: unix(window.latest),
+            }
+          : {},
+      };
+    },
   );
 
   route(
@@ -100,12 +143,23 @@ export function backupRoutes(ctx: AppContext): Router {
       path: base,
       summary:
         "Takes a backup of the project's database now (Strata's own endpoint); answers it RUNNING, and the " +
-        "list shows its progress, size and status",
+        "list shows its progress, size and status. With is_physical_backup: a base backup of the whole " +
+        "embedded cluster (every project on it), the start of WAL replay for restore-pitr",
       access: write,
+      body: z.object({ is_physical_backup: z.boolean().optional() }).strict(),
       status: 201,
       response: BackupItem,
     },
-    async ({ project }) => {
+    async ({ project, body }) => {
+      if (body.is_physical_backup) {
+        if (!service().archives(project.record.clusterId))
+          throw new HttpError(
+            400,
+            "Physical backups need the embedded cluster Strata runs (this project's cluster is not Strata's: DATABASE_URL)",
+          );
+        const started = await service().beginPhysical("manual");
+        return physicalItem(started!.row);
+      }
       const started = await service().begin(project.ref, "manual");
       return item(started!.row);
     },
@@ -186,8 +240,10 @@ export function backupRoutes(ctx: AppContext): Router {
       project: "database",
       path: `${base}/restore-pitr`,
       summary:
-        "Restores the project's database as it was at the target time, from the latest backup taken at or " +
-        "before it, in one transaction (the database is never half-restored); progress in GET .../backups/restores",
+        "Restores the project's database as it was at the target time, in one transaction (the database is " +
+        "never half-restored): on the embedded cluster by WAL replay from the latest base backup before it " +
+        "(to the second), else (or when the archived WAL has a gap) from the latest logical backup taken at or " +
+        "before it; progress in GET .../backups/restores",
       access: write,
       body: z.object({ recovery_time_target_unix: z.number().int().nonnegative() }).strict(),
       status: 201,

@@ -9,8 +9,21 @@ import { DiskBackend } from "../../storage/backend/disk";
 import { backendOf, type ObjectBackend } from "../../storage/backend";
 import { HttpError } from "../http";
 import { readSettings } from "../settings";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, rm } from "node:fs/promises";
+import { finished } from "node:stream/promises";
+import { withPort } from "../../db/urls";
 import { writeDump } from "./dump";
+import type { PhysicalBackupRow, PhysicalBackups } from "./physical";
 import { applyDump } from "./restore";
+
+/**
+ * How a restore brings the project back: WAL replay from a base backup to the target second (clusters Strata
+ * runs), or the latest logical backup at or before the target (`fallback` when the WAL turns out incomplete).
+ */
+type RestorePlan =
+  | { method: "logical_backup"; backup: BackupRow }
+  | { method: "wal_replay"; base: PhysicalBackupRow; target: Date; fallback: BackupRow | undefined };
 
 export interface BackupRow {
   id: string;
@@ -44,6 +57,8 @@ export class BackupService {
     private readonly ctx: AppContext,
     private readonly retentionDays: number,
     tickMs: number,
+    /** Base backups and archived WAL of the cluster Strata runs (absent with DATABASE_URL). */
+    readonly physical?: PhysicalBackups,
   ) {
     this.store = ctx.config.storage.s3Bucket
       ? backendOf(ctx.config)
@@ -58,6 +73,7 @@ export class BackupService {
    * for the job to connect) was left by a node that stopped.
    */
   async start(): Promise<void> {
+    await this.physical?.failInterrupted();
     for (const table of ["database_backups", "database_restores"] as const) {
       const { rows } = await this.ctx.platformPool.query(
         `select id, project_ref from platform.${table} where status = 'RUNNING'`,
@@ -93,6 +109,19 @@ export class BackupService {
       ],
     );
     return rowCount === 1;
+  }
+
+  /** Whether the project's cluster archives WAL (restore-pitr replays it to the second). */
+  archives(clusterId: string): boolean {
+    return this.physical?.serves(clusterId) ?? false;
+  }
+
+  /** Starts a base backup of the cluster Strata runs (all its projects); answers its row RUNNING. */
+  beginPhysical(kind: "manual" | "scheduled", scheduledFor?: Date) {
+    return this.physical!.begin(kind, scheduledFor).then((started) => {
+      if (started) this.track(started.done);
+      return started;
+    });
   }
 
   private track<T>(work: Promise<T>): Promise<T> {
@@ -206,12 +235,21 @@ export class BackupService {
         order by taken_at desc limit 1`,
       [ref, target],
     );
-    if (!backups[0]) {
+    const project = await this.ctx.registry.get(ref);
+    const base =
+      project && this.archives(project.record.clusterId)
+        ? await this.physical!.baseBackupFor(target)
+        : undefined;
+    if (!backups[0] && !base) {
       throw new HttpError(
         400,
-        `No completed backup of project ${ref} was taken at or before ${target.toISOString()}`,
+        `No completed backup of project ${ref} was taken at or before ${target.toISOString()}` +
+          (this.physical ? " (neither a base backup with archived WAL nor a logical backup)" : ""),
       );
     }
+    const plan: RestorePlan = base
+      ? { method: "wal_replay", base, target, fallback: backups[0] }
+      : { method: "logical_backup", backup: backups[0] };
     const { rows: running } = await this.ctx.platformPool.query(
       "select id from platform.database_restores where project_ref = $1 and status = 'RUNNING'",
       [ref],
@@ -222,9 +260,15 @@ export class BackupService {
     // One running restore per project (a unique index): of two requests at once, one answers 409.
     const { rows } = await this.ctx.platformPool
       .query(
-        `insert into platform.database_restores (project_ref, backup_id, recovery_time_target) values ($1, $2, $3)
-         returning id`,
-        [ref, backups[0].id, target],
+        `insert into platform.database_restores (project_ref, backup_id, recovery_time_target, method, physical_backup_id)
+         values ($1, $2, $3, $4, $5) returning id`,
+        [
+          ref,
+          plan.method === "logical_backup" ? plan.backup.id : null,
+          target,
+          plan.method,
+          plan.method === "wal_replay" ? plan.base.id : null,
+        ],
       )
       .catch((e) => {
         if ((e as { code?: string }).code === "23505") {
@@ -233,17 +277,20 @@ export class BackupService {
         throw e;
       });
     const id: string = rows[0].id;
-    const done = this.track(this.restore(id, backups[0]));
+    const done = this.track(this.restore(id, ref, plan));
     return { id, done };
   }
 
-  private async restore(id: string, backup: BackupRow): Promise<void> {
-    const ref = backup.project_ref;
+  private async restore(id: string, ref: string, plan: RestorePlan): Promise<void> {
     const project = await this.ctx.registry.get(ref);
     const client = oneOffClient({
       connectionString: project!.record.adminUrl,
       application_name: `strata-restore-${id}`,
     });
+    let backup: BackupRow | undefined;
+    let dumpFile: string | undefined;
+    let recovered: Awaited<ReturnType<PhysicalBackups["recover"]>> | undefined;
+    const workDirs = path.join(this.ctx.config.dataDir, "restore-clusters");
     const setProgress = (percent: number) =>
       this.ctx.platformPool
         .query("update platform.database_restores set progress = $2 where id = $1", [id, percent])
@@ -257,13 +304,46 @@ export class BackupService {
       if (saved.status !== "COMPLETED")
         throw new Error(`the backup of the current state failed: ${saved.error}`);
       await setProgress(5);
+      backup = plan.method === "logical_backup" ? plan.backup : undefined;
+      if (plan.method === "wal_replay") {
+        const missing = await this.physical!.archiveUpToNow(plan.base);
+        if (missing.length) {
+          // The archive has a gap (archiving failed, or retention took it): the logical backup it is.
+          if (!plan.fallback)
+            throw new Error(
+              `the archived WAL from base backup ${plan.base.id} on is incomplete (missing ${missing[0]}) and no logical backup was taken before the target`,
+            );
+          this.ctx.log.warn(
+            { ref, missing: missing[0] },
+            "archived WAL incomplete: restoring a logical backup",
+          );
+          backup = plan.fallback;
+          await this.ctx.platformPool.query(
+            `update platform.database_restores set method = 'logical_backup', backup_id = $2, physical_backup_id = null
+              where id = $1`,
+            [id, backup.id],
+          );
+        } else {
+          // A cluster recovered to the target, the project's database dumped from it, then applied below.
+          recovered = await this.physical!.recover(plan.base, plan.target, path.join(workDirs, id));
+          await setProgress(40);
+          dumpFile = path.join(workDirs, `${id}.sql.gz`);
+          await this.dumpTo(withPort(project!.record.adminUrl, recovered.port), dumpFile, (done, total) =>
+            setProgress(40 + Math.floor((done / total) * 20)),
+          );
+          // Only the dump is needed now.
+          await recovered.stop();
+          await setProgress(60);
+        }
+      }
       // Sessions of the project's own roles would hold locks on what is dropped; Strata's are superusers.
       await client.query(
         `select pg_terminate_backend(a.pid) from pg_stat_activity a join pg_roles r on r.rolname = a.usename
           where a.datname = current_database() and a.pid <> pg_backend_pid() and not r.rolsuper
             and a.backend_type = 'client backend'`,
       );
-      const total = Number(backup.size_bytes ?? 0) || 1;
+      const total = Number(backup?.size_bytes ?? 0) || 1;
+      const [from, span] = backup ? [5, 90] : [60, 35];
       let read = 0;
       let lastReport = 0;
       const counter = new Transform({
@@ -276,13 +356,14 @@ export class BackupService {
       const gunzip = createGunzip();
       // zlib may report a damaged file twice (write and flush); the reader has the first, the rest is noise.
       gunzip.on("error", () => {});
-      const source = pipeline(await this.store.read(backup.location), counter, gunzip, () => {});
+      const raw = backup ? await this.store.read(backup.location) : createReadStream(dumpFile!);
+      const source = pipeline(raw, counter, gunzip, () => {});
       await withAdminTransaction(client, async () => {
         await client.query("set local lock_timeout = '60s'");
         await applyDump(client, source, () => {
           if (Date.now() - lastReport < 500) return;
           lastReport = Date.now();
-          void setProgress(5 + Math.min(90, Math.floor((read / total) * 90)));
+          void setProgress(from + Math.min(span, Math.floor((read / total) * span)));
         });
       });
       await this.ctx.platformPool.query(
@@ -300,9 +381,40 @@ export class BackupService {
       );
     } finally {
       await client.end().catch(() => {});
+      // The recovered cluster, its directory and the dump go whatever happened.
+      await recovered?.stop().catch(() => {});
+      if (dumpFile) await rm(dumpFile, { force: true }).catch(() => {});
       // Schema caches, pools and realtime's slot start anew on every node (the row change is announced).
-      await this.ctx.platformPool.query("update platform.projects set name = name where ref = $1", [ref]);
+      await this.ctx.platformPool.query("update platform.projects set updated_at = now() where ref = $1", [
+        ref,
+      ]);
       await this.ctx.registry.retire(ref).catch(() => {});
+    }
+  }
+
+  /** Writes a dump of the database at `url` (a recovered cluster's copy of the project) to a gzip file. */
+  private async dumpTo(url: string, file: string, progress: (done: number, total: number) => void) {
+    await mkdir(path.dirname(file), { recursive: true });
+    const client = oneOffClient({ connectionString: url });
+    await client.connect();
+    const gzip = createGzip();
+    const out = createWriteStream(file, { mode: 0o600 });
+    gzip.pipe(out);
+    try {
+      let last = 0;
+      await writeDump(client, gzip, (done, total) => {
+        if (Date.now() - last < 500) return;
+        last = Date.now();
+        progress(done, total);
+      });
+      gzip.end();
+      await finished(out);
+    } catch (e) {
+      gzip.destroy();
+      out.destroy();
+      throw e;
+    } finally {
+      await client.end().catch(() => {});
     }
   }
 
@@ -317,7 +429,8 @@ export class BackupService {
 
   async restores(ref: string): Promise<unknown[]> {
     const { rows } = await this.ctx.platformPool.query(
-      `select id::int, backup_id::int, status, progress, error, recovery_time_target, started_at, finished_at
+      `select id::int, backup_id::int, status, progress, error, recovery_time_target, started_at, finished_at,
+              method, physical_backup_id::int
          from platform.database_restores where project_ref = $1 order by id`,
       [ref],
     );
@@ -346,9 +459,22 @@ export class BackupService {
         if (slot <= since) continue;
         await this.begin(p.ref, "scheduled", slot);
       }
+      if (this.physical) await this.physicalTick(now);
     } catch (e) {
       this.ctx.log.warn({ err: (e as Error).message }, "backup schedule check failed");
     }
+  }
+
+  /**
+   * The daily base backup of the cluster Strata runs, at the default project's backup time: the latest slot
+   * that has passed, claimed by its row (so a new installation gets its first one at the first check).
+   */
+  private async physicalTick(now: Date): Promise<void> {
+    const schedule = { ...DEFAULT_SCHEDULE, ...(await this.schedule(this.ctx.registry.defaultRef)) };
+    const [h, m, s] = schedule.schedule_for.split(":").map(Number);
+    const slot = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate(), h, m, s));
+    if (slot > now) slot.setUTCDate(slot.getUTCDate() - 1);
+    await this.beginPhysical("scheduled", slot);
   }
 
   /** The schedule document of a project. */

@@ -52,12 +52,14 @@ export function poolerRoutes(ctx: AppContext): Router {
       method: "get",
       project: "any",
       path: `${base}/pooler`,
-      summary: "Lists the project's pool (Strata's own, sized by default_pool_size) and how to connect",
+      summary:
+        "Lists the project's pool (Strata's own, sized by default_pool_size) and how to connect, to the " +
+        "primary and to each ACTIVE_HEALTHY read replica (read-only connections)",
       access: { permission: "database_pooling_config_read", scope: "database:read" },
       response: z.array(
         z.object({
           identifier: z.string(),
-          database_type: z.literal("PRIMARY"),
+          database_type: z.enum(["PRIMARY", "READ_REPLICA"]),
           is_using_scram_auth: z.boolean(),
           db_user: z.string(),
           db_host: z.string(),
@@ -75,10 +77,14 @@ export function poolerRoutes(ctx: AppContext): Router {
     async ({ project }) => {
       const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
       const c = connection(project);
+      const maxClientConn = await maxClientConnections(ctx, project);
+      const replicas = ctx.replicas?.serves(project.record.clusterId)
+        ? (await ctx.replicas.list(project.ref)).filter((r) => r.status === "ACTIVE_HEALTHY")
+        : [];
       return [
         {
           identifier: project.ref,
-          database_type: "PRIMARY",
+          database_type: "PRIMARY" as const,
           is_using_scram_auth: true,
           db_user: c.user,
           db_host: c.host,
@@ -87,9 +93,26 @@ export function poolerRoutes(ctx: AppContext): Router {
           connection_string: c.string,
           connectionString: c.string,
           default_pool_size: pooler.default_pool_size,
-          max_client_conn: await maxClientConnections(ctx, project),
+          max_client_conn: maxClientConn,
           pool_mode: POOL_MODE,
         },
+        ...replicas.map((r) => {
+          const string = c.string.replace(`:${c.port}/`, `:${r.port}/`);
+          return {
+            identifier: r.identifier,
+            database_type: "READ_REPLICA" as const,
+            is_using_scram_auth: true,
+            db_user: c.user,
+            db_host: c.host,
+            db_port: r.port,
+            db_name: c.name,
+            connection_string: string,
+            connectionString: string,
+            default_pool_size: pooler.default_pool_size,
+            max_client_conn: maxClientConn,
+            pool_mode: POOL_MODE,
+          };
+        }),
       ];
     },
   );

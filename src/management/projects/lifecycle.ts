@@ -153,6 +153,8 @@ export async function deleteProject(ctx: AppContext, project: ProjectRow): Promi
     const branch = await findAnyProject(ctx.platformPool, project_ref);
     if (branch) await deleteProject(ctx, branch);
   }
+  // Its read replicas stop, and their slots, roles and files go.
+  await ctx.replicas?.removeAll(project.ref);
   // The project's backups go with it (their rows with its row, their bytes once it is gone).
   const backups = (await ctx.backups?.locations(project.ref)) ?? [];
   await withProjectLock(ctx, project, (db) =>
