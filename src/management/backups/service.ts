@@ -295,6 +295,12 @@ export class BackupService {
       this.ctx.platformPool
         .query("update platform.database_restores set progress = $2 where id = $1", [id, percent])
         .catch(() => {});
+    /** The session, the recovered cluster, its directory and the dump go whatever happened (idempotent). */
+    const cleanUp = async () => {
+      await client.end().catch(() => {});
+      await recovered?.stop().catch(() => {});
+      if (dumpFile) await rm(dumpFile, { force: true }).catch(() => {});
+    };
     try {
       // Connected first: the session's name tells other nodes this restore is alive.
       await client.connect();
@@ -366,6 +372,8 @@ export class BackupService {
           void setProgress(from + Math.min(span, Math.floor((read / total) * span)));
         });
       });
+      // Cleared before the restore is reported done, so a caller that sees COMPLETED finds nothing left over.
+      await cleanUp();
       await this.ctx.platformPool.query(
         "update platform.database_restores set status = 'COMPLETED', progress = 100, finished_at = now() where id = $1",
         [id],
@@ -375,15 +383,13 @@ export class BackupService {
         { ref, err: (e as Error).message },
         "restore failed; the database was left as it was",
       );
+      await cleanUp();
       await this.ctx.platformPool.query(
         `update platform.database_restores set status = 'FAILED', error = $2, finished_at = now() where id = $1`,
         [id, `${(e as Error).message} (nothing was changed)`],
       );
     } finally {
-      await client.end().catch(() => {});
-      // The recovered cluster, its directory and the dump go whatever happened.
-      await recovered?.stop().catch(() => {});
-      if (dumpFile) await rm(dumpFile, { force: true }).catch(() => {});
+      await cleanUp();
       // Schema caches, pools and realtime's slot start anew on every node (the row change is announced).
       await this.ctx.platformPool.query("update platform.projects set updated_at = now() where ref = $1", [
         ref,
