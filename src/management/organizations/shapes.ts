@@ -20,7 +20,8 @@ export const entitlementsResponse = z.object({
       feature: z.object({ key: z.string(), type: z.string() }),
       hasAccess: z.boolean(),
       type: z.string(),
-      config: z.object({ enabled: z.boolean() }),
+      /** `value` for numeric entitlements (log.retention_days). */
+      config: z.object({ enabled: z.boolean(), value: z.number().optional() }),
     }),
   ),
 });
