@@ -76,6 +76,23 @@ describe("organization plans, entitlements and add-ons", () => {
     );
     expect(rows[0]).toEqual({ drains: 0, hostnames: 0 });
 
+    // The free plan's 100 edge functions per project (the rows stand for deployed ones).
+    await server.controlSql(
+      "insert into platform.edge_functions (project_ref, slug, name) select $1, 'f' || i, 'f' || i from generate_series(1, 100) i",
+      [ref],
+    );
+    const deploy = await fetch(`${server.url}/v1/projects/${ref}/functions?slug=one-more`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${server.managementToken}`,
+        "content-type": "application/typescript",
+      },
+      body: "Deno.serve(() => new Response('hi'));",
+    });
+    expect(deploy.status).toBe(402);
+    expect((await deploy.json()).message).toMatch(/100 edge functions/);
+    await server.controlSql("delete from platform.edge_functions where project_ref = $1", [ref]);
+
     await setPlan("pro");
     const created = await mgmt(server, "POST", `/v2/projects/${ref}/analytics/log-drains`, drain);
     expect(created.status).toBe(201);

@@ -42,6 +42,14 @@ export type Feature = keyof typeof PLAN_FEATURES;
 /** How far back a log query may reach, in days (the platform's log retention per plan). */
 export const LOG_RETENTION_DAYS: Record<Plan, number> = { free: 1, pro: 7, team: 28, enterprise: 90 };
 
+/** Edge functions a project may have (the platform's per-plan limit; null: unlimited). */
+export const FUNCTION_LIMITS: Record<Plan, number | null> = {
+  free: 100,
+  pro: 500,
+  team: 1000,
+  enterprise: null,
+};
+
 /** Features an add-on opens for its project (when the organization's plan may select it). */
 const ADDON_FEATURES: Partial<Record<Feature, string>> = { custom_domain: "custom_domain", pitr: "pitr" };
 
@@ -65,8 +73,19 @@ export function entitlementsOf(plan: string) {
     return { feature: { key, type: "boolean" }, hasAccess: has, type: "boolean", config: { enabled: has } };
   });
   const days = isPlan(plan) ? LOG_RETENTION_DAYS[plan] : LOG_RETENTION_DAYS.free;
+  const functions = isPlan(plan) ? FUNCTION_LIMITS[plan] : FUNCTION_LIMITS.free;
   return [
     ...boolean,
+    ...(functions === null
+      ? []
+      : [
+          {
+            feature: { key: "function.max_count", type: "numeric" },
+            hasAccess: true,
+            type: "numeric",
+            config: { enabled: true, value: functions },
+          },
+        ]),
     {
       feature: { key: "log.retention_days", type: "numeric" },
       hasAccess: true,
@@ -142,4 +161,24 @@ export async function setOrganizationPlan(db: pg.Pool, slug: string, plan: Plan)
     plan,
   ]);
   return rowCount === 1;
+}
+
+/** Refuses (402) a new edge function past the plan's limit; a function that exists may always be redeployed. */
+export async function requireFunctionRoom(db: pg.Pool, ref: string, slug: string): Promise<void> {
+  const billing = await projectBilling(db, ref);
+  const limit = FUNCTION_LIMITS[billing.plan];
+  if (limit === null) return;
+  const { rows } = await db.query(
+    `select exists (select from platform.edge_functions where project_ref = $1 and slug = $2) as known,
+            (select count(*)::int from platform.edge_functions where project_ref = $1)
+            + (select count(distinct slug)::int from platform.edge_function_bundles b
+                where b.project_ref = $1
+                  and not exists (select from platform.edge_functions f where f.project_ref = $1 and f.slug = b.slug)) as used`,
+    [ref, slug],
+  );
+  if (rows[0].known || rows[0].used < limit) return;
+  throw new HttpError(
+    402,
+    `Payment required: the ${billing.plan} plan allows ${limit} edge functions per project; organization ${billing.organizationSlug} has reached it`,
+  );
 }
