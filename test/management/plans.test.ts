@@ -152,6 +152,15 @@ describe("organization plans, entitlements and add-ons", () => {
     expect(await connectionLimit()).toBe(160);
     expect(await pooler()).toBe(20);
     expect(await dataPoolMax()).toBe(20);
+    // A free organization cannot hold a project with a paid add-on: the transfer is refused, nothing moves.
+    const target = (await mgmt(server, "POST", "/v1/organizations", { body: { name: "Free Target" } })).body;
+    const to = {
+      body: { data: { type: "project_transfer", attributes: { target_organization_slug: target.slug } } },
+    };
+    const preview = await mgmt(server, "POST", `/v2/projects/${ref}/transfers/previews`, to);
+    expect(preview.body.data.attributes).toMatchObject({ valid: false, errors: [{ key: "addons" }] });
+    expect((await mgmt(server, "POST", `/v2/projects/${ref}/transfers`, to)).status).toBe(400);
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}`)).body.organization_slug).toBe("default-org");
 
     // Removing the size rolls back to the previous one, then to Strata's baseline.
     expect((await mgmt(server, "DELETE", `/v1/projects/${ref}/billing/addons/ci_large`)).status).toBe(200);
