@@ -1,6 +1,6 @@
 import { setOrganizationPlan } from "../../src/management/billing/plans";
 import { startTestServer, type TestServer } from "../helpers/server";
-import { mgmt } from "./client";
+import { mgmt, waitForStatus } from "./client";
 
 describe("organization plans, entitlements and add-ons", () => {
   let server: TestServer;
@@ -172,6 +172,31 @@ describe("organization plans, entitlements and add-ons", () => {
     expect((await mgmt(server, "GET", `/v1/projects/${ref}/billing/addons`)).body.selected_addons).toEqual(
       [],
     );
+
+    // A new project's desired_instance_size is its compute add-on from the start.
+    const create = (org: string, size: string) =>
+      mgmt(server, "POST", "/v1/projects", {
+        body: {
+          name: `sized ${size}`,
+          organization_slug: org,
+          db_pass: "Sized-pw-123",
+          desired_instance_size: size,
+        },
+      });
+    const freeOrg = (await mgmt(server, "POST", "/v1/organizations", { body: { name: "Small Budget" } }))
+      .body;
+    expect((await create(freeOrg.slug, "large")).status).toBe(402);
+    expect((await create("default-org", "huge")).status).toBe(400);
+    const sized = await create("default-org", "small");
+    expect(sized.status).toBe(201);
+    await waitForStatus(server, sized.body.ref, "ACTIVE_HEALTHY");
+    const limit = await server.sql("select rolconnlimit from pg_roles where rolname = $1", [
+      `postgres_${sized.body.ref}`,
+    ]);
+    expect(limit.rows[0].rolconnlimit).toBe(90);
+    const addons = (await mgmt(server, "GET", `/v1/projects/${sized.body.ref}/billing/addons`)).body;
+    expect(addons.selected_addons.map((a: any) => a.variant.id)).toEqual(["ci_small"]);
+    expect((await mgmt(server, "DELETE", `/v1/projects/${sized.body.ref}`)).status).toBe(200);
 
     const bad = [
       await compute("ci_nonsense"),

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { oneOffClient } from "../../db/client";
 import { runUtilityStatement } from "../../db/utility";
 import { DEFAULT_POOL_SIZE } from "../../projects/runtime";
 
@@ -31,17 +32,46 @@ export function computeSize(id: string | undefined): ComputeSize | undefined {
 
 /** The owner role's CONNECTION LIMIT (roles are cluster-wide: any database of the cluster will do). */
 export async function applyConnectionLimit(
-  adminPool: pg.Pool,
+  client: pg.ClientBase,
   ref: string,
   connections: number,
 ): Promise<void> {
-  const client = await adminPool.connect();
+  await runUtilityStatement(client, "alter role %I connection limit %s", [
+    `postgres_${ref}`,
+    String(Math.trunc(connections)),
+  ]);
+}
+
+/**
+ * The compute add-on a new project's `desired_instance_size` asks for (`small` → ci_small); the platform's
+ * smallest sizes (pico, nano) are Strata's baseline (no add-on). Undefined: a size Strata does not offer.
+ */
+export function computeOfInstanceSize(size: string): string | null | undefined {
+  if (size === "pico" || size === "nano") return null;
+  return computeSize(`ci_${size}`)?.id;
+}
+
+/**
+ * At creation (`desired_instance_size`): the compute add-on stored before the database existed sets the new
+ * owner role's connection limit (its pool size is read from the pooler settings when the project opens).
+ */
+export async function applyStoredComputeLimit(
+  platformPool: pg.Pool,
+  clusterAdminUrl: string,
+  ref: string,
+): Promise<void> {
+  const { rows } = await platformPool.query(
+    "select value from platform.project_settings where project_ref = $1 and kind = 'addons'",
+    [ref],
+  );
+  const selected: { type: string; variant: { id: string } }[] = rows[0]?.value?.selected ?? [];
+  const size = computeSize(selected.find((s) => s.type === "compute_instance")?.variant.id);
+  if (!size) return;
+  const client = oneOffClient({ connectionString: clusterAdminUrl, connectionTimeoutMillis: 10_000 });
+  await client.connect();
   try {
-    await runUtilityStatement(client, "alter role %I connection limit %s", [
-      `postgres_${ref}`,
-      String(connections),
-    ]);
+    await applyConnectionLimit(client, ref, size.connections);
   } finally {
-    client.release();
+    await client.end().catch(() => {});
   }
 }

@@ -81,7 +81,12 @@ function variantOf(type: string, id: string): Variant | undefined {
 /** Sizes the project's pools and connections for `sizeId` (undefined: Strata's baseline). */
 async function applyCompute(ctx: AppContext, project: ProjectRuntime, sizeId: string | undefined) {
   const size = computeSize(sizeId) ?? BASELINE;
-  await applyConnectionLimit(project.adminPool, project.ref, size.connections);
+  const client = await project.adminPool.connect();
+  try {
+    await applyConnectionLimit(client, project.ref, size.connections);
+  } finally {
+    client.release();
+  }
   await writeSettings(ctx, project.ref, "pooler", {}, { default_pool_size: size.pool });
   // Every node drops the project's runtime (this one at once); the next request opens a pool of the new size.
   await touchProject(ctx.platformPool, project.ref);
