@@ -21,6 +21,7 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
 import { createLogger, type Logger } from "./log";
 import { DEFAULT_CLUSTER_ID, ensureFirstStart } from "./platform/firstStart";
 import { ClusterAccess } from "./projects/access";
+import { PostgresLogReader } from "./logs/postgresLogs";
 import { ProjectRegistry } from "./projects/registry";
 import { UsageRecorder } from "./projects/usage";
 import { LogRecorder } from "./logs/recorder";
@@ -238,6 +239,12 @@ export async function startStrata(
   await registry.watchControlPlane(db.controlUrl);
   const usage = new UsageRecorder(db.platformPool, log);
   const logs = new LogRecorder(db.platformPool, log, config.logRetentionHours);
+  // The embedded cluster's log lines become its projects' postgres_logs (a DATABASE_URL cluster's log is
+  // not Strata's to read).
+  if (access) {
+    const postgresLogs = new PostgresLogReader(db.platformPool, DEFAULT_CLUSTER_ID, logs);
+    access.onLine = (line) => postgresLogs.observe(line);
+  }
   const drains = new DrainForwarder(db.platformPool, kekOf(db.platformPool), log, () => logs.flush());
   const ctx: AppContext = {
     config,

@@ -17,6 +17,7 @@ import type { ProjectRuntime } from "../projects/runtime";
 import type { RequestAuth } from "./dataAuth";
 import { authSettings, type AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
+import { recordAuthEvents, type AuthLogLocals } from "./authLogs";
 import { afterUserCreated, beforeUserCreated, checkVerificationAttempt, runAccessTokenHook } from "./hook";
 import { signProjectToken } from "./issueToken";
 import { adminRoutes } from "./admin";
@@ -306,6 +307,7 @@ export function authRouter(ctx: AppContext): Router {
       authentication_method: method,
     });
     const accessToken = await signProjectToken(project, claims);
+    if (req.res) (req.res.locals as AuthLogLocals).authUserId = user.id;
     return {
       access_token: accessToken,
       token_type: "bearer",
@@ -372,6 +374,7 @@ export function authRouter(ctx: AppContext): Router {
         if (keyRequired)
           ({ project, auth: keyAuth } = await openDataRequest(ctx, req, { credentials: "key" }));
         else project = await openProject(ctx, req);
+        (res.locals as AuthLogLocals).authRef = project.ref;
         const result = await handler(project, req, res, keyAuth);
         if (!res.headersSent) res.status(200).json(result);
       } catch (e) {
@@ -572,6 +575,7 @@ export function authRouter(ctx: AppContext): Router {
     }).then(({ user, session }) => sessionResponse(project, req, user, session, settings, "otp"));
   }
 
+  router.use(recordAuthEvents(ctx.logs));
   router.use(express.json({ limit: "1mb" }));
 
   router.get(
@@ -1332,6 +1336,11 @@ export function authRouter(ctx: AppContext): Router {
   });
 
   router.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    if (err instanceof AuthApiError || err instanceof GateError)
+      (res.locals as AuthLogLocals).authError = {
+        code: err instanceof AuthApiError ? err.errorCode : AUTH_ERROR_CODES[err.code],
+        message: err.message,
+      };
     if (err instanceof AuthApiError) {
       if (err.status >= 500) ctx.log.warn({ reason: (err.cause as Error | undefined)?.message }, err.message);
       res

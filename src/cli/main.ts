@@ -3,6 +3,7 @@ import { ConfigError, loadConfig, type StrataConfig } from "../config";
 import { createLogger, maskDatabaseUrl } from "../log";
 import { ProjectRegistry } from "../projects/registry";
 import { createAccessToken, TokenError } from "../management/tokens";
+import { isPlan, PLANS, setOrganizationPlan } from "../management/billing/plans";
 import graphileConfig from "../../graphile.config";
 import { withAdminTransaction } from "../db/transaction";
 import { commitKeyFile, kekOf, loadKek, prepareNextKey, resealColumns } from "../platform/kek";
@@ -130,6 +131,28 @@ async function token(args: string[]): Promise<void> {
 
 class KekError extends Error {}
 
+class PlanError extends Error {}
+
+/**
+ * `org plan <slug> [plan]`: prints or sets an organization's plan. Strata bills nothing, so the plan is the
+ * operator's to give; running servers read it on every request.
+ */
+async function organizationPlan(args: string[]): Promise<void> {
+  const [sub, slug, plan] = args;
+  if (sub !== "plan" || !slug) throw new PlanError(USAGE);
+  if (plan !== undefined && !isPlan(plan))
+    throw new PlanError(`Unknown plan ${plan}: one of ${PLANS.join(", ")}`);
+  const answer = await withDatabase(async (ctx) => {
+    if (plan !== undefined && !(await setOrganizationPlan(ctx.platformPool, slug, plan))) return undefined;
+    const { rows } = await ctx.platformPool.query("select plan from platform.organizations where slug = $1", [
+      slug,
+    ]);
+    return rows[0]?.plan as string | undefined;
+  });
+  if (answer === undefined) throw new PlanError(`No organization ${slug}`);
+  process.stdout.write(`${slug}: ${answer}\n`);
+}
+
 /**
  * Re-seals every stored secret under a new key-encryption key in one transaction. With the key file: the new
  * key is written next to the old one first and takes its place once the database committed (a start after
@@ -158,6 +181,8 @@ const USAGE = `usage: npm run strata -- <command>
   start            run the server (same as npm start)
   keys [--json]    print the default project's URLs, keys and management token
   kek rotate       re-seal the stored secrets under a new key-encryption key
+  org plan <slug> [free|pro|team|enterprise]
+                   print or set an organization's plan (what its projects may use)
   token create [--permissions a,b] [--name n] [--json]
                    create a Management API access token for the admin (all privileges, or only the
                    listed permissions)`;
@@ -179,6 +204,8 @@ async function main(argv: string[]): Promise<void> {
       return keys(rest.includes("--json"));
     case "token":
       return token(rest);
+    case "org":
+      return organizationPlan(rest);
     case "kek":
       if (rest[0] !== "rotate") throw new KekError(USAGE);
       return rotateKek();
@@ -190,7 +217,11 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((e) => {
   const known =
-    e instanceof ConfigError || e instanceof StartupError || e instanceof TokenError || e instanceof KekError;
+    e instanceof ConfigError ||
+    e instanceof StartupError ||
+    e instanceof TokenError ||
+    e instanceof KekError ||
+    e instanceof PlanError;
   process.stderr.write((known ? e.message : `strata: ${e?.stack ?? e}`) + "\n");
   process.exit(1);
 });

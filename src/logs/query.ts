@@ -12,7 +12,7 @@ export interface LogQuery {
 
 /**
  * Runs a caller's SQL over one project's log sources (the views of schema `logs`: edge_logs,
- * function_logs) in a read-only transaction as `strata_log_reader`, which may read nothing else. The
+ * function_logs, function_edge_logs, auth_logs, postgres_logs) in a read-only transaction as `strata_log_reader`, which may read nothing else. The
  * statement is wrapped as a subquery, so it can only be one query (no utility statement, no second
  * statement); the views' scope is set before it, and the reader cannot change settings (set_config is not
  * granted to it). It runs on a connection of its own, closed afterwards, so nothing it could leave on a

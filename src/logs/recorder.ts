@@ -12,15 +12,24 @@ export interface EdgeEvent {
 
 const MAX_BUFFERED = 10_000;
 
-type Buffered = EdgeEvent & { at: string };
+/** A log event of one of the project's sources (edge_logs, auth_logs, postgres_logs). */
+export interface LogEvent {
+  ref: string;
+  source: "edge_logs" | "auth_logs" | "postgres_logs";
+  message: string;
+  metadata: Record<string, unknown>;
+  /** When it happened; now unless the event carries its own time (a Postgres log line). */
+  at?: string;
+}
 
 /**
- * Records each project's API requests as the platform's `edge_logs` source in `platform.log_events`: kept in
- * memory and written in one statement every second, so logging costs no database work on the request path;
- * events older than the retention are deleted every few minutes.
+ * Records each project's log events (API requests as `edge_logs`, auth events as `auth_logs`, the project's
+ * Postgres log lines as `postgres_logs`) in `platform.log_events`: kept in memory and written in one
+ * statement every second, so logging costs no database work on the request path; events older than the
+ * retention are deleted every few minutes.
  */
 export class LogRecorder {
-  private buffer: Buffered[] = [];
+  private buffer: Required<LogEvent>[] = [];
   private readonly timer: NodeJS.Timeout;
   private readonly sweeper: NodeJS.Timeout;
 
@@ -37,10 +46,25 @@ export class LogRecorder {
   }
 
   edge(event: EdgeEvent): void {
+    // The path only: a query string may carry an API key.
+    const path = event.path.split("?")[0];
+    this.record({
+      ref: event.ref,
+      source: "edge_logs",
+      message: `${event.method} | ${event.status} | ${path}`,
+      metadata: {
+        request: { method: event.method, path },
+        response: { status_code: event.status },
+        service: event.service,
+        duration_ms: event.durationMs,
+      },
+    });
+  }
+
+  record(event: LogEvent): void {
     // A database that cannot keep up loses the oldest events, never the process's memory.
     if (this.buffer.length >= MAX_BUFFERED) this.buffer.shift();
-    // The path only: a query string may carry an API key.
-    this.buffer.push({ ...event, path: event.path.split("?")[0], at: new Date().toISOString() });
+    this.buffer.push({ ...event, at: event.at ?? new Date().toISOString() });
   }
 
   async flush(): Promise<void> {
@@ -50,14 +74,12 @@ export class LogRecorder {
     try {
       await this.pool.query(
         `insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
-         select e.ref, 'edge_logs', e.at, e.method || ' | ' || e.status || ' | ' || e.path,
-                jsonb_build_object('request', jsonb_build_object('method', e.method, 'path', e.path),
-                                   'response', jsonb_build_object('status_code', e.status),
-                                   'service', e.service, 'duration_ms', e.duration_ms)
-           from jsonb_to_recordset($1::jsonb)
-                as e(ref text, method text, path text, status int, service text, duration_ms float8, at timestamptz)
-          where exists (select 1 from platform.projects p where p.ref = e.ref)`,
-        [JSON.stringify(batch.map((e) => ({ ...e, duration_ms: e.durationMs })))],
+         select e.ref, e.source, e.at, e.message, e.metadata
+           from jsonb_array_elements($1::jsonb) with ordinality as a(value, n),
+                jsonb_to_record(a.value) as e(ref text, source text, at timestamptz, message text, metadata jsonb)
+          where exists (select 1 from platform.projects p where p.ref = e.ref)
+          order by a.n`,
+        [JSON.stringify(batch)],
       );
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, "log events could not be saved");

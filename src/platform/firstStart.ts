@@ -90,7 +90,8 @@ export async function ensureFirstStart(
     let project = await client.query("select ref from platform.projects where is_default");
     if (project.rowCount === 0) {
       const org = await client.query(
-        `insert into platform.organizations (slug, name) values ('default-org', 'Default Organization')
+        // The installation's own organization has every feature (src/management/billing/plans.ts).
+        `insert into platform.organizations (slug, name, plan) values ('default-org', 'Default Organization', 'enterprise')
          on conflict (slug) do update set name = platform.organizations.name returning id`,
       );
       await client.query(

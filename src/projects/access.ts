@@ -118,6 +118,8 @@ export class ClusterAccess {
   private readonly expiryTimers = new Set<NodeJS.Timeout>();
   /** How long a ban recorded by this node lasts (BAN_DURATION_MS; shorter in tests). */
   banMs = BAN_DURATION_MS;
+  /** Every whole line of the cluster's log (the projects' postgres_logs are read from it). */
+  onLine: (line: string) => void = () => {};
 
   constructor(
     private readonly platformPool: pg.Pool,
@@ -229,6 +231,7 @@ export class ClusterAccess {
     const lines = text.split("\n");
     this.partialLine = lines.pop() ?? "";
     for (const line of lines) {
+      this.onLine(line);
       const m = /host=(\S+) db=(\S+) FATAL:\s+password authentication failed/.exec(line);
       if (!m || STRATA_ADDRESSES.includes(m[1])) continue;
       this.countFailure(m[1], m[2]);

@@ -5,6 +5,7 @@ import { functionRuntimeOf } from "../../functions/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { queryLogs } from "../../logs/query";
+import { LOG_RETENTION_DAYS, projectBilling, requireFeature } from "../billing/plans";
 import { createDrain, deleteDrain, drainsOf, updateDrain, type DrainInput } from "../../logs/drainStore";
 import { DRAIN_BACKENDS, type DrainRow } from "../../logs/drains";
 
@@ -116,6 +117,13 @@ async function runLogQuery(ctx: AppContext, ref: string, query: z.infer<typeof L
   const start = query.iso_timestamp_start ? Date.parse(query.iso_timestamp_start) : end - 60_000;
   if (end < start) throw new HttpError(400, "iso_timestamp_end must not be before iso_timestamp_start");
   if (end - start > DAY) throw new HttpError(400, "The time range of a log query must not exceed 24 hours");
+  // The plan's log retention bounds how far back a query reaches (402: the spec's billing restriction).
+  const { plan, organizationSlug } = await projectBilling(ctx.platformPool, ref);
+  if (start < Date.now() - LOG_RETENTION_DAYS[plan] * DAY)
+    throw new HttpError(
+      402,
+      `Payment required: the ${plan} plan of ${organizationSlug} keeps logs ${LOG_RETENTION_DAYS[plan]} day(s); start the query later or change the plan`,
+    );
   await ctx.logs?.flush();
   const sql =
     query.sql?.trim() ||
@@ -278,9 +286,12 @@ export function analyticsRoutes(ctx: AppContext): Router {
       status: 201,
       response: z.object({ data: drainResponse }),
     },
-    async ({ project, body }) => ({
-      data: drainJson(await createDrain(ctx.platformPool, project.ref, checkedDrain(body.data.attributes))),
-    }),
+    async ({ project, body }) => {
+      await requireFeature(ctx.platformPool, project.ref, "log_drains");
+      return {
+        data: drainJson(await createDrain(ctx.platformPool, project.ref, checkedDrain(body.data.attributes))),
+      };
+    },
   );
   route(
     ctx,

@@ -3,6 +3,8 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { route } from "../route";
+import { requireFeature } from "../billing/plans";
+import { pitrDays } from "../billing/routes";
 import { writeSettings } from "../settings";
 import type { PhysicalBackupRow } from "./physical";
 import { DEFAULT_SCHEDULE, type BackupRow, type BackupService } from "./service";
@@ -178,6 +180,7 @@ export function backupRoutes(ctx: AppContext): Router {
       response: Schedule,
     },
     async ({ project }) => {
+      await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
       const s = await service().schedule(project.ref);
       // The default schedule has been in force since the project was created.
       const { rows } = await ctx.platformPool.query(
@@ -212,6 +215,7 @@ export function backupRoutes(ctx: AppContext): Router {
       response: Schedule,
     },
     async ({ project, body }) => {
+      await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
       const current = await service().schedule(project.ref);
       const now = new Date();
       const recent = (current.changes ?? []).filter(
@@ -253,6 +257,11 @@ export function backupRoutes(ctx: AppContext): Router {
       const target = new Date(body.recovery_time_target_unix * 1000);
       if (target.getTime() > Date.now())
         throw new HttpError(400, "recovery_time_target_unix is in the future");
+      await requireFeature(ctx.platformPool, project.ref, "pitr");
+      // The pitr add-on's variant is the restore window (Enterprise, which includes PITR: the backups kept).
+      const days = await pitrDays(ctx, project.ref);
+      if (days !== undefined && target.getTime() < Date.now() - days * 86_400_000)
+        throw new HttpError(400, `The pitr add-on restores the last ${days} days only`);
       await service().beginRestore(project.ref, target);
       return {};
     },

@@ -7,6 +7,7 @@ import { kekOf } from "../../platform/kek";
 import { withAdminTransaction } from "../../db/transaction";
 import { checkRole, HttpError, mayReadSecrets, type Access } from "../http";
 import { route } from "../route";
+import { requireFeature } from "../billing/plans";
 import { findAnyProject } from "../projects/store";
 import {
   checkMigrationVersion,
@@ -206,6 +207,7 @@ export function branchRoutes(ctx: AppContext): Router {
       response: branchShape,
     },
     async ({ req, project, body }) => {
+      await requireFeature(db, project.ref, "branching");
       const parent = (await findAnyProject(db, project.ref))!;
       const isBranch = await db.query("select 1 from platform.branches where project_ref = $1", [parent.ref]);
       if (isBranch.rowCount) throw new HttpError(400, "A branch cannot have branches of its own");

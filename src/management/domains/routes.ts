@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { randomSecret } from "../../platform/ids";
 import { HttpError } from "../http";
+import { requireFeature } from "../billing/plans";
 import { route } from "../route";
 import { challengeName, resolverFor, verifyHostnameRecords } from "./dns";
 import { customHostnameResponse, vanitySubdomainResponse } from "./shapes";
@@ -112,6 +113,7 @@ export function domainRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       const hostname = body.custom_hostname;
+      await requireFeature(ctx.platformPool, project.ref, "custom_domain");
       if (hostname === ctx.config.domain || hostname.endsWith(`.${ctx.config.domain}`))
         throw new HttpError(
           400,
@@ -169,6 +171,7 @@ export function domainRoutes(ctx: AppContext): Router {
       response: customHostnameResponse,
     },
     async ({ project }) => {
+      await requireFeature(ctx.platformPool, project.ref, "custom_domain");
       const row = await initialized(project.ref);
       if (row.status !== VERIFIED && row.status !== SERVED)
         throw new HttpError(
@@ -216,6 +219,7 @@ export function domainRoutes(ctx: AppContext): Router {
       response: vanitySubdomainResponse,
     },
     async ({ project }) => {
+      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
       const row = await hostnameOf(ctx.platformPool, project.ref, "vanity");
       return row ? { status: "active", custom_domain: row.hostname } : { status: "not-used" };
     },
@@ -233,9 +237,12 @@ export function domainRoutes(ctx: AppContext): Router {
       status: 201,
       response: z.object({ available: z.boolean() }),
     },
-    async ({ project, body }) => ({
-      available: !(await isHostnameTaken(ctx.platformPool, vanityHost(body.vanity_subdomain), project.ref)),
-    }),
+    async ({ project, body }) => {
+      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
+      return {
+        available: !(await isHostnameTaken(ctx.platformPool, vanityHost(body.vanity_subdomain), project.ref)),
+      };
+    },
   );
   route(
     ctx,
@@ -252,6 +259,7 @@ export function domainRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       const hostname = vanityHost(body.vanity_subdomain);
+      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
       const claimed = await claimHostname(ctx.platformPool, {
         hostname,
         project_ref: project.ref,

@@ -17,6 +17,7 @@ import { functionRuntimeOf } from "../../functions/runtime";
 import { withAdminTransaction } from "../../db/transaction";
 import { HttpError } from "../http";
 import type { ProjectRuntime } from "../../projects/runtime";
+import { requireFunctionRoom } from "../billing/plans";
 import { route } from "../route";
 
 /**
@@ -135,6 +136,7 @@ async function deployFiles(
   files: DeployedFile[],
   meta: Omit<Deployment, "ref" | "files"> & { bundleOnly: boolean },
 ) {
+  await requireFunctionRoom(ctx.platformPool, ref, meta.slug);
   const staging = await stageDeployment(
     ctx.config.dataDir,
     ref,

@@ -1,6 +1,7 @@
 import { withAdminTransaction } from "../../db/transaction";
 import { randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import type OAuth2Server from "@node-oauth/oauth2-server";
+import { InvalidGrantError } from "@node-oauth/oauth2-server";
 import type pg from "pg";
 import { sha256 } from "../../platform/ids";
 
@@ -40,6 +41,8 @@ export interface OAuthUser {
   organizationId: string;
   /** Set once a grant exists (refresh): its new tokens join it. */
   grantId?: string;
+  /** A project-claim code: the project moves into `organizationId` when the code is exchanged. */
+  claimProjectRef?: string;
 }
 
 export interface OAuthClient extends OAuth2Server.Client {
@@ -114,8 +117,8 @@ export function oauthModel(
       await db.query("delete from platform.oauth_codes where expires_at < now()");
       await db.query(
         `insert into platform.oauth_codes (code_hash, app_id, user_id, organization_id, scopes, redirect_uri,
-                                           code_challenge, code_challenge_method, expires_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+                                           code_challenge, code_challenge_method, expires_at, claim_project_ref)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
         [
           sha256(code.authorizationCode),
           (client as OAuthClient).appId,
@@ -126,6 +129,7 @@ export function oauthModel(
           code.codeChallenge ?? null,
           code.codeChallengeMethod ?? null,
           code.expiresAt,
+          u.claimProjectRef ?? null,
         ],
       );
       return { ...code, client, user };
@@ -146,7 +150,11 @@ export function oauthModel(
         redirectUri: row.redirect_uri ?? undefined,
         scope: row.scopes,
         client,
-        user: { id: row.user_id, organizationId: row.organization_id } satisfies OAuthUser,
+        user: {
+          id: row.user_id,
+          organizationId: row.organization_id,
+          ...(row.claim_project_ref ? { claimProjectRef: row.claim_project_ref } : {}),
+        } satisfies OAuthUser,
         ...(row.code_challenge
           ? { codeChallenge: row.code_challenge, codeChallengeMethod: row.code_challenge_method }
           : {}),
@@ -174,6 +182,7 @@ export function oauthModel(
         );
         await c.query("delete from platform.oauth_refresh_tokens where expires_at < now()");
         await withAdminTransaction(c, async () => {
+          if (u.claimProjectRef) await claimProject(c, u, app.appId);
           await c.query(
             `insert into platform.access_tokens (user_id, name, token_hash, token_prefix, scopes, expires_at,
                                                  oauth_app_id, oauth_grant_id, organization_id)
@@ -264,6 +273,26 @@ export function oauthModel(
       return false;
     },
   };
+}
+
+/**
+ * The claim a project-claim code carries, done when the application exchanges the code (proving its
+ * secret): the project (with its branches) moves from the application's organization into the one the user
+ * chose, provided it is still the application's and the user still administers the target. Otherwise the
+ * exchange fails and nothing is issued.
+ */
+async function claimProject(c: pg.PoolClient, u: OAuthUser, appId: string): Promise<void> {
+  const { rowCount } = await c.query(
+    `update platform.projects set organization_id = $2, updated_at = now()
+      where (ref = $1 or ref in (select project_ref from platform.branches where parent_project_ref = $1))
+        and organization_id = (select organization_id from platform.oauth_apps where id = $3)
+        and exists (select from platform.projects p, platform.oauth_apps a
+                     where p.ref = $1 and a.id = $3 and p.organization_id = a.organization_id)
+        and exists (select from platform.organization_members m
+                     where m.organization_id = $2 and m.user_id = $4 and m.role_name in ('Owner', 'Administrator'))`,
+    [u.claimProjectRef, u.organizationId, appId, u.id],
+  );
+  if (!rowCount) throw new InvalidGrantError("Invalid grant: the project can no longer be claimed");
 }
 
 /** Ends a grant: its access tokens are deleted and its refresh tokens revoked. */

@@ -201,6 +201,28 @@ const authorizeQuery = z.object({
   resource: z.string().max(2048).optional(),
 });
 
+const projectClaimQuery = z.object({
+  project_ref: z.string().regex(/^[a-z]{20}$/, "must be a project ref"),
+  client_id: z.string().max(255),
+  redirect_uri: z.string().max(2048),
+  response_type: z.literal("code", { error: "only response_type=code is supported" }),
+  state: z.string().max(2048).optional(),
+  response_mode: z.literal("query", { error: "only response_mode=query is supported" }).optional(),
+  code_challenge: z.string().min(43).max(128).optional(),
+  code_challenge_method: z
+    .literal("S256", { error: "only code_challenge_method=S256 is supported" })
+    .optional(),
+  /** Strata's addition: the organization the project moves into (needed when the user administers several). */
+  organization_slug: z.string().max(255).optional(),
+});
+
+/** Only a personal access token (the user themself, not a token made for a tool) consents. */
+function requirePersonalToken(req: Request): void {
+  const principal = req.principal!;
+  if (principal.permissions !== null || principal.scopes !== null)
+    throw new HttpError(403, "Forbidden: only a personal access token may authorise an application");
+}
+
 /** The authorize endpoint (a signed-in user) and the registration of applications under an organization. */
 export function oauthRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
@@ -221,8 +243,7 @@ export function oauthRoutes(ctx: AppContext): Router {
     },
     async ({ req, res, query }) => {
       const principal = req.principal!;
-      if (principal.permissions !== null || principal.scopes !== null)
-        throw new HttpError(403, "Forbidden: only a personal access token may authorise an application");
+      requirePersonalToken(req);
       const { rows } = await db.query(
         `select o.id, o.slug from platform.organizations o
            join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
@@ -240,21 +261,83 @@ export function oauthRoutes(ctx: AppContext): Router {
         if (unknown.length) throw new HttpError(400, `Unknown scope(s): ${unknown.join(", ")}`);
       }
       const user: OAuthUser = { id: principal.userId, organizationId: rows[0].id };
-      const response = new OAuth2Server.Response();
-      try {
-        await server.authorize(libraryRequest(req), response, {
-          authenticateHandler: { handle: () => user },
-        });
-      } catch (e) {
-        // With a known client and redirect URI the error goes back to the application, as RFC 6749 says.
-        if (!(e instanceof OAuthError)) throw e;
-        if (!response.headers?.location) {
-          answerOAuthError(res, e);
-          return undefined;
-        }
+      return redirectWithCode(req, res, user);
+    },
+  );
+
+  /** The library checks client, redirect URI, scope and PKCE, stores the code and redirects with it. */
+  async function redirectWithCode(req: Request, res: Response, user: OAuthUser): Promise<undefined> {
+    const response = new OAuth2Server.Response();
+    try {
+      await server.authorize(libraryRequest(req), response, {
+        authenticateHandler: { handle: () => user },
+      });
+    } catch (e) {
+      // With a known client and redirect URI the error goes back to the application, as RFC 6749 says.
+      if (!(e instanceof OAuthError)) throw e;
+      if (!response.headers?.location) {
+        answerOAuthError(res, e);
+        return undefined;
       }
-      res.status(302).location(response.headers!.location).end();
-      return undefined;
+    }
+    res.status(302).location(response.headers!.location).end();
+    return undefined;
+  }
+
+  route(
+    ctx,
+    router,
+    {
+      method: "get",
+      path: "/v1/oauth/authorize/project-claim",
+      summary:
+        "The user (personal access token, Owner or Administrator of the target organization) consents to claim a project of the application's organization: redirects (302) to redirect_uri with a code; the project moves into the user's organization when the application exchanges the code (with its secret) at /v1/oauth/token",
+      access: {},
+      query: projectClaimQuery,
+      status: 302,
+    },
+    async ({ req, res, query }) => {
+      const principal = req.principal!;
+      requirePersonalToken(req);
+      const app = (
+        await db.query("select organization_id from platform.oauth_apps where client_id = $1", [
+          query.client_id,
+        ])
+      ).rows[0];
+      if (!app) throw new HttpError(400, "Invalid client: unknown client_id");
+      // Only a project the application's organization holds can be claimed from it.
+      const project = (
+        await db.query(
+          `select p.organization_id, exists (select from platform.branches b where b.project_ref = p.ref) as is_branch
+             from platform.projects p where p.ref = $1 and p.organization_id = $2`,
+          [query.project_ref, app.organization_id],
+        )
+      ).rows[0];
+      if (!project)
+        throw new HttpError(404, `Project ${query.project_ref} not found among the application's projects`);
+      if (project.is_branch)
+        throw new HttpError(400, "A branch moves with its parent project; claim the parent");
+      const { rows } = await db.query(
+        `select o.id, o.slug, m.role_name from platform.organizations o
+           join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
+          where ($2::text is null or o.slug = $2) and ($2::text is not null or m.role_name in ('Owner', 'Administrator'))
+          order by o.created_at`,
+        [principal.userId, query.organization_slug ?? null],
+      );
+      if (query.organization_slug && !rows[0])
+        throw new HttpError(404, `Organization ${query.organization_slug} not found`);
+      if (!rows[0])
+        throw new HttpError(403, "Forbidden: claiming a project needs an organization you own or administer");
+      if (rows.length > 1)
+        throw new HttpError(400, "You administer several organizations: name one with organization_slug");
+      checkRole(rows[0].role_name, { and: ["organization_admin_write", "project_admin_write"] });
+      if (rows[0].id === project.organization_id)
+        throw new HttpError(400, `The project already belongs to ${rows[0].slug}`);
+      return redirectWithCode(req, res, {
+        id: principal.userId,
+        organizationId: rows[0].id,
+        claimProjectRef: query.project_ref,
+      });
     },
   );
 

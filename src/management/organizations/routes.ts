@@ -2,6 +2,7 @@ import { Router } from "express";
 import type { AppContext } from "../../context";
 import { HttpError, type Principal } from "../http";
 import { route } from "../route";
+import { entitlementsOf } from "../billing/plans";
 import { cursorPage } from "./pagination";
 import { BASE_ROLES, baseRoleOf } from "./roles";
 import {
@@ -21,9 +22,6 @@ import {
   listOrganizations,
   type OrganizationRow,
 } from "./store";
-
-/** What Strata gives every organization: self-hosted, so no plan gates these. */
-const FEATURES = ["projects.create", "projects.pause", "branching", "custom_domains", "log_drains", "sso"];
 
 /** The organization `slug` the caller belongs to, else 404. */
 export async function organizationOf(
@@ -102,21 +100,15 @@ export function organizationRoutes(ctx: AppContext): Router {
     {
       method: "get",
       path: "/v1/organizations/:slug/entitlements",
-      summary: "Lists the features the organization has access to",
+      summary:
+        "Lists the features the organization's plan gives its projects (billing/plans.ts; add-ons open custom_domain and pitr per project)",
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: entitlementsResponse,
     },
     async ({ req, params }) => {
-      await organizationOf(ctx, req.principal!, params.slug);
-      return {
-        entitlements: FEATURES.map((key) => ({
-          feature: { key, type: "boolean" },
-          hasAccess: true,
-          type: "boolean",
-          config: { enabled: true },
-        })),
-      };
+      const org = await organizationOf(ctx, req.principal!, params.slug);
+      return { entitlements: entitlementsOf(org.plan) };
     },
   );
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { PLANS } from "../billing/plans";
 
 export const createOrganizationBody = z.object({
   name: z.string().trim().min(1, "must not be empty").max(256),
@@ -9,7 +10,7 @@ export const organizationSummary = z.object({ id: z.string(), slug: z.string(), 
 export const organizationDetail = z.object({
   id: z.string(),
   name: z.string(),
-  plan: z.string(),
+  plan: z.enum(PLANS),
   opt_in_tags: z.array(z.string()),
   allowed_release_channels: z.array(z.string()),
 });
@@ -20,7 +21,8 @@ export const entitlementsResponse = z.object({
       feature: z.object({ key: z.string(), type: z.string() }),
       hasAccess: z.boolean(),
       type: z.string(),
-      config: z.object({ enabled: z.boolean() }),
+      /** `value` for numeric entitlements (log.retention_days). */
+      config: z.object({ enabled: z.boolean(), value: z.number().optional() }),
     }),
   ),
 });

@@ -10,6 +10,7 @@ import {
   setOwnerLogin,
 } from "../../projects/clusters";
 import { HttpError } from "../http";
+import { applyStoredComputeLimit } from "../billing/compute";
 import {
   deleteProjectRow,
   findAnyProject,
@@ -73,6 +74,7 @@ export async function provisionProject(
         // Its roles, and the owner's db_pass, exist before the project is answered as active.
         await ctx.registry.prepare(project.ref);
         if (ownerPassword !== undefined) await setOwnerLogin(project.cluster, project.ref, ownerPassword);
+        await applyStoredComputeLimit(ctx.platformPool, project.cluster.adminUrl, project.ref);
         await setStatus(db, project.ref, ["COMING_UP"], "ACTIVE_HEALTHY");
       } catch (e) {
         ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed");

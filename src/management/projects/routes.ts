@@ -6,6 +6,9 @@ import { newProjectRef, randomSecret } from "../../platform/ids";
 import { checkRole, HttpError } from "../http";
 import { organizationOf } from "../organizations/routes";
 import { route } from "../route";
+import { COMPUTE_SIZES, computeOfInstanceSize, computeSize } from "../billing/compute";
+import { planHas } from "../billing/plans";
+import { writeSettings } from "../settings";
 import { projectHealth } from "./health";
 import {
   cancelRestore,
@@ -71,6 +74,26 @@ async function detail(p: ProjectRow) {
 }
 
 /** Projects: lifecycle, listings, health. */
+/**
+ * The compute add-on of a new project's `desired_instance_size` (none for the smallest sizes); 400 for a size
+ * Strata does not offer, 402 for one the organization's plan may not select.
+ */
+function computeOf(size: string | undefined, org: { slug: string; plan: string }): string | null {
+  if (size === undefined) return null;
+  const compute = computeOfInstanceSize(size);
+  if (compute === undefined)
+    throw new HttpError(
+      400,
+      `Invalid body: desired_instance_size: one of pico, nano, ${COMPUTE_SIZES.map((s) => s.id.slice(3)).join(", ")}`,
+    );
+  if (compute && compute !== "ci_micro" && !planHas(org.plan, "addons.compute"))
+    throw new HttpError(
+      402,
+      `Payment required: the ${size} compute size needs the pro plan or above; organization ${org.slug} is on the ${org.plan} plan`,
+    );
+  return compute;
+}
+
 export function projectRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const db = ctx.platformPool;
@@ -114,6 +137,7 @@ export function projectRoutes(ctx: AppContext): Router {
       const userId = req.principal!.userId;
       const org = await organizationOf(ctx, req.principal!, body.organization_slug);
       checkRole(org.role_name, "organization_projects_create");
+      const compute = computeOf(body.desired_instance_size, org);
       const cluster = await clusterFor(db, body.region_selection?.code ?? body.region, DEFAULT_CLUSTER_ID);
       const ref = newProjectRef();
       await insertProject(db, {
@@ -125,6 +149,21 @@ export function projectRoutes(ctx: AppContext): Router {
         jwtSecret: randomSecret(32),
       });
       const project = (await findProject(db, userId, ref))!;
+      if (compute) {
+        // The size's add-on and pool size, stored before the database exists; provisioning sets its connection limit.
+        const size = computeSize(compute)!;
+        await writeSettings(
+          ctx,
+          ref,
+          "addons",
+          {},
+          {
+            selected: [{ type: "compute_instance", variant: { id: size.id } }],
+            previous_compute: null,
+          },
+        );
+        await writeSettings(ctx, ref, "pooler", {}, { default_pool_size: size.pool });
+      }
       // Clients poll GET /v1/projects/{ref} until ACTIVE_HEALTHY.
       void provisionProject(ctx, project, false, body.db_pass);
       return summary(project);

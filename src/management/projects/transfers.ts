@@ -4,6 +4,7 @@ import type { AppContext } from "../../context";
 import { withAdminTransaction } from "../../db/transaction";
 import { HttpError, roleGrants } from "../http";
 import { findOrganization } from "../organizations/store";
+import { planHas, projectBilling, type Feature } from "../billing/plans";
 import { route } from "../route";
 
 /**
@@ -87,6 +88,20 @@ async function preview(ctx: AppContext, req: Request, ref: string, slug: string)
       key: "plan",
       message: `The project moves from the ${source.plan} plan of ${source.slug} to the ${target.plan} plan of ${slug}`,
     });
+  // Paid add-ons need a plan that may select them: the target's must, or the project cannot go there.
+  if (target) {
+    const { addons } = await projectBilling(db, ref);
+    const lacking = Object.entries(addons).filter(
+      ([type, variant]) =>
+        variant !== "ci_micro" &&
+        !planHas(target.plan, `addons.${type === "compute_instance" ? "compute" : type}` as Feature),
+    );
+    if (lacking.length)
+      errors.push({
+        key: "addons",
+        message: `The ${target.plan} plan of ${slug} cannot hold the project's add-ons (${lacking.map(([, v]) => v).join(", ")}): remove them or change the plan`,
+      });
+  }
   if (source.branches > 0)
     warnings.push({ key: "branches", message: `The project's ${source.branches} branch(es) move with it` });
   info.push(

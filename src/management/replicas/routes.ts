@@ -2,6 +2,7 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
+import { requireFeature } from "../billing/plans";
 import { HttpError } from "../http";
 import { clusterRegions } from "../projects/store";
 import { route } from "../route";
@@ -63,6 +64,7 @@ export function replicaRoutes(ctx: AppContext): Router {
       status: 204,
     },
     async ({ project, body }) => {
+      await requireFeature(ctx.platformPool, project.ref, "read_replicas");
       const replicas = manager(project);
       const regions = await clusterRegions(ctx.platformPool);
       if (!regions.includes(body.read_replica_region))
