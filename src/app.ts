@@ -273,10 +273,16 @@ export async function startStrata(
         port: config.upgradePgPort,
         mainClusterId: DEFAULT_CLUSTER_ID,
         log,
+        prepareAccess: (clusterAccess) => {
+          const postgresLogs = new PostgresLogReader(db.platformPool, clusterAccess.clusterId, logs);
+          clusterAccess.onLine = (line) => postgresLogs.observe(line);
+          clusterAccess.startExpiry();
+        },
       })
     : undefined;
   await embeddedClusters?.startRegistered();
   ctx.embeddedClusters = embeddedClusters;
+  ctx.accessOf = (clusterId) => (access?.manages(clusterId) ? access : embeddedClusters?.accessOf(clusterId));
   ctx.upgrades = new Set();
   await failInterruptedUpgrades(ctx).catch((e: Error) =>
     log.error({ err: e.message }, "marking interrupted upgrades failed"),

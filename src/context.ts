@@ -33,6 +33,11 @@ export interface AppContext {
   access?: ClusterAccess;
   /** Backups of project databases: on demand, scheduled, restored (absent in CLI commands that serve nothing). */
   backups?: import("./management/backups/service").BackupService;
+  /**
+   * The access rules (pg_hba.conf) of a cluster Strata runs: the main embedded one (`access`) or an upgrade
+   * cluster; undefined for a cluster that is not Strata's (DATABASE_URL).
+   */
+  accessOf?: (clusterId: string) => import("./projects/access").ClusterAccess | undefined;
   /** Clusters of newer PostgreSQL majors Strata runs for upgraded projects (absent with DATABASE_URL). */
   embeddedClusters?: import("./projects/embeddedClusters").EmbeddedClusters;
   /** Upgrades running in this process (awaited before the clusters stop). */

@@ -9,6 +9,7 @@ import {
 import type { Logger } from "../log";
 import { randomSecret } from "../platform/ids";
 import { kekOf } from "../platform/kek";
+import { ClusterAccess } from "./access";
 import { clusterOfRow, type Cluster } from "./clusters";
 
 /**
@@ -18,6 +19,8 @@ import { clusterOfRow, type Cluster } from "./clusters";
  */
 export class EmbeddedClusters {
   private readonly running = new Map<string, Promise<RunningCluster>>();
+  /** Each running cluster's access rules (pg_hba.conf: network restrictions, SSL, bans, JIT logins). */
+  private readonly access = new Map<string, ClusterAccess>();
 
   constructor(
     private readonly platformPool: pg.Pool,
@@ -29,6 +32,8 @@ export class EmbeddedClusters {
       /** The main embedded cluster's id: its region and authenticator password are shared. */
       mainClusterId: string;
       log: Logger;
+      /** Called with each cluster's access rules before they are first written (log readers, expiry). */
+      prepareAccess?: (access: ClusterAccess) => void;
     },
   ) {}
 
@@ -72,14 +77,24 @@ export class EmbeddedClusters {
         const cluster = await this.row(id);
         if (!cluster) throw new Error(`cluster ${id} is not registered`);
         const url = new URL(cluster.adminUrl);
-        return startClusterFromBinaries({
+        const databaseDir = this.databaseDir(major);
+        const access = new ClusterAccess(this.platformPool, id, cluster.adminUrl, databaseDir, this.opts.log);
+        const started = await startClusterFromBinaries({
           binaries,
-          databaseDir: this.databaseDir(major),
+          databaseDir,
           port: Number(url.port),
           password: decodeURIComponent(url.password),
           listenAddresses: this.opts.listenAddresses,
-          onLog: (line) => this.opts.log.debug({ postgres: line.trim(), cluster: id }, "embedded postgres"),
+          onLog: (chunk) => {
+            this.opts.log.debug({ postgres: chunk.trim(), cluster: id }, "embedded postgres");
+            access.observeLog(chunk);
+          },
         });
+        // Its projects' network restrictions, SSL enforcement, bans and JIT logins, as on the main cluster.
+        this.opts.prepareAccess?.(access);
+        await access.apply();
+        this.access.set(id, access);
+        return started;
       })();
       this.running.set(id, running);
       running.catch(() => this.running.delete(id));
@@ -113,9 +128,16 @@ export class EmbeddedClusters {
     return this.running.has(id);
   }
 
+  /** The access rules of a cluster this process runs. */
+  accessOf(id: string): ClusterAccess | undefined {
+    return this.access.get(id);
+  }
+
   async stopAll(): Promise<void> {
     const all = [...this.running.values()];
     this.running.clear();
+    for (const access of this.access.values()) access.stopExpiry();
+    this.access.clear();
     await Promise.all(all.map((r) => r.then((c) => c.stop()).catch(() => {})));
   }
 }

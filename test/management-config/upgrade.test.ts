@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -191,6 +191,15 @@ describe("Management API: major-version upgrade to an embedded PostgreSQL 18", (
       eligible: false,
       current_app_version: expect.stringMatching(/^strata-postgres-18\./),
     });
+
+    // Network restrictions act on the new cluster: its pg_hba.conf gets the project's rules.
+    const restricted = await call("POST", `/v1/projects/${ref}/network-restrictions/apply`, {
+      dbAllowedCidrs: ["10.0.0.0/8"],
+    });
+    expect(restricted.body).toMatchObject({ status: "applied" });
+    const hba = readFileSync(path.join(env.STRATA_DATA_DIR, "pgdata-18", "pg_hba.conf"), "utf8");
+    expect(hba).toContain(`host "${database}" all 10.0.0.0/8`);
+    expect(hba).toContain(`host "${database}" all all reject`);
   }, 120_000);
 
   it("leaves a project whose upgrade fails on its cluster, usable, and marked failed", async () => {

@@ -160,7 +160,7 @@ async function setGrants(ctx: AppContext, project: ProjectRuntime, userId: strin
     roles.map((r) => r.role),
   );
   // On the embedded cluster, each login's allowed networks are also rules of pg_hba.conf.
-  if (ctx.access?.manages(project.record.clusterId)) await ctx.access.apply();
+  await ctx.accessOf?.(project.record.clusterId)?.apply();
   return (await grantsOf(ctx, project.ref, userId)).map(roleOut);
 }
 

@@ -57,13 +57,14 @@ interface StoredRestrictions extends Restrictions {
 }
 
 const managed = (ctx: AppContext, project: ProjectRuntime) =>
-  ctx.access?.manages(project.record.clusterId) === true;
+  ctx.accessOf?.(project.record.clusterId) !== undefined;
 
 /** Enforces the project's stored rules on its cluster when Strata runs that cluster. */
 async function enforce(ctx: AppContext, project: ProjectRuntime): Promise<boolean> {
-  if (!managed(ctx, project)) return false;
+  const access = ctx.accessOf?.(project.record.clusterId);
+  if (!access) return false;
   try {
-    await ctx.access!.apply();
+    await access.apply();
   } catch (e) {
     ctx.log.error({ ref: project.ref, err: (e as Error).message }, "applying access rules failed");
     throw new HttpError(

@@ -67,7 +67,7 @@ async function refusal(
 
 /** The main embedded cluster and the ones Strata runs for upgrades; a DATABASE_URL cluster is neither. */
 function embeddedCluster(ctx: AppContext, clusterId: string): boolean {
-  return ctx.access?.manages(clusterId) === true || ctx.embeddedClusters?.manages(clusterId) === true;
+  return ctx.accessOf?.(clusterId) !== undefined || ctx.embeddedClusters?.manages(clusterId) === true;
 }
 
 export async function eligibility(ctx: AppContext, project: ProjectRow) {
@@ -249,8 +249,15 @@ async function runUpgrade(
   // The project now lives on the new cluster; the old database (and the project's roles there) go.
   await oldDb.end().catch(() => {});
   await ctx.registry.evict(ref);
-  // The old cluster's pg_hba.conf block loses the project's lines.
-  await ctx.access?.apply().catch(() => {});
+  // The old cluster's pg_hba.conf block loses the project's lines; the new one's gains them.
+  await ctx
+    .accessOf?.(project.cluster.id)
+    ?.apply()
+    .catch(() => {});
+  await ctx
+    .accessOf?.(targetCluster!.id)
+    ?.apply()
+    .catch(() => {});
   try {
     await dropOldDatabase(source, database);
     await dropProjectRoles(source, ref);
