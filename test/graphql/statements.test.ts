@@ -7,7 +7,9 @@ const roundTripsDuring = authenticatorStatementsDuring;
 
 /** The statements that read or write data, leaving out transaction control and request settings. */
 function dataStatements(roundTrips: string[]): string[] {
-  return roundTrips.filter((text) => !/^\s*(begin|commit|rollback|release|savepoint|select set_config)/i.test(text));
+  return roundTrips.filter(
+    (text) => !/^\s*(begin|commit|rollback|release|savepoint|select set_config)/i.test(text),
+  );
 }
 
 describe("GraphQL round trips", () => {
