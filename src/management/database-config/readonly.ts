@@ -49,7 +49,16 @@ export async function readOnlyApplied(project: ProjectRuntime): Promise<boolean>
   return rows[0].on;
 }
 
-async function applyReadOnly(project: ProjectRuntime, on: boolean): Promise<void> {
+/**
+ * Sets or resets the roles' read-only default, then ends their sessions so that connections start anew with
+ * it. `renewPools` runs in between: pools opened after it get the new default, and no request of this node is
+ * handed a pooled connection that is about to be ended.
+ */
+async function applyReadOnly(
+  project: ProjectRuntime,
+  on: boolean,
+  renewPools: () => Promise<void>,
+): Promise<void> {
   const client = await project.adminPool.connect();
   try {
     const db: string = (await client.query("select current_database() as d")).rows[0].d;
@@ -68,6 +77,7 @@ async function applyReadOnly(project: ProjectRuntime, on: boolean): Promise<void
         );
       }
     }
+    await renewPools();
     await client.query(
       `select pg_terminate_backend(a.pid) from pg_stat_activity a join pg_roles r on r.rolname = a.usename
         where a.datname = current_database() and a.pid <> pg_backend_pid() and not r.rolsuper
@@ -132,7 +142,13 @@ export async function settleReadOnly(ctx: AppContext, project: ProjectRuntime): 
   const full = usage.usedBytes >= usage.sizeBytes * THRESHOLD;
   const wanted = (state.manual || full) && !overrideActive;
   if (wanted !== (await readOnlyApplied(project))) {
-    await applyReadOnly(project, wanted);
+    await applyReadOnly(project, wanted, async () => {
+      // This node's runtime is replaced at once; the row's change notice tells the other nodes.
+      await ctx.registry.retire(project.ref);
+      await ctx.platformPool.query("update platform.projects set updated_at = now() where ref = $1", [
+        project.ref,
+      ]);
+    });
     ctx.log.info(
       { ref: project.ref, readOnly: wanted, usedBytes: usage.usedBytes },
       "read-only mode changed",
