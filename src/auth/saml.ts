@@ -229,10 +229,11 @@ const OAUTH_ERRORS: Record<number, string> = {
 
 interface Extract {
   nameID?: string;
+  conditions?: { notOnOrAfter?: string };
   issuer?: string;
   audience?: string | string[];
   attributes?: Attributes;
-  response?: { inResponseTo?: string; destination?: string };
+  response?: { id?: string; inResponseTo?: string; destination?: string };
   sessionIndex?: { sessionNotOnOrAfter?: string };
   nameIDFormat?: string;
 }
@@ -467,6 +468,7 @@ async function consumeAssertion(
       "SAML Assertion is not valid: InResponseTo does not match",
     );
   }
+  await consumeOnce(project, extract, content);
   const attributes = extract.attributes ?? {};
   const nameIdFormat = /<(?:\w+:)?NameID\b[^>]*\bFormat="([^"]+)"/.exec(content)?.[1] ?? "";
   let subject = attribute(attributes, SUBJECT_ID_ATTRIBUTE)[0] ?? "";
@@ -591,4 +593,51 @@ async function consumeAssertion(
     },
     "fragment",
   );
+}
+
+/** How long an ID is kept when the assertion states no NotOnOrAfter at all. */
+const UNBOUNDED_KEEP_MS = 24 * 3600 * 1000;
+/** The clock difference samlify allows on NotOnOrAfter (serviceProvider clockDrifts). */
+const CLOCK_DRIFT_MS = 60_000;
+
+/**
+ * Replay protection: a verified response and its assertion are taken once. Their IDs are recorded in the
+ * control plane (shared by every node) until the assertion stops being valid, and a second use is refused.
+ * An answer to a request of ours is already bound to a one-time relay state; an unsolicited (IdP-initiated)
+ * one is not, so this is what stops it from signing in again within its validity window.
+ */
+async function consumeOnce(project: ProjectRuntime, extract: Extract, content: string): Promise<void> {
+  // samlify refuses a response with more than one assertion, so the one assertion here is the verified one.
+  const fields = samlify.Extractor.extract(content, [
+    // (Two attributes each: with one, samlify answers the bare value instead of an object.)
+    { key: "assertion", localPath: ["Response", "Assertion"], attributes: ["ID", "IssueInstant"] },
+    {
+      key: "confirmation",
+      localPath: ["Response", "Assertion", "Subject", "SubjectConfirmation", "SubjectConfirmationData"],
+      attributes: ["NotOnOrAfter", "Recipient"],
+    },
+  ]) as { assertion?: { id?: string }; confirmation?: { notOnOrAfter?: string } };
+  const ids = [
+    ["response", extract.response?.id],
+    ["assertion", fields.assertion?.id],
+  ].filter((pair): pair is [string, string] => typeof pair[1] === "string" && pair[1] !== "");
+  if (!ids.length) {
+    throw new AuthApiError(400, "validation_failed", "SAML Assertion is not valid: it carries no ID");
+  }
+  const ends = [extract.conditions?.notOnOrAfter, fields.confirmation?.notOnOrAfter]
+    .map((v) => (v ? Date.parse(v) : NaN))
+    .filter((v) => Number.isFinite(v));
+  const expiresAt = new Date(
+    (ends.length ? Math.max(...ends) : Date.now() + UNBOUNDED_KEEP_MS) + CLOCK_DRIFT_MS,
+  );
+  await project.platformPool.query("delete from platform.saml_consumed_ids where expires_at < now()");
+  const { rows } = await project.platformPool.query(
+    `insert into platform.saml_consumed_ids (project_ref, kind, id, expires_at)
+     select $1, kind, id, $3 from unnest($2::text[], $4::text[]) as t(kind, id)
+     on conflict do nothing returning id`,
+    [project.ref, ids.map((p) => p[0]), expiresAt, ids.map((p) => p[1])],
+  );
+  if (rows.length < ids.length) {
+    throw new AuthApiError(400, "validation_failed", "SAML Assertion is not valid: it has already been used");
+  }
 }
