@@ -12,6 +12,7 @@ import type pg from "pg";
 import type { AppContext } from "../context";
 import { withAdminTransaction } from "../db/transaction";
 import { postgresRateLimiter } from "../http/rateLimiter";
+import { isCaptchaRoute, verifyCaptcha } from "./captcha";
 import { bearerAuthOf, GateError, openDataRequest, openProject, type GateErrorCode } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { RequestAuth } from "./dataAuth";
@@ -372,6 +373,9 @@ export function authRouter(ctx: AppContext): Router {
         if (keyRequired)
           ({ project, auth: keyAuth } = await openDataRequest(ctx, req, { credentials: "key" }));
         else project = await openProject(ctx, req);
+        if (isCaptchaRoute(req)) {
+          await verifyCaptcha(req, await tk.settings(project), keyAuth.role, ctx.config.captchaUrls);
+        }
         const result = await handler(project, req, res, keyAuth);
         if (!res.headersSent) res.status(200).json(result);
       } catch (e) {
