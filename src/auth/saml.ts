@@ -168,6 +168,15 @@ async function ssoProviders(project: ProjectRuntime): Promise<SsoProvider[]> {
   return (rows[0]?.value?.items as SsoProvider[] | undefined) ?? [];
 }
 
+/**
+ * The base of this service provider's URLs (entity id, ACS): saml_external_url when set, as the platform's
+ * SAML_EXTERNAL_URL (a proxy or custom domain in front of /auth/v1), else the auth API's own URL.
+ */
+function samlBase(tk: AuthToolkit, req: express.Request, settings: AuthSettings): string {
+  const external = typeof settings.saml_external_url === "string" ? settings.saml_external_url.trim() : "";
+  return external ? external.replace(/\/+$/, "") : tk.apiUrl(req);
+}
+
 async function samlSettings(tk: AuthToolkit, project: ProjectRuntime): Promise<AuthSettings> {
   const settings = await tk.settings(project);
   if (settings.saml_enabled !== true) {
@@ -244,7 +253,7 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
   router.post(
     "/sso",
     handle(async (project, req, res) => {
-      await samlSettings(tk, project);
+      const settings = await samlSettings(tk, project);
       const body = parse(ssoBody, req.body);
       if (body.provider_id && body.domain) {
         throw new AuthApiError(400, "validation_failed", "Only one of provider_id or domain supported");
@@ -267,10 +276,14 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
       const pkce = pkceOf(body);
       const idp = identityProvider(provider);
       const relayStateId = randomUUID();
-      const sp = serviceProvider(tk.apiUrl(req), await spKeys(project.platformPool, project.ref), {
-        relayState: relayStateId,
-        nameIdFormat: provider.saml.name_id_format,
-      });
+      const sp = serviceProvider(
+        samlBase(tk, req, settings),
+        await spKeys(project.platformPool, project.ref),
+        {
+          relayState: relayStateId,
+          nameIdFormat: provider.saml.name_id_format,
+        },
+      );
       let request: { id: string; context: string };
       try {
         request = sp.createLoginRequest(idp, "redirect");
@@ -315,9 +328,13 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
     handle(
       async (project, req, res) => {
         const settings = await samlSettings(tk, project);
-        const sp = serviceProvider(tk.apiUrl(req), await spKeys(project.platformPool, project.ref), {
-          encryption: settings.saml_allow_encrypted_assertions === true,
-        });
+        const sp = serviceProvider(
+          samlBase(tk, req, settings),
+          await spKeys(project.platformPool, project.ref),
+          {
+            encryption: settings.saml_allow_encrypted_assertions === true,
+          },
+        );
         res.set("Content-Type", "application/xml");
         res.set("Cache-Control", "public, max-age=600");
         if (req.query.download === "true") {
@@ -422,7 +439,7 @@ async function consumeAssertion(
       "A SAML connection has not been established with this Identity Provider",
     );
   }
-  const apiUrl = tk.apiUrl(req);
+  const apiUrl = samlBase(tk, req, settings);
   const encrypted = /<(?:\w+:)?EncryptedAssertion\b/.test(
     Buffer.from(samlResponse, "base64").toString("utf8"),
   );

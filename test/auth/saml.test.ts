@@ -548,6 +548,29 @@ describe("SAML single sign-on through providers registered with the Management A
     ).toBe(0);
   });
 
+  it("names its URLs from saml_external_url when set (a proxy in front of /auth/v1)", async () => {
+    const external = "https://auth.example.test/auth/v1";
+    expect(
+      (await management(server, "PATCH", "/config/auth", { saml_external_url: "not a url" })).status,
+    ).toBe(400);
+    expect(
+      (await management(server, "PATCH", "/config/auth", { saml_external_url: `${external}/` })).status,
+    ).toBe(200);
+    const xml = await (await fetch(`${server.url}/auth/v1/sso/saml/metadata`)).text();
+    expect(xml).toContain(`entityID="${external}/sso/saml/metadata"`);
+    expect(xml).toContain(`Location="${external}/sso/saml/acs"`);
+    // An answer addressed to the external names, delivered (through the proxy) to this ACS, signs in.
+    const externalSp = samlify.ServiceProvider({ metadata: xml });
+    const answer = await provider.answer(externalSp, `${external}/sso/saml/acs`, ada);
+    const landed = await post({ ...answer, acs: `${server.url}/auth/v1/sso/saml/acs` });
+    expect(landed.status).toBe(302);
+    expect(paramsOf(landed.location).access_token).toBeTruthy();
+    // An answer addressed to the direct URL is now for another audience.
+    const direct = await post(await provider.answer(sp, `${server.url}/auth/v1/sso/saml/acs`, ada));
+    expect(new URL(direct.location).searchParams.get("error_code")).toBe("validation_failed");
+    await management(server, "PATCH", "/config/auth", { saml_external_url: "" });
+  });
+
   it("answers unknown domains and providers and bad requests in the auth error format", async () => {
     const anon = client("implicit").auth;
     expect((await anon.signInWithSSO({ domain: "unknown.example" })).error).toMatchObject({

@@ -114,6 +114,11 @@ export function authConfigRoutes(ctx: AppContext): Router {
     },
     async ({ params, body }) => {
       const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
+      if (typeof changes.saml_external_url === "string" && changes.saml_external_url !== "") {
+        if (!/^https?:\/\//.test(changes.saml_external_url) || !URL.canParse(changes.saml_external_url)) {
+          throw new HttpError(400, "saml_external_url must be an http(s) URL");
+        }
+      }
       // As the platform's auth server validates its config: CAPTCHA on needs a provider secret.
       const merged = { ...(await authSettings(ctx.platformPool, params.ref)), ...changes };
       if (merged.security_captcha_enabled === true && !String(merged.security_captcha_secret ?? "").trim()) {
