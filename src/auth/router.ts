@@ -13,6 +13,7 @@ import type { AppContext } from "../context";
 import { withAdminTransaction } from "../db/transaction";
 import { postgresRateLimiter } from "../http/rateLimiter";
 import { isCaptchaRoute, verifyCaptcha } from "./captcha";
+import { isLeakedPassword } from "./leakedPasswords";
 import { bearerAuthOf, GateError, openDataRequest, openProject, type GateErrorCode } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { RequestAuth } from "./dataAuth";
@@ -168,6 +169,10 @@ export function passwordWeakness(password: string, settings: AuthSettings) {
   if (groups.some((group) => ![...group].some((c) => password.includes(c)))) {
     reasons.push("characters");
     messages.push(`Password should contain at least one character of each: ${groups.join(", ")}.`);
+  }
+  if (settings.password_hibp_enabled === true && isLeakedPassword(password)) {
+    reasons.push("pwned");
+    messages.push("Password is known to be weak and easy to guess, please choose a different one.");
   }
   return reasons.length ? { reasons, message: messages.join(" ") } : undefined;
 }
