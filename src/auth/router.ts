@@ -1046,6 +1046,10 @@ export function authRouter(ctx: AppContext): Router {
           timeboxSeconds: Number(settings.sessions_timebox) || 0,
           inactivitySeconds: Number(settings.sessions_inactivity_timeout) || 0,
           singlePerUser: Boolean(settings.sessions_single_per_user),
+          tags: String(settings.sessions_tags ?? "")
+            .split(",")
+            .map((t) => t.trim())
+            .filter(Boolean),
         });
         if (outcome.kind === "expired") throw new AuthApiError(400, "session_expired", outcome.message);
         if (outcome.kind === "not_found") {
