@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import type { Request } from "express";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
@@ -71,4 +72,20 @@ export async function verifyCaptcha(
       `captcha protection: request disallowed (${codes.join(", ")})`,
     );
   }
+}
+
+export const SBFF_HEADER = "sb-forwarded-for";
+
+/**
+ * security_sb_forwarded_for_enabled: the leftmost address of `Sb-Forwarded-For`, when it is a valid IP, is
+ * the client's address for everything that uses it (rate limits per address, CAPTCHA's remoteip, hook
+ * metadata), as the platform's sbff middleware; an invalid value is ignored.
+ */
+export async function applySbForwardedFor(req: Request, settings: AuthSettings): Promise<void> {
+  if (settings.security_sb_forwarded_for_enabled !== true) return;
+  const first = String(req.get(SBFF_HEADER) ?? "")
+    .split(",")[0]
+    .trim();
+  if (!isIP(first)) return;
+  Object.defineProperty(req, "ip", { value: first, configurable: true });
 }

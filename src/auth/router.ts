@@ -12,7 +12,7 @@ import type pg from "pg";
 import type { AppContext } from "../context";
 import { withAdminTransaction } from "../db/transaction";
 import { postgresRateLimiter } from "../http/rateLimiter";
-import { isCaptchaRoute, verifyCaptcha } from "./captcha";
+import { applySbForwardedFor, isCaptchaRoute, SBFF_HEADER, verifyCaptcha } from "./captcha";
 import { isLeakedPassword } from "./leakedPasswords";
 import { bearerAuthOf, GateError, openDataRequest, openProject, type GateErrorCode } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
@@ -378,6 +378,7 @@ export function authRouter(ctx: AppContext): Router {
         if (keyRequired)
           ({ project, auth: keyAuth } = await openDataRequest(ctx, req, { credentials: "key" }));
         else project = await openProject(ctx, req);
+        if (req.get(SBFF_HEADER)) await applySbForwardedFor(req, await tk.settings(project));
         if (isCaptchaRoute(req)) {
           await verifyCaptcha(req, await tk.settings(project), keyAuth.role, ctx.config.captchaUrls);
         }

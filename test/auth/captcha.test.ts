@@ -178,6 +178,22 @@ describe("CAPTCHA protection from the auth config (hCaptcha and Turnstile siteve
       ["turnstile", TURNSTILE_SECRET, "good-turnstile-token"],
     ]);
 
+    // With security_sb_forwarded_for_enabled, the client's address is Sb-Forwarded-For's first one.
+    const sbff = (ip: string) =>
+      fetch(`${server.url}/auth/v1/signup`, {
+        method: "POST",
+        headers: { apikey: server.anonKey, "content-type": "application/json", "sb-forwarded-for": ip },
+        body: JSON.stringify({ gotrue_meta_security: { captcha_token: "good-turnstile-token" } }),
+      });
+    seen.length = 0;
+    expect((await sbff("203.0.113.9, 10.0.0.1")).status).toBe(200);
+    await config({ security_sb_forwarded_for_enabled: true });
+    expect((await sbff("203.0.113.9, 10.0.0.1")).status).toBe(200);
+    expect((await sbff("not-an-ip")).status).toBe(200);
+    expect(seen.map((s) => s.remoteip)).toEqual([seen[0].remoteip, "203.0.113.9", seen[0].remoteip]);
+    expect(seen[0].remoteip).toMatch(/127\.0\.0\.1$/);
+    await config({ security_sb_forwarded_for_enabled: false });
+
     await config({ security_captcha_enabled: false });
     seen.length = 0;
     const plain = await client().auth.signUp({
