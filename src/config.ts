@@ -70,6 +70,8 @@ export interface StrataConfig {
   smsProviderUrls: Partial<
     Record<"twilio" | "twilio_verify" | "messagebird" | "textlocal" | "vonage", string>
   >;
+  /** siteverify URL of each CAPTCHA provider (a proxy or a local receiver); unset: the provider's own. */
+  captchaUrls: Partial<Record<"hcaptcha" | "turnstile", string>>;
   /** Limits of edge function workers. */
   functions: {
     /** Continuous CPU time a worker may spend without answering before it is stopped (546). */
@@ -190,6 +192,8 @@ const schema = z.object({
   STRATA_SMS_MESSAGEBIRD_URL: smsUrl("STRATA_SMS_MESSAGEBIRD_URL"),
   STRATA_SMS_TEXTLOCAL_URL: smsUrl("STRATA_SMS_TEXTLOCAL_URL"),
   STRATA_SMS_VONAGE_URL: smsUrl("STRATA_SMS_VONAGE_URL"),
+  STRATA_CAPTCHA_HCAPTCHA_URL: smsUrl("STRATA_CAPTCHA_HCAPTCHA_URL"),
+  STRATA_CAPTCHA_TURNSTILE_URL: smsUrl("STRATA_CAPTCHA_TURNSTILE_URL"),
   FUNCTIONS_CPU_MS: positiveInt("FUNCTIONS_CPU_MS").default(2000),
   FUNCTIONS_WALL_MS: positiveInt("FUNCTIONS_WALL_MS").default(150_000),
   FUNCTIONS_MEMORY_MB: positiveInt("FUNCTIONS_MEMORY_MB").default(256),
@@ -259,6 +263,10 @@ export function loadConfig(
       messagebird: c.STRATA_SMS_MESSAGEBIRD_URL,
       textlocal: c.STRATA_SMS_TEXTLOCAL_URL,
       vonage: c.STRATA_SMS_VONAGE_URL,
+    },
+    captchaUrls: {
+      hcaptcha: c.STRATA_CAPTCHA_HCAPTCHA_URL,
+      turnstile: c.STRATA_CAPTCHA_TURNSTILE_URL,
     },
     functions: {
       cpuMs: c.FUNCTIONS_CPU_MS,

@@ -22,6 +22,8 @@ export const AUTH_CONFIG_DEFAULTS: Record<string, unknown> = {
   password_min_length: 6,
   password_required_characters: "",
   security_update_password_require_reauthentication: false,
+  security_captcha_enabled: false,
+  security_captcha_provider: "hcaptcha",
   mfa_totp_enroll_enabled: true,
   mfa_totp_verify_enabled: true,
   mfa_max_enrolled_factors: 10,

@@ -216,6 +216,22 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
                set identity_data = excluded.identity_data, last_sign_in_at = now(), updated_at = now()`,
               [claims.sub, user.id, JSON.stringify(identityData), p.provider],
             );
+            // As the platform: an address the provider has not verified is confirmed by mailer_autoconfirm;
+            // else its user (kept, with the identity) signs in only with mailer_allow_unverified_email_sign_ins.
+            if (email && !(await userById(db, user.id))!.email_confirmed_at) {
+              if (settings.mailer_autoconfirm === true) {
+                await setUser(db, user.id, { email_confirmed_at: new Date() });
+              } else if (settings.mailer_allow_unverified_email_sign_ins !== true) {
+                return {
+                  kind: "error",
+                  error: new AuthApiError(
+                    422,
+                    "provider_email_needs_verification",
+                    `Unverified email with ${p.provider}. Verify the email with ${p.provider} in order to sign in`,
+                  ),
+                };
+              }
+            }
             if (state.flow_state_id) {
               const flow = await db.query(
                 `update auth.flow_state set user_id = $2, auth_code_issued_at = now(), updated_at = now()
@@ -234,7 +250,13 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
           if (e instanceof AuthApiError && e.status < 500) return { kind: "error" as const, error: e };
           throw e;
         });
-        if (outcome.kind === "error") return fail(outcome.error.errorCode, outcome.error.message);
+        if (outcome.kind === "error") {
+          // A user kept unverified was created all the same.
+          if (created && outcome.error.errorCode === "provider_email_needs_verification") {
+            await afterUserCreated(project.adminPool, settings, created, req.ip);
+          }
+          return fail(outcome.error.errorCode, outcome.error.message);
+        }
         if (created) {
           try {
             await afterUserCreated(project.adminPool, settings, created, req.ip);

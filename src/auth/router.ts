@@ -12,6 +12,8 @@ import type pg from "pg";
 import type { AppContext } from "../context";
 import { withAdminTransaction } from "../db/transaction";
 import { postgresRateLimiter } from "../http/rateLimiter";
+import { applySbForwardedFor, isCaptchaRoute, SBFF_HEADER, verifyCaptcha } from "./captcha";
+import { isLeakedPassword } from "./leakedPasswords";
 import { bearerAuthOf, GateError, openDataRequest, openProject, type GateErrorCode } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { RequestAuth } from "./dataAuth";
@@ -168,6 +170,10 @@ export function passwordWeakness(password: string, settings: AuthSettings) {
   if (groups.some((group) => ![...group].some((c) => password.includes(c)))) {
     reasons.push("characters");
     messages.push(`Password should contain at least one character of each: ${groups.join(", ")}.`);
+  }
+  if (settings.password_hibp_enabled === true && isLeakedPassword(password)) {
+    reasons.push("pwned");
+    messages.push("Password is known to be weak and easy to guess, please choose a different one.");
   }
   return reasons.length ? { reasons, message: messages.join(" ") } : undefined;
 }
@@ -375,6 +381,10 @@ export function authRouter(ctx: AppContext): Router {
           ({ project, auth: keyAuth } = await openDataRequest(ctx, req, { credentials: "key" }));
         else project = await openProject(ctx, req);
         (res.locals as AuthLogLocals).authRef = project.ref;
+        if (req.get(SBFF_HEADER)) await applySbForwardedFor(req, await tk.settings(project));
+        if (isCaptchaRoute(req)) {
+          await verifyCaptcha(req, await tk.settings(project), keyAuth.role, ctx.config.captchaUrls);
+        }
         const result = await handler(project, req, res, keyAuth);
         if (!res.headersSent) res.status(200).json(result);
       } catch (e) {
@@ -1041,6 +1051,10 @@ export function authRouter(ctx: AppContext): Router {
           timeboxSeconds: Number(settings.sessions_timebox) || 0,
           inactivitySeconds: Number(settings.sessions_inactivity_timeout) || 0,
           singlePerUser: Boolean(settings.sessions_single_per_user),
+          tags: String(settings.sessions_tags ?? "")
+            .split(",")
+            .map((t) => t.trim())
+            .filter(Boolean),
         });
         if (outcome.kind === "expired") throw new AuthApiError(400, "session_expired", outcome.message);
         if (outcome.kind === "not_found") {

@@ -168,6 +168,15 @@ async function ssoProviders(project: ProjectRuntime): Promise<SsoProvider[]> {
   return (rows[0]?.value?.items as SsoProvider[] | undefined) ?? [];
 }
 
+/**
+ * The base of this service provider's URLs (entity id, ACS): saml_external_url when set, as the platform's
+ * SAML_EXTERNAL_URL (a proxy or custom domain in front of /auth/v1), else the auth API's own URL.
+ */
+function samlBase(tk: AuthToolkit, req: express.Request, settings: AuthSettings): string {
+  const external = typeof settings.saml_external_url === "string" ? settings.saml_external_url.trim() : "";
+  return external ? external.replace(/\/+$/, "") : tk.apiUrl(req);
+}
+
 async function samlSettings(tk: AuthToolkit, project: ProjectRuntime): Promise<AuthSettings> {
   const settings = await tk.settings(project);
   if (settings.saml_enabled !== true) {
@@ -229,10 +238,11 @@ const OAUTH_ERRORS: Record<number, string> = {
 
 interface Extract {
   nameID?: string;
+  conditions?: { notOnOrAfter?: string };
   issuer?: string;
   audience?: string | string[];
   attributes?: Attributes;
-  response?: { inResponseTo?: string; destination?: string };
+  response?: { id?: string; inResponseTo?: string; destination?: string };
   sessionIndex?: { sessionNotOnOrAfter?: string };
   nameIDFormat?: string;
 }
@@ -243,7 +253,7 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
   router.post(
     "/sso",
     handle(async (project, req, res) => {
-      await samlSettings(tk, project);
+      const settings = await samlSettings(tk, project);
       const body = parse(ssoBody, req.body);
       if (body.provider_id && body.domain) {
         throw new AuthApiError(400, "validation_failed", "Only one of provider_id or domain supported");
@@ -266,10 +276,14 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
       const pkce = pkceOf(body);
       const idp = identityProvider(provider);
       const relayStateId = randomUUID();
-      const sp = serviceProvider(tk.apiUrl(req), await spKeys(project.platformPool, project.ref), {
-        relayState: relayStateId,
-        nameIdFormat: provider.saml.name_id_format,
-      });
+      const sp = serviceProvider(
+        samlBase(tk, req, settings),
+        await spKeys(project.platformPool, project.ref),
+        {
+          relayState: relayStateId,
+          nameIdFormat: provider.saml.name_id_format,
+        },
+      );
       let request: { id: string; context: string };
       try {
         request = sp.createLoginRequest(idp, "redirect");
@@ -314,9 +328,13 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
     handle(
       async (project, req, res) => {
         const settings = await samlSettings(tk, project);
-        const sp = serviceProvider(tk.apiUrl(req), await spKeys(project.platformPool, project.ref), {
-          encryption: settings.saml_allow_encrypted_assertions === true,
-        });
+        const sp = serviceProvider(
+          samlBase(tk, req, settings),
+          await spKeys(project.platformPool, project.ref),
+          {
+            encryption: settings.saml_allow_encrypted_assertions === true,
+          },
+        );
         res.set("Content-Type", "application/xml");
         res.set("Cache-Control", "public, max-age=600");
         if (req.query.download === "true") {
@@ -421,7 +439,7 @@ async function consumeAssertion(
       "A SAML connection has not been established with this Identity Provider",
     );
   }
-  const apiUrl = tk.apiUrl(req);
+  const apiUrl = samlBase(tk, req, settings);
   const encrypted = /<(?:\w+:)?EncryptedAssertion\b/.test(
     Buffer.from(samlResponse, "base64").toString("utf8"),
   );
@@ -467,6 +485,7 @@ async function consumeAssertion(
       "SAML Assertion is not valid: InResponseTo does not match",
     );
   }
+  await consumeOnce(project, extract, content);
   const attributes = extract.attributes ?? {};
   const nameIdFormat = /<(?:\w+:)?NameID\b[^>]*\bFormat="([^"]+)"/.exec(content)?.[1] ?? "";
   let subject = attribute(attributes, SUBJECT_ID_ATTRIBUTE)[0] ?? "";
@@ -591,4 +610,51 @@ async function consumeAssertion(
     },
     "fragment",
   );
+}
+
+/** How long an ID is kept when the assertion states no NotOnOrAfter at all. */
+const UNBOUNDED_KEEP_MS = 24 * 3600 * 1000;
+/** The clock difference samlify allows on NotOnOrAfter (serviceProvider clockDrifts). */
+const CLOCK_DRIFT_MS = 60_000;
+
+/**
+ * Replay protection: a verified response and its assertion are taken once. Their IDs are recorded in the
+ * control plane (shared by every node) until the assertion stops being valid, and a second use is refused.
+ * An answer to a request of ours is already bound to a one-time relay state; an unsolicited (IdP-initiated)
+ * one is not, so this is what stops it from signing in again within its validity window.
+ */
+async function consumeOnce(project: ProjectRuntime, extract: Extract, content: string): Promise<void> {
+  // samlify refuses a response with more than one assertion, so the one assertion here is the verified one.
+  const fields = samlify.Extractor.extract(content, [
+    // (Two attributes each: with one, samlify answers the bare value instead of an object.)
+    { key: "assertion", localPath: ["Response", "Assertion"], attributes: ["ID", "IssueInstant"] },
+    {
+      key: "confirmation",
+      localPath: ["Response", "Assertion", "Subject", "SubjectConfirmation", "SubjectConfirmationData"],
+      attributes: ["NotOnOrAfter", "Recipient"],
+    },
+  ]) as { assertion?: { id?: string }; confirmation?: { notOnOrAfter?: string } };
+  const ids = [
+    ["response", extract.response?.id],
+    ["assertion", fields.assertion?.id],
+  ].filter((pair): pair is [string, string] => typeof pair[1] === "string" && pair[1] !== "");
+  if (!ids.length) {
+    throw new AuthApiError(400, "validation_failed", "SAML Assertion is not valid: it carries no ID");
+  }
+  const ends = [extract.conditions?.notOnOrAfter, fields.confirmation?.notOnOrAfter]
+    .map((v) => (v ? Date.parse(v) : NaN))
+    .filter((v) => Number.isFinite(v));
+  const expiresAt = new Date(
+    (ends.length ? Math.max(...ends) : Date.now() + UNBOUNDED_KEEP_MS) + CLOCK_DRIFT_MS,
+  );
+  await project.platformPool.query("delete from platform.saml_consumed_ids where expires_at < now()");
+  const { rows } = await project.platformPool.query(
+    `insert into platform.saml_consumed_ids (project_ref, kind, id, expires_at)
+     select $1, kind, id, $3 from unnest($2::text[], $4::text[]) as t(kind, id)
+     on conflict do nothing returning id`,
+    [project.ref, ids.map((p) => p[0]), expiresAt, ids.map((p) => p[1])],
+  );
+  if (rows.length < ids.length) {
+    throw new AuthApiError(400, "validation_failed", "SAML Assertion is not valid: it has already been used");
+  }
 }

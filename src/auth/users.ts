@@ -366,7 +366,17 @@ export interface SessionLimits {
   timeboxSeconds: number;
   inactivitySeconds: number;
   singlePerUser: boolean;
+  /**
+   * sessions_tags: with single-per-user, only sessions of the same tag compete. A session's tag counts when
+   * it is one of these, else it counts as the first (the platform's Session.DetermineTag); none: one group.
+   */
+  tags?: string[];
 }
+
+/** The tag a session counts as under `$tags` (a text[] parameter), as SQL on the session alias `alias`. */
+const tagOf = (alias: string, tags: string) =>
+  `(case when ${alias}.tag is null or ${alias}.tag = '' or not ${alias}.tag = any(${tags}) then (${tags})[1]
+         else ${alias}.tag end)`;
 
 // When a session was last active: its last refresh, else the later of its start and the token's last change.
 const LAST_ACTIVE = `coalesce(s.refreshed_at::timestamptz, greatest(s.created_at, rt.updated_at))`;
@@ -389,8 +399,17 @@ async function newerSessionOf(
         and ($4::float8 = 0 or s.created_at + make_interval(secs => $4::float8) >= now())
         and ($5::float8 = 0
              or coalesce(s.refreshed_at::timestamptz, s.created_at) + make_interval(secs => $5::float8) >= now())
+        and (cardinality($6::text[]) = 0
+             or ${tagOf("s", "$6::text[]")} = (select ${tagOf("c", "$6::text[]")} from auth.sessions c where c.id = $2))
       limit 1`,
-    [row.user_id, row.session_id, row.last_active, limits.timeboxSeconds, limits.inactivitySeconds],
+    [
+      row.user_id,
+      row.session_id,
+      row.last_active,
+      limits.timeboxSeconds,
+      limits.inactivitySeconds,
+      limits.tags ?? [],
+    ],
   );
   return rows.length > 0;
 }

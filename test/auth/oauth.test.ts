@@ -7,7 +7,7 @@ import { management } from "./helpers";
 import { memoryStorage, paramsOf, visit } from "./mailbox";
 
 const CLIENT = { id: "strata-rp", secret: "rp-secret-for-the-test-4711" };
-const ACCOUNT = {
+let ACCOUNT = {
   sub: "kc-user-1",
   email: "kc.user@idp.example.test",
   email_verified: true,
@@ -130,5 +130,59 @@ describe("OAuth sign-in through the configurable OpenID Connect provider", () =>
       "select count(*)::int as n from auth.identities where provider = 'keycloak'",
     );
     expect(rows[0].n).toBe(1);
+  });
+
+  it("signs a provider's unverified address in per mailer_autoconfirm and mailer_allow_unverified_email_sign_ins", async () => {
+    const client = () =>
+      createClient(server.url, server.anonKey, {
+        auth: { persistSession: true, autoRefreshToken: false, storage: memoryStorage() },
+      });
+    const options = { redirectTo: "http://localhost:3000/done", skipBrowserRedirect: true };
+    const signIn = async () => {
+      const started = await client().auth.signInWithOAuth({ provider: "keycloak", options });
+      return paramsOf(await follow(started.data.url!, "http://localhost:3000/done"));
+    };
+    const userRow = async (email: string) =>
+      (await server.sql("select id, email_confirmed_at from auth.users where email = $1", [email])).rows[0];
+    const sessions = async (id: string) =>
+      (await server.sql("select count(*)::int as n from auth.sessions where user_id = $1", [id])).rows[0].n;
+    const saved = ACCOUNT;
+    try {
+      ACCOUNT = {
+        sub: "kc-user-2",
+        email: "unverified@idp.example.test",
+        email_verified: false,
+        name: "Una",
+      };
+      await management(server, "PATCH", "/config/auth", { mailer_autoconfirm: false });
+      const refused = await signIn();
+      expect(refused.error_code).toBe("provider_email_needs_verification");
+      expect(refused.error_description).toBe(
+        "Unverified email with keycloak. Verify the email with keycloak in order to sign in",
+      );
+      expect(refused.access_token).toBeUndefined();
+      // The user is kept, unconfirmed, without a session; trying again changes nothing.
+      const kept = await userRow(ACCOUNT.email);
+      expect(kept.email_confirmed_at).toBeNull();
+      expect(await sessions(kept.id)).toBe(0);
+      expect((await signIn()).error_code).toBe("provider_email_needs_verification");
+
+      await management(server, "PATCH", "/config/auth", { mailer_allow_unverified_email_sign_ins: true });
+      const allowed = await signIn();
+      expect(allowed.access_token).toBeTruthy();
+      expect((await userRow(ACCOUNT.email)).email_confirmed_at).toBeNull();
+      expect(await sessions(kept.id)).toBe(1);
+
+      // With mailer_autoconfirm the address counts as confirmed.
+      await management(server, "PATCH", "/config/auth", {
+        mailer_allow_unverified_email_sign_ins: false,
+        mailer_autoconfirm: true,
+      });
+      ACCOUNT = { sub: "kc-user-3", email: "auto@idp.example.test", email_verified: false, name: "Otto" };
+      expect((await signIn()).access_token).toBeTruthy();
+      expect((await userRow(ACCOUNT.email)).email_confirmed_at).not.toBeNull();
+    } finally {
+      ACCOUNT = saved;
+    }
   });
 });

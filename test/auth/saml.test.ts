@@ -388,6 +388,56 @@ describe("SAML single sign-on through providers registered with the Management A
     expect(new URL(refused.location).searchParams.get("error_code")).toBe("saml_idp_not_found");
   });
 
+  it("takes an answer the identity provider starts only once: a replay within its validity signs no one in", async () => {
+    const acs = `${server.url}/auth/v1/sso/saml/acs`;
+    const unsolicited = await provider.answer(sp, `${acs}?RelayState=${encodeURIComponent(SITE)}`, ada);
+    const sessions = async () =>
+      Number(
+        (
+          await server.sql(
+            "select count(*)::int as n from auth.sessions s join auth.users u on u.id = s.user_id where u.email = 'ada@example.com'",
+          )
+        ).rows[0].n,
+      );
+    // A row of another answer whose validity ended long ago: swept by the next use.
+    const ref = (await server.controlSql("select ref from platform.projects limit 1")).rows[0].ref;
+    await server.controlSql(
+      `insert into platform.saml_consumed_ids (project_ref, kind, id, expires_at)
+       values ($1, 'assertion', '_long-gone', now() - interval '1 day')`,
+      [ref],
+    );
+    const first = await post(unsolicited);
+    expect(first.status).toBe(302);
+    expect(paramsOf(first.location).access_token).toBeTruthy();
+    const before = await sessions();
+    const xml = Buffer.from(unsolicited.SAMLResponse, "base64").toString();
+    const assertionId = /<saml:Assertion[^>]*\bID="([^"]+)"/.exec(xml)![1];
+    const responseId = /<samlp:Response[^>]*\bID="([^"]+)"/.exec(xml)![1];
+    const recorded = await server.controlSql(
+      `select kind, id, expires_at > now() + interval '4 minutes' as kept
+         from platform.saml_consumed_ids where project_ref = $1 and id = any($2) order by kind`,
+      [ref, [assertionId, responseId, "_long-gone"]],
+    );
+    expect(recorded.rows.map((r) => [r.kind, r.id])).toEqual([
+      ["assertion", assertionId],
+      ["response", responseId],
+    ]);
+    expect(recorded.rows.every((r) => r.kept)).toBe(true);
+    // The same answer again, as an attacker who captured it would post it.
+    const replay = await post(unsolicited);
+    expect(replay.status).toBe(303);
+    const error = new URL(replay.location).searchParams;
+    expect(replay.location.startsWith(SITE)).toBe(true);
+    expect(error.get("error_code")).toBe("validation_failed");
+    expect(error.get("error_description")).toBe("SAML Assertion is not valid: it has already been used");
+    expect(replay.location).not.toContain("access_token");
+    expect(await sessions()).toBe(before);
+    // A fresh answer for the same user still signs in.
+    const again = await post(await provider.answer(sp, acs, ada));
+    expect(again.status).toBe(302);
+    expect(await sessions()).toBe(before + 1);
+  });
+
   it("takes encrypted assertions only while saml_allow_encrypted_assertions is on", async () => {
     const secure = await makeIdentityProvider("https://secure-idp.example.test/metadata", { encrypt: true });
     const created = await management(server, "POST", "/config/auth/sso/providers", {
@@ -496,6 +546,29 @@ describe("SAML single sign-on through providers registered with the Management A
     expect(
       (await server.sql("select 1 from auth.flow_state where id = $1", [rows[0].flow_state_id])).rowCount,
     ).toBe(0);
+  });
+
+  it("names its URLs from saml_external_url when set (a proxy in front of /auth/v1)", async () => {
+    const external = "https://auth.example.test/auth/v1";
+    expect(
+      (await management(server, "PATCH", "/config/auth", { saml_external_url: "not a url" })).status,
+    ).toBe(400);
+    expect(
+      (await management(server, "PATCH", "/config/auth", { saml_external_url: `${external}/` })).status,
+    ).toBe(200);
+    const xml = await (await fetch(`${server.url}/auth/v1/sso/saml/metadata`)).text();
+    expect(xml).toContain(`entityID="${external}/sso/saml/metadata"`);
+    expect(xml).toContain(`Location="${external}/sso/saml/acs"`);
+    // An answer addressed to the external names, delivered (through the proxy) to this ACS, signs in.
+    const externalSp = samlify.ServiceProvider({ metadata: xml });
+    const answer = await provider.answer(externalSp, `${external}/sso/saml/acs`, ada);
+    const landed = await post({ ...answer, acs: `${server.url}/auth/v1/sso/saml/acs` });
+    expect(landed.status).toBe(302);
+    expect(paramsOf(landed.location).access_token).toBeTruthy();
+    // An answer addressed to the direct URL is now for another audience.
+    const direct = await post(await provider.answer(sp, `${server.url}/auth/v1/sso/saml/acs`, ada));
+    expect(new URL(direct.location).searchParams.get("error_code")).toBe("validation_failed");
+    await management(server, "PATCH", "/config/auth", { saml_external_url: "" });
   });
 
   it("answers unknown domains and providers and bad requests in the auth error format", async () => {

@@ -62,6 +62,32 @@ describe("session limits and TOTP replay", () => {
     expect((await sessionsOf("sina@example.test")).length).toBe(3);
   });
 
+  it("with sessions_tags, single-per-user applies within each tag: a newer session of another tag ends none", async () => {
+    await config({ sessions_single_per_user: true, sessions_tags: "web, mobile" });
+    const web = client();
+    expect(
+      (await web.auth.signUp({ email: "tage@example.test", password: "Tage-pass-1234" })).error,
+    ).toBeNull();
+    const phone = client();
+    await phone.auth.signInWithPassword({ email: "tage@example.test", password: "Tage-pass-1234" });
+    const [first, second] = await sessionsOf("tage@example.test");
+    // The second is tagged mobile; the first has no tag and so counts as the first tag (web).
+    await server.sql("update auth.sessions set tag = 'mobile' where id = $1", [second]);
+    expect((await web.auth.refreshSession()).error).toBeNull();
+    expect((await phone.auth.refreshSession()).error).toBeNull();
+    // A newer web session ends the older web one only.
+    const laptop = client();
+    await laptop.auth.signInWithPassword({ email: "tage@example.test", password: "Tage-pass-1234" });
+    expect((await web.auth.refreshSession()).error).toMatchObject({ code: "session_expired" });
+    expect((await phone.auth.refreshSession()).error).toBeNull();
+    expect((await laptop.auth.refreshSession()).error).toBeNull();
+    // A tag not in the list counts as the first: the mobile session, retagged, now competes with web.
+    await server.sql("update auth.sessions set tag = 'tv' where id = $1", [second]);
+    expect((await phone.auth.refreshSession()).error).toMatchObject({ code: "session_expired" });
+    expect(first).toBeTruthy();
+    await config({ sessions_single_per_user: false, sessions_tags: "" });
+  });
+
   it("refuses the refresh of a session past sessions_timebox or idle past sessions_inactivity_timeout", async () => {
     await config({ sessions_timebox: 3600, sessions_inactivity_timeout: 0 });
     const a = client();

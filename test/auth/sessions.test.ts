@@ -108,6 +108,29 @@ describe("sessions, MFA, password rules and the access token hook", () => {
     await config({ password_required_characters: "" });
   });
 
+  it("refuses passwords of breach lists while password_hibp_enabled is on (offline list)", async () => {
+    await config({ password_hibp_enabled: true });
+    const leaked = await client().auth.signUp({ email: "lena@example.test", password: "qwerty123" });
+    expect(leaked.error).toMatchObject({ status: 422, code: "weak_password", reasons: ["pwned"] });
+    expect(leaked.error!.message).toBe(
+      "Password is known to be weak and easy to guess, please choose a different one.",
+    );
+    expect((await server.sql("select 1 from auth.users where email = 'lena@example.test'")).rowCount).toBe(0);
+    // Changing to a leaked password is refused too; an uncommon one passes.
+    const lena = client();
+    expect(
+      (await lena.auth.signUp({ email: "lena@example.test", password: "lena-7-otter-cask" })).error,
+    ).toBeNull();
+    expect((await lena.auth.updateUser({ password: "Password1" })).error).toMatchObject({
+      code: "weak_password",
+      reasons: ["pwned"],
+    });
+    await config({ password_hibp_enabled: false });
+    expect(
+      (await client().auth.signUp({ email: "lena2@example.test", password: "qwerty123" })).error,
+    ).toBeNull();
+  });
+
   it("adds the claims of a custom access token hook while it is enabled", async () => {
     await server.sql(`create function public.add_tier(event jsonb) returns jsonb language sql stable as $$
       select jsonb_build_object('claims', (event->'claims') || jsonb_build_object('tier', 'gold',

@@ -58,7 +58,6 @@ export const STRING_FIELDS = [
   "hook_after_user_created_secrets",
   "password_required_characters",
   "saml_external_url",
-  "security_captcha_provider",
   "security_captcha_secret",
   "sessions_tags",
   "sms_template",
@@ -160,4 +159,5 @@ export const GET_ONLY_FIELDS = {
 export const ENUM_FIELDS = {
   db_max_pool_size_unit: ["connections"],
   sms_provider: ["twilio", "twilio_verify", "messagebird", "textlocal", "vonage"],
+  security_captcha_provider: ["hcaptcha", "turnstile"],
 } as const;

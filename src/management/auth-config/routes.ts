@@ -1,7 +1,13 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { AUTH_CONFIG_DEFAULTS, storedAuthConfig, updateAuthConfig } from "../../auth/authConfig";
+import {
+  AUTH_CONFIG_DEFAULTS,
+  authSettings,
+  storedAuthConfig,
+  updateAuthConfig,
+} from "../../auth/authConfig";
+import { HttpError } from "../http";
 import { isSecretAuthField } from "../../platform/kek";
 import { route } from "../route";
 import {
@@ -108,6 +114,16 @@ export function authConfigRoutes(ctx: AppContext): Router {
     },
     async ({ params, body }) => {
       const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
+      if (typeof changes.saml_external_url === "string" && changes.saml_external_url !== "") {
+        if (!/^https?:\/\//.test(changes.saml_external_url) || !URL.canParse(changes.saml_external_url)) {
+          throw new HttpError(400, "saml_external_url must be an http(s) URL");
+        }
+      }
+      // As the platform's auth server validates its config: CAPTCHA on needs a provider secret.
+      const merged = { ...(await authSettings(ctx.platformPool, params.ref)), ...changes };
+      if (merged.security_captcha_enabled === true && !String(merged.security_captcha_secret ?? "").trim()) {
+        throw new HttpError(400, "security_captcha_secret is required when security_captcha_enabled is true");
+      }
       return fullConfig(await updateAuthConfig(ctx.platformPool, params.ref, changes));
     },
   );
