@@ -239,12 +239,13 @@ export async function startStrata(
   await registry.watchControlPlane(db.controlUrl);
   const usage = new UsageRecorder(db.platformPool, log);
   const logs = new LogRecorder(db.platformPool, log, config.logRetentionHours);
-  // The embedded cluster's log lines become its projects' postgres_logs (a DATABASE_URL cluster's log is
-  // not Strata's to read).
-  if (access) {
-    const postgresLogs = new PostgresLogReader(db.platformPool, DEFAULT_CLUSTER_ID, logs);
-    access.onLine = (line) => postgresLogs.observe(line);
-  }
+  // The log lines of each cluster Strata runs become its projects' postgres_logs (a DATABASE_URL cluster's log
+  // is not Strata's to read).
+  const readPostgresLogs = (clusterAccess: ClusterAccess) => {
+    const postgresLogs = new PostgresLogReader(db.platformPool, clusterAccess.clusterId, logs);
+    clusterAccess.onLine = (line) => postgresLogs.observe(line);
+  };
+  if (access) readPostgresLogs(access);
   const drains = new DrainForwarder(db.platformPool, kekOf(db.platformPool), log, () => logs.flush());
   const ctx: AppContext = {
     config,
@@ -274,8 +275,7 @@ export async function startStrata(
         mainClusterId: DEFAULT_CLUSTER_ID,
         log,
         prepareAccess: (clusterAccess) => {
-          const postgresLogs = new PostgresLogReader(db.platformPool, clusterAccess.clusterId, logs);
-          clusterAccess.onLine = (line) => postgresLogs.observe(line);
+          readPostgresLogs(clusterAccess);
           clusterAccess.startExpiry();
         },
       })

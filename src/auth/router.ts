@@ -433,6 +433,14 @@ export function authRouter(ctx: AppContext): Router {
     };
   }
 
+  /** The platform's refusal of a body with both an email address and a phone number (`ending` as its routes say). */
+  const emailOrPhoneOnly = (ending: string) =>
+    new AuthApiError(
+      400,
+      "validation_failed",
+      `Only an email address or phone number should be provided${ending}`,
+    );
+
   function requirePhoneProvider(settings: AuthSettings, status: 400 | 422, message: string) {
     if (settings.external_phone_enabled !== true) {
       throw new AuthApiError(status, "phone_provider_disabled", message);
@@ -635,11 +643,7 @@ export function authRouter(ctx: AppContext): Router {
       }
       if (req.body?.phone) {
         if (req.body.email) {
-          throw new AuthApiError(
-            400,
-            "validation_failed",
-            "Only an email address or phone number should be provided on signup.",
-          );
+          throw emailOrPhoneOnly(" on signup.");
         }
         return signUpWithPhone(project, req, settings);
       }
@@ -700,11 +704,7 @@ export function authRouter(ctx: AppContext): Router {
       await consumeOtp(req, project.ref, settings);
       if (req.body?.phone) {
         if (req.body.email) {
-          throw new AuthApiError(
-            400,
-            "validation_failed",
-            "Only an email address or phone number should be provided",
-          );
+          throw emailOrPhoneOnly("");
         }
         return phoneOtp(project, req, settings);
       }
@@ -803,11 +803,7 @@ export function authRouter(ctx: AppContext): Router {
   /** Resends a phone sign-up code (type sms) or a phone change code (type phone_change). */
   async function resendPhone(project: ProjectRuntime, req: Request, settings: AuthSettings) {
     if (req.body?.email) {
-      throw new AuthApiError(
-        400,
-        "validation_failed",
-        "Only an email address or phone number should be provided.",
-      );
+      throw emailOrPhoneOnly(".");
     }
     if (!req.body?.phone && req.body?.type === "sms")
       throw new AuthApiError(400, "validation_failed", "Type provided requires a phone number");
@@ -959,22 +955,13 @@ export function authRouter(ctx: AppContext): Router {
       );
       if (req.body?.phone && !req.body?.email) return verifyPhone(project, settings, req);
       if (req.body?.type === "sms" || req.body?.type === "phone_change") {
-        throw new AuthApiError(
-          400,
-          "validation_failed",
-          "Only an email address or phone number should be provided on verify",
-        );
+        throw emailOrPhoneOnly(" on verify");
       }
       const body = parse(verifyBody, req.body);
       let token: { hash: string } | { email: string; otp: string };
       if (body.token_hash) token = { hash: body.token_hash };
       else if (body.email && body.token) token = { email: body.email, otp: body.token.trim() };
-      else
-        throw new AuthApiError(
-          400,
-          "validation_failed",
-          "Only an email address or phone number should be provided on verify",
-        );
+      else throw emailOrPhoneOnly(" on verify");
       const outcome = await verifyToken(project, settings, body.type, token, "api");
       if ("message" in outcome) {
         return { msg: "Confirmation link accepted. Please proceed to confirm link sent to the other email" };
@@ -999,11 +986,7 @@ export function authRouter(ctx: AppContext): Router {
         let user: UserRow | undefined;
         if (req.body?.phone) {
           if (req.body.email) {
-            throw new AuthApiError(
-              400,
-              "validation_failed",
-              "Only an email address or phone number should be provided on login.",
-            );
+            throw emailOrPhoneOnly(" on login.");
           }
           requirePhoneProvider(settings, 422, "Phone logins are disabled");
           const phoneBody = parse(phonePasswordBody, req.body);

@@ -166,23 +166,29 @@ export async function insertUser(
   return row;
 }
 
+/** The user's identity of an own provider (`email`, `phone`): its id is the user's, its data replaced. */
+async function upsertOwnIdentity(
+  db: Db,
+  userId: string,
+  provider: "email" | "phone",
+  data: Record<string, unknown>,
+): Promise<void> {
+  await db.query(
+    `insert into auth.identities (provider_id, user_id, identity_data, provider)
+     values ($1::text, $1::text::uuid, $2, $3)
+     on conflict (provider_id, provider) do update set identity_data = excluded.identity_data, updated_at = now()`,
+    [userId, JSON.stringify({ sub: userId, ...data }), provider],
+  );
+}
+
 /** The user's `email` identity, kept in step with its address and confirmation. */
 export async function upsertEmailIdentity(db: Db, row: UserRow): Promise<void> {
   if (!row.email) return;
-  await db.query(
-    `insert into auth.identities (provider_id, user_id, identity_data, provider)
-     values ($1::text, $1::text::uuid, $2, 'email')
-     on conflict (provider_id, provider) do update set identity_data = excluded.identity_data, updated_at = now()`,
-    [
-      row.id,
-      JSON.stringify({
-        sub: row.id,
-        email: row.email,
-        email_verified: row.email_confirmed_at !== null,
-        phone_verified: false,
-      }),
-    ],
-  );
+  await upsertOwnIdentity(db, row.id, "email", {
+    email: row.email,
+    email_verified: row.email_confirmed_at !== null,
+    phone_verified: false,
+  });
 }
 
 /** A new phone user (and its phone identity). Undefined when the number is taken. */
@@ -217,20 +223,11 @@ export async function insertPhoneUser(
 /** The user's `phone` identity, kept in step with its number and confirmation. */
 export async function upsertPhoneIdentity(db: Db, row: UserRow): Promise<void> {
   if (!row.phone) return;
-  await db.query(
-    `insert into auth.identities (provider_id, user_id, identity_data, provider)
-     values ($1::text, $1::text::uuid, $2, 'phone')
-     on conflict (provider_id, provider) do update set identity_data = excluded.identity_data, updated_at = now()`,
-    [
-      row.id,
-      JSON.stringify({
-        sub: row.id,
-        phone: row.phone,
-        email_verified: false,
-        phone_verified: row.phone_confirmed_at !== null,
-      }),
-    ],
-  );
+  await upsertOwnIdentity(db, row.id, "phone", {
+    phone: row.phone,
+    email_verified: false,
+    phone_verified: row.phone_confirmed_at !== null,
+  });
 }
 
 /**

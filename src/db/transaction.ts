@@ -468,6 +468,22 @@ async function closePrepared(client: pg.ClientBase, names: string[]): Promise<vo
   });
 }
 
+/** Grafast's `query` over a runner of statements: its text, values and array mode in, rows and count out. */
+function grafastQuery(
+  run: (
+    statement: { text: string; values: readonly unknown[] },
+    rowMode?: "array",
+  ) => Promise<pg.QueryResult>,
+): PgClient["query"] {
+  return async <TData>(q: PgClientQuery): Promise<PgClientResult<TData>> => {
+    const { rows, rowCount } = await run(
+      { text: q.text, values: q.values ?? [] },
+      q.arrayMode ? "array" : undefined,
+    );
+    return { rows: rows as TData[], rowCount };
+  };
+}
+
 /**
  * Reads for grafast in one network round trip each: every statement travels with BEGIN READ ONLY, the
  * scope's role, claims and settings, and COMMIT (queryInOneRoundTrip). Grafast runs one statement per
@@ -476,15 +492,7 @@ async function closePrepared(client: pg.ClientBase, names: string[]): Promise<vo
 export function withReadsInOneRoundTrip(pool: pg.Pool, scope: TransactionScope): WithPgClient {
   const readScope = { ...scope, readOnly: true };
   const client: PgClient = {
-    async query<TData>(q: PgClientQuery): Promise<PgClientResult<TData>> {
-      const { rows, rowCount } = await queryInOneRoundTrip(
-        pool,
-        readScope,
-        { text: q.text, values: q.values ?? [] },
-        q.arrayMode ? "array" : undefined,
-      );
-      return { rows: rows as TData[], rowCount };
-    },
+    query: grafastQuery((statement, rowMode) => queryInOneRoundTrip(pool, readScope, statement, rowMode)),
     withTransaction: (callback) =>
       withTransaction(pool, readScope, (pgClient) =>
         makeWithPgClientViaPgClientAlreadyInTransaction(pgClient, true)(null, callback as never),
@@ -503,13 +511,7 @@ export function withPgClientInTransaction(tx: PipelinedTransaction): WithPgClien
   // Nested transactions one after the other, as @dataplan/pg's own adaptor runs them.
   let queue: Promise<unknown> = Promise.resolve();
   const client: PgClient = {
-    async query<TData>(q: PgClientQuery): Promise<PgClientResult<TData>> {
-      const { rows, rowCount } = await tx.query(
-        { text: q.text, values: q.values ?? [] },
-        q.arrayMode ? "array" : undefined,
-      );
-      return { rows: rows as TData[], rowCount };
-    },
+    query: grafastQuery((statement, rowMode) => tx.query(statement, rowMode)),
     withTransaction<T>(callback: (client: PgClient) => Promise<T>): Promise<T> {
       const run = async () => {
         const name = `strata_tx${++savepoints}`;

@@ -22,17 +22,6 @@ const EXPOSED = [
 ].join(",");
 const MAX_AGE = "86400";
 
-/** Adds a field to the response's Vary header, once. */
-function vary(res: Response, field: string): void {
-  const current = res.getHeader("Vary");
-  if (current === undefined) return void res.setHeader("Vary", field);
-  const fields = String(current)
-    .split(",")
-    .map((f) => f.trim().toLowerCase());
-  if (!fields.includes("*") && !fields.includes(field.toLowerCase()))
-    res.setHeader("Vary", `${current}, ${field}`);
-}
-
 export function dataCors(req: Request, res: Response, next: NextFunction): void {
   res.setHeader("Access-Control-Allow-Origin", "*");
   if (req.method !== "OPTIONS") {
@@ -41,7 +30,7 @@ export function dataCors(req: Request, res: Response, next: NextFunction): void 
   }
   // A preflight: answered here, 204 with no body.
   res.setHeader("Access-Control-Allow-Methods", METHODS);
-  vary(res, "Access-Control-Request-Headers");
+  res.vary("Access-Control-Request-Headers");
   const asked = req.headers["access-control-request-headers"];
   if (asked) res.setHeader("Access-Control-Allow-Headers", asked);
   res.setHeader("Access-Control-Max-Age", MAX_AGE);

@@ -16,6 +16,7 @@ import { withPort } from "../../db/urls";
 import { writeDump } from "./dump";
 import type { PhysicalBackupRow, PhysicalBackups } from "./physical";
 import { applyDump } from "./restore";
+import { touchProject } from "../projects/store";
 
 /**
  * How a restore brings the project back: WAL replay from a base backup to the target second (clusters Strata
@@ -391,9 +392,7 @@ export class BackupService {
     } finally {
       await cleanUp();
       // Schema caches, pools and realtime's slot start anew on every node (the row change is announced).
-      await this.ctx.platformPool.query("update platform.projects set updated_at = now() where ref = $1", [
-        ref,
-      ]);
+      await touchProject(this.ctx.platformPool, ref);
       await this.ctx.registry.retire(ref).catch(() => {});
     }
   }

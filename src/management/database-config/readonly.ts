@@ -2,6 +2,7 @@ import { statfs } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
+import { touchProject } from "../projects/store";
 import { runUtilityStatement } from "../../db/utility";
 import { readSettings, writeSettings } from "../settings";
 import { autoscaleDisk, grownSize } from "./autoscale";
@@ -145,9 +146,7 @@ export async function settleReadOnly(ctx: AppContext, project: ProjectRuntime): 
     await applyReadOnly(project, wanted, async () => {
       // This node's runtime is replaced at once; the row's change notice tells the other nodes.
       await ctx.registry.retire(project.ref);
-      await ctx.platformPool.query("update platform.projects set updated_at = now() where ref = $1", [
-        project.ref,
-      ]);
+      await touchProject(ctx.platformPool, project.ref);
     });
     ctx.log.info(
       { ref: project.ref, readOnly: wanted, usedBytes: usage.usedBytes },
