@@ -10,7 +10,7 @@ import { DEFAULT_POOL_SIZE, ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } fro
 const PROJECT_SELECT = `
   select p.id, p.ref, p.name, p.organization_id, p.status, p.is_default, p.jwt_secret, p.legacy_keys_iat,
          p.legacy_keys_enabled, p.database_name, p.sql_role_password, p.read_role_password, c.admin_url,
-         c.authenticator_password, p.cluster_id,
+         c.authenticator_password, p.cluster_id, p.xmin::text as row_version,
          (select (s.value->>'default_pool_size')::int from platform.project_settings s
            where s.project_ref = p.ref and s.kind = 'pooler') as pool_size,
          array(select r.port from platform.read_replicas r
@@ -50,6 +50,7 @@ function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
       open(row.read_role_password, "platform.projects.read_role_password"),
     ),
     replicaPorts: row.replica_ports ?? [],
+    rowVersion: row.row_version,
   };
 }
 
@@ -59,7 +60,7 @@ async function withRolePasswords(pool: pg.Pool, kek: KeyEncryptionKey, row: any)
   const { rows } = await pool.query(
     `update platform.projects set sql_role_password = coalesce(sql_role_password, $2),
        read_role_password = coalesce(read_role_password, $3)
-     where ref = $1 returning sql_role_password, read_role_password`,
+     where ref = $1 returning sql_role_password, read_role_password, xmin::text as row_version`,
     [
       row.ref,
       kek.seal(randomSecret(24), "platform.projects.sql_role_password"),
@@ -165,6 +166,22 @@ export class ProjectRegistry {
     await Promise.all([runtime?.close(), ...retired.map((r) => r.close())]);
   }
 
+  /**
+   * Retires a project's runtime unless it was loaded from the row as it is now: a change notice can arrive
+   * after this process already reloaded the project for that change (a restart retires at once), and must
+   * not throw away the fresh runtime and its schema.
+   */
+  private async retireIfChanged(ref: string): Promise<void> {
+    const runtime = await this.runtimes.get(ref)?.catch(() => undefined);
+    if (!runtime) return;
+    const { rows } = await this.platformPool.query(
+      "select xmin::text as row_version from platform.projects where ref = $1",
+      [ref],
+    );
+    if (rows[0]?.row_version === runtime.record.rowVersion) return;
+    await this.retire(ref);
+  }
+
   /** Forgets a project's runtime; requests already running on it finish before its pools close. */
   async retire(ref: string): Promise<void> {
     const runtime = await this.runtimes.get(ref)?.catch(() => undefined);
@@ -195,7 +212,7 @@ export class ProjectRegistry {
     client.on("error", retry);
     client.on("notification", (msg) => {
       if (msg.channel === "strata_hostnames_changed") this.hostnames.reload().catch(() => {});
-      else if (msg.payload) this.retire(msg.payload).catch(() => {});
+      else if (msg.payload) this.retireIfChanged(msg.payload).catch(() => {});
     });
     try {
       await client.connect();

@@ -30,6 +30,8 @@ export interface ProjectRecord {
   readUrl: string;
   /** Ports (on the primary's host) of the project's ACTIVE_HEALTHY read replicas: REST reads go there. */
   replicaPorts?: number[];
+  /** The row's xmin when loaded: a change notice for this version is one the runtime already has. */
+  rowVersion?: string;
 }
 
 /** Data pool size of a project whose pooler settings do not say. */

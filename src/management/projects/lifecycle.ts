@@ -174,12 +174,12 @@ export async function deleteProject(ctx: AppContext, project: ProjectRow): Promi
 }
 
 /**
- * Rebuilds an active project's APIs: this process forgets its schema at once; touching the row notifies every
- * process (this one included), which drops the project's runtime, so pools and caches are rebuilt on next use.
+ * Rebuilds an active project's APIs: this process retires the project's runtime at once; touching the row
+ * notifies the other processes, which do the same, so pools and caches are rebuilt on next use.
  */
 export async function restartProject(ctx: AppContext, project: ProjectRow): Promise<void> {
   if (project.status !== "ACTIVE_HEALTHY")
     throw new HttpError(400, `Project ${project.ref} is not active and cannot be restarted`);
-  (await ctx.registry.get(project.ref))?.invalidateSchema("restart");
   await touchProject(ctx.platformPool, project.ref);
+  await ctx.registry.retire(project.ref);
 }
