@@ -14,7 +14,7 @@ import {
 } from "@dataplan/pg";
 import { randomUUID } from "node:crypto";
 import { access, applyInput, lambda, type FieldArgs, type Step } from "grafast";
-import type { GraphQLInputType, GraphQLOutputType } from "grafast/graphql";
+import { Kind, type DocumentNode, type GraphQLInputType, type GraphQLOutputType } from "grafast/graphql";
 import type { PgAttribute, PgClass } from "pg-introspection";
 import { sql, type SQL } from "pg-sql2";
 import { PgGqlError } from "./pgGqlErrors";
@@ -192,6 +192,16 @@ function withPendingMutation(
 function tooManyError(error: unknown): unknown {
   const e = error as { code?: string; message?: string } | undefined;
   return e?.code === AT_MOST_SQLSTATE ? new PgGqlError(e.message ?? "") : error;
+}
+
+/** Whether the operation a request runs is a mutation (the one operation, or the one named). */
+function isMutationOperation(document: DocumentNode, operationName: string | null | undefined): boolean {
+  for (const definition of document.definitions) {
+    if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+    if (operationName && definition.name?.value !== operationName) continue;
+    return definition.operation === "mutation";
+  }
+  return false;
 }
 
 /** A client of one request that holds its pending mutations and runs each with its records statement. */
@@ -469,6 +479,8 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
       // Every query of a request goes through a client that holds the request's pending mutations.
       async prepareArgs(next, event) {
         const args = await next();
+        // Only a mutation pends statements: a query's client stays as it is.
+        if (!isMutationOperation(args.document, args.operationName)) return args;
         const context = args.contextValue as unknown as Record<string, unknown>;
         const pending: PendingMutations = new Map();
         for (const { withPgClientKey } of args.resolvedPreset?.pgServices ??

@@ -291,7 +291,7 @@ export async function startStrata(
     ?.apply()
     .catch((e: Error) => log.error({ err: e.message }, "writing the cluster's access rules failed"));
   access?.startExpiry();
-  const { listener } = createApp(ctx);
+  const { listener, serverOptions } = createApp(ctx);
   void resumeProvisioning(ctx);
   // Branches deleted with force=false go when their grace period ends.
   const branchSweeper = setInterval(() => void deleteDueBranches(ctx).catch(() => {}), 60_000);
@@ -330,7 +330,7 @@ export async function startStrata(
       reject(
         new StartupError(`Cannot listen on port ${config.port}: ${e.message} (set PORT to a free port)`),
       );
-    const s = createServer(listener);
+    const s = createServer(serverOptions, listener);
     s.once("error", refuse);
     s.listen(config.port, () => resolve(s));
   });

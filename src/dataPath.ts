@@ -70,8 +70,9 @@ export function dataPath(
     const res = outgoing as Response;
     req.res = res;
     res.req = req;
-    Object.setPrototypeOf(req, app.request);
-    Object.setPrototypeOf(res, app.response);
+    // The server's own classes already have Express' prototypes (server.ts); others get them here.
+    if (!Object.prototype.isPrototypeOf.call(app.request, req)) Object.setPrototypeOf(req, app.request);
+    if (!Object.prototype.isPrototypeOf.call(app.response, res)) Object.setPrototypeOf(res, app.response);
     res.locals = Object.create(null);
     req.originalUrl = url;
     req.params = {};

@@ -1,4 +1,4 @@
-import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
+import { IncomingMessage, ServerResponse, type RequestListener, type ServerOptions } from "node:http";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { pinoHttp } from "pino-http";
 import type { AppContext } from "./context";
@@ -58,11 +58,27 @@ function observer(ctx: AppContext, metrics: Metrics) {
 }
 
 /**
+ * The server's request and response classes, made with Express' prototypes: the data path then serves them
+ * as they are, where setting a prototype on every request costs each one its optimised object shape.
+ */
+function expressMessages(app: Express): ServerOptions {
+  class ExpressRequest extends IncomingMessage {}
+  class ExpressResponse extends ServerResponse {}
+  Object.setPrototypeOf(ExpressRequest.prototype, app.request);
+  Object.setPrototypeOf(ExpressResponse.prototype, app.response);
+  return { IncomingMessage: ExpressRequest, ServerResponse: ExpressResponse as typeof ServerResponse };
+}
+
+/**
  * The one HTTP server's request listener: GraphQL and REST go through the data path (node:http, the same
  * handlers without Express' router), everything else through the Express app (Management API, auth,
  * storage, realtime, functions, health and metrics).
  */
-export function createApp(ctx: AppContext): { app: Express; listener: RequestListener } {
+export function createApp(ctx: AppContext): {
+  app: Express;
+  listener: RequestListener;
+  serverOptions: ServerOptions;
+} {
   const app = express();
   const metrics = new Metrics();
   const observe = observer(ctx, metrics);
@@ -139,5 +155,5 @@ export function createApp(ctx: AppContext): { app: Express; listener: RequestLis
   const listener: RequestListener = (req, res) => {
     if (!data(req, res)) app(req, res);
   };
-  return { app, listener };
+  return { app, listener, serverOptions: expressMessages(app) };
 }

@@ -161,25 +161,31 @@ export function inlineValues(client: pg.ClientBase, text: string, values: readon
   return replacePlaceholders(text, (n) => literalOf(client, values[n - 1]));
 }
 
-/** The scope's settings as `set_config` names and values, in the order they are set (role and claims last). */
-function settingsOf(scope: TransactionScope): [string[], string[]] {
-  const settings: [string, string][] = [
-    // First: a read-only transaction stays read-only whatever the statement calls.
-    ...(scope.readOnly ? [["transaction_read_only", "on"] as [string, string]] : []),
-    ...Object.entries(scope.settings ?? {}),
-    ["role", scope.role],
-    ["request.jwt.claims", JSON.stringify(scope.claims)],
-  ];
-  return [settings.map(([name]) => name), settings.map(([, value]) => value)];
+/**
+ * The scope's settings as JSON text of `[name, value]` pairs, in the order they are set (role and claims last,
+ * so they win over a setting of the same name): one string the driver sends as it is, where two text arrays
+ * would be escaped element by element on every request.
+ */
+function settingsJson(scope: TransactionScope): string {
+  const pairs: [string, string][] = [];
+  // First: a read-only transaction stays read-only whatever the statement calls.
+  if (scope.readOnly) pairs.push(["transaction_read_only", "on"]);
+  for (const name in scope.settings) pairs.push([name, scope.settings[name]]);
+  pairs.push(["role", scope.role], ["request.jwt.claims", JSON.stringify(scope.claims)]);
+  return JSON.stringify(pairs);
 }
 
 /** One statement sets them all, so its text never changes: prepared once per connection. */
-const SETTINGS_TEXT = "select set_config(k, v, true) from unnest($1::text[], $2::text[]) as s(k, v)";
-const SETTINGS_NAME = "strata_settings";
+const SETTINGS_TEXT = "select set_config(s->>0, s->>1, true) from json_array_elements($1::json) as s";
+const SETTINGS_NAME = "strata_settings_json";
 /** Statements a connection keeps prepared at most; a statement beyond them is parsed each time. */
 const MAX_PREPARED = 200;
 /** The names of the statements prepared on each connection (by this module). */
 const preparedOn = new WeakMap<object, Set<string>>();
+
+/** Statement names already digested: the same few texts come with nearly every request. */
+const statementNames = new Map<string, string>();
+const MAX_NAMED = 500;
 
 /**
  * The statement name of a text for a role and search_path: a digest, so equal texts share one prepared
@@ -187,14 +193,15 @@ const preparedOn = new WeakMap<object, Set<string>>();
  * it is only reused by the role and search_path it was parsed for.
  */
 function statementName(scope: TransactionScope, text: string): string {
-  const digest = createHash("sha1")
-    .update(scope.role)
-    .update("\u0000")
-    .update(scope.settings?.search_path ?? "")
-    .update("\u0000")
-    .update(text)
-    .digest("base64url");
-  return "strata_" + digest;
+  const key = `${scope.role}\u0000${scope.settings?.search_path ?? ""}\u0000${text}`;
+  let name = statementNames.get(key);
+  if (name === undefined) {
+    name = "strata_" + createHash("sha1").update(key).digest("base64url");
+    // Bounded: a burst of distinct statements starts the memo over rather than growing it.
+    if (statementNames.size >= MAX_NAMED) statementNames.clear();
+    statementNames.set(key, name);
+  }
+  return name;
 }
 
 /** What pg's Query does internally, which PipelinedRead builds on (not in pg's type declarations). */
@@ -285,8 +292,12 @@ class PipelinedQuery extends BaseQuery {
 
 /** The settings statement as a preamble, parsed on connections that have not prepared it yet. */
 function settingsPreamble(scope: TransactionScope, known: Set<string>): Preamble {
-  const values = settingsOf(scope).map((a) => prepareValue(a) as string);
-  return { text: SETTINGS_TEXT, name: SETTINGS_NAME, values, parse: !known.has(SETTINGS_NAME) };
+  return {
+    text: SETTINGS_TEXT,
+    name: SETTINGS_NAME,
+    values: [settingsJson(scope)],
+    parse: !known.has(SETTINGS_NAME),
+  };
 }
 
 /** The statements prepared on a connection (by this module). */

@@ -2,6 +2,7 @@ import express, { Router, type NextFunction, type Request, type Response } from 
 import type { AppContext } from "../context";
 import { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
+import { sendText } from "../http/sendText";
 import { requestSettingsOf } from "../http/requestSettings";
 import { roleSettingsOf } from "../catalog/roleSettings";
 import { executeGraphql, graphqlResponseText } from "./endpoint";
@@ -20,7 +21,7 @@ export async function handleGraphql(
     const { project, auth } = await openDataRequest(ctx, req);
     const settings = { ...(await roleSettingsOf(project, auth.role)), ...requestSettingsOf(req) };
     const response = await executeGraphql(ctx, project, auth, req.body ?? {}, settings);
-    res.type("application/json").send(graphqlResponseText(response));
+    sendText(res, 200, "application/json", graphqlResponseText(response));
   } catch (caught) {
     // The schema's introspection also takes a connection: its pool timeout is the same 503.
     const e = asPoolTimeout(caught);

@@ -15,6 +15,7 @@ import {
 } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
 import { requestSettingsOf } from "../http/requestSettings";
+import { sendText } from "../http/sendText";
 import { fromPgError, RestError } from "./errors";
 import { planRequest, type Plan } from "./plan";
 import { parseApiRequest, type ApiRequest } from "./request/apiRequest";
@@ -112,6 +113,10 @@ function requestSettings(req: Request, apiReq: ApiRequest, config: DataApiConfig
 function send(res: Response, req: Request, apiReq: ApiRequest, outcome: Outcome): void {
   commonHeaders(res, apiReq);
   res.status(outcome.status).set(outcome.headers);
+  if (req.method !== "HEAD" && outcome.body !== undefined && outcome.type && outcome.status !== 204) {
+    sendText(res, outcome.status, outcome.type, outcome.body);
+    return;
+  }
   if (outcome.type) res.type(outcome.type);
   if (req.method === "HEAD" || outcome.body === undefined) res.end();
   else res.send(outcome.body);
@@ -136,11 +141,19 @@ function sendFailure(ctx: AppContext, res: Response, e: unknown, auth: RequestAu
   }
 }
 
+/** The request target's query parameters (what `new URL(target).searchParams` gives, without a whole URL). */
+function queryOf(target: string): URLSearchParams {
+  const start = target.indexOf("?");
+  if (start === -1) return new URLSearchParams();
+  const end = target.indexOf("#", start);
+  return new URLSearchParams(target.slice(start + 1, end === -1 ? undefined : end));
+}
+
 /** One REST request (Express' request and response: the Express route and the data path in fastPath.ts). */
 export async function handleRest(ctx: AppContext, req: Request, res: Response): Promise<void> {
   let auth: RequestAuth | undefined;
   try {
-    const query = new URL(req.originalUrl, "http://localhost").searchParams;
+    const query = queryOf(req.originalUrl);
     const opened = await openDataRequest(ctx, req, { query });
     const project = opened.project;
     auth = opened.auth;
