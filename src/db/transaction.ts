@@ -208,6 +208,9 @@ function statementName(scope: TransactionScope, text: string): string {
 interface QueryInternals {
   text: string;
   values: unknown[];
+  _rowMode: string | undefined;
+  _result: unknown;
+  _results: unknown;
   prepare(connection: PgConnection): void;
   handleDataRow(msg: unknown): void;
   handleCommandComplete(msg: unknown, connection: PgConnection): void;
@@ -221,12 +224,13 @@ interface PgConnection {
   close(config: { type: "S"; name: string }): void;
   sync(): void;
 }
-const BaseQuery = pg.Query as unknown as new (config: {
-  text: string;
-  values: unknown[];
-  rowMode?: "array";
-  callback: (err: Error | null, result: pg.QueryResult) => void;
-}) => QueryInternals;
+const BaseQuery = pg.Query as unknown as new (
+  text: string,
+  values: unknown[],
+  callback: (err: Error | null, result: pg.QueryResult) => void,
+) => QueryInternals;
+/** pg's result collector, which a Query makes for its row mode. */
+const PgResult = (pg as unknown as { Result: new (rowMode?: string) => unknown }).Result;
 
 /** A statement sent ahead of the main one in the same pipeline; its rows and completion are not the result. */
 interface Preamble {
@@ -258,7 +262,12 @@ class PipelinedQuery extends BaseQuery {
     private readonly plan: { name: string; parse: boolean },
     callback: (err: Error | null, result: pg.QueryResult) => void,
   ) {
-    super({ text, values, rowMode, callback });
+    // The text, not a config object: pg copies a config object property by property, per query.
+    super(text, values, callback);
+    if (rowMode) {
+      this._rowMode = rowMode;
+      this._result = this._results = new PgResult(rowMode);
+    }
     this.pending = preamble.length;
   }
 
@@ -455,7 +464,7 @@ class ClosePrepared extends BaseQuery {
     private readonly names: string[],
     callback: (err: Error | null) => void,
   ) {
-    super({ text: "", values: [], callback });
+    super("", [], callback);
   }
 
   requiresPreparation(): boolean {
