@@ -1,4 +1,3 @@
-import nodemailer from "nodemailer";
 import type { AuthSettings } from "./authConfig";
 
 /** The kinds of mail the auth endpoints send, with the platform's default subject and template of each. */
@@ -87,6 +86,8 @@ export async function sendAuthMail(
   const template =
     (settings[`mailer_templates_${kind}_content`] as string | null) || MAIL_DEFAULTS[kind].content;
   const user = typeof settings.smtp_user === "string" && settings.smtp_user ? settings.smtp_user : undefined;
+  // Loaded with the first mail: a project that sends none never holds the library.
+  const { default: nodemailer } = await import("nodemailer");
   const transport = nodemailer.createTransport({
     host,
     port,

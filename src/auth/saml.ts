@@ -3,7 +3,6 @@ import * as xmllint from "@authenio/samlify-xmllint-wasm";
 import express, { Router } from "express";
 import type pg from "pg";
 import * as samlify from "samlify";
-import { generate } from "selfsigned";
 import { z } from "zod";
 import { withAdminTransaction } from "../db/transaction";
 import type { SsoProvider } from "../management/sso/routes";
@@ -92,6 +91,8 @@ async function spKeys(pool: pg.Pool, ref: string): Promise<SpKeys> {
   let row = await read();
   if (!row) {
     const now = new Date();
+    // Loaded on use: a project without SSO never holds the certificate library.
+    const { generate } = await import("selfsigned");
     const pems = await generate([{ name: "commonName", value: `SAML service provider ${ref}` }], {
       keySize: 2048,
       algorithm: "sha256",

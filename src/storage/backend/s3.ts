@@ -1,13 +1,8 @@
 import { Readable } from "node:stream";
-import {
-  CopyObjectCommand,
-  DeleteObjectsCommand,
-  GetObjectCommand,
-  ListObjectsV2Command,
-  NoSuchKey,
-  S3Client,
-} from "@aws-sdk/client-s3";
-import { Upload } from "@aws-sdk/lib-storage";
+import type { S3Client } from "@aws-sdk/client-s3";
+
+/** The AWS SDK, loaded when a server stores its objects in S3: one that does not never holds it in memory. */
+const sdk = () => import("@aws-sdk/client-s3");
 import { measuring } from "./disk";
 import {
   checkKey,
@@ -33,24 +28,32 @@ export interface S3Settings {
  * (lib-storage's Upload): a cut-off upload is aborted and leaves no object.
  */
 export class S3Backend implements ObjectBackend {
-  private readonly client: S3Client;
+  private clientPromise: Promise<S3Client> | undefined;
 
-  constructor(private readonly settings: S3Settings) {
-    this.client = new S3Client({
-      region: settings.region,
-      endpoint: settings.endpoint,
-      forcePathStyle: settings.forcePathStyle,
-      credentials:
-        settings.accessKeyId && settings.secretAccessKey
-          ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey }
-          : undefined,
-    });
+  constructor(private readonly settings: S3Settings) {}
+
+  private client(): Promise<S3Client> {
+    const { settings } = this;
+    this.clientPromise ??= sdk().then(
+      ({ S3Client }) =>
+        new S3Client({
+          region: settings.region,
+          endpoint: settings.endpoint,
+          forcePathStyle: settings.forcePathStyle,
+          credentials:
+            settings.accessKeyId && settings.secretAccessKey
+              ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey }
+              : undefined,
+        }),
+    );
+    return this.clientPromise;
   }
 
   async write(key: string, body: Readable): Promise<StoredBytes> {
     const measure = measuring();
+    const { Upload } = await import("@aws-sdk/lib-storage");
     const upload = new Upload({
-      client: this.client,
+      client: await this.client(),
       params: { Bucket: this.settings.bucket, Key: checkKey(key), Body: body.pipe(measure.stream) },
     });
     // The source's own error (a size limit, a cut-off request) is the answer, not the upload's wrapper of it.
@@ -69,8 +72,11 @@ export class S3Backend implements ObjectBackend {
   }
 
   async read(key: string, range?: ByteRange): Promise<Readable> {
+    const { GetObjectCommand, NoSuchKey } = await sdk();
     try {
-      const out = await this.client.send(
+      const out = await (
+        await this.client()
+      ).send(
         new GetObjectCommand({
           Bucket: this.settings.bucket,
           Key: checkKey(key),
@@ -86,8 +92,11 @@ export class S3Backend implements ObjectBackend {
   }
 
   async copy(from: string, to: string): Promise<void> {
+    const { CopyObjectCommand } = await sdk();
     try {
-      await this.client.send(
+      await (
+        await this.client()
+      ).send(
         new CopyObjectCommand({
           Bucket: this.settings.bucket,
           Key: checkKey(to),
@@ -101,9 +110,11 @@ export class S3Backend implements ObjectBackend {
   }
 
   async remove(keys: string[]): Promise<void> {
+    const { DeleteObjectsCommand } = await sdk();
+    const client = await this.client();
     for (let i = 0; i < keys.length; i += 1000) {
       const batch = keys.slice(i, i + 1000).map((key) => ({ Key: checkKey(key) }));
-      await this.client.send(
+      await client.send(
         new DeleteObjectsCommand({ Bucket: this.settings.bucket, Delete: { Objects: batch, Quiet: true } }),
       );
     }
@@ -111,9 +122,11 @@ export class S3Backend implements ObjectBackend {
 
   async removeProject(ref: string): Promise<void> {
     const prefix = `${checkRef(ref)}/`;
+    const { ListObjectsV2Command } = await sdk();
+    const client = await this.client();
     let token: string | undefined;
     do {
-      const page = await this.client.send(
+      const page = await client.send(
         new ListObjectsV2Command({ Bucket: this.settings.bucket, Prefix: prefix, ContinuationToken: token }),
       );
       const keys = (page.Contents ?? []).map((o) => o.Key!).filter(Boolean);
@@ -123,6 +136,6 @@ export class S3Backend implements ObjectBackend {
   }
 
   async close(): Promise<void> {
-    this.client.destroy();
+    if (this.clientPromise) (await this.clientPromise).destroy();
   }
 }
