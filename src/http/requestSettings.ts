@@ -6,11 +6,12 @@ import type { Request } from "express";
  * platform GraphQL travels through PostgREST too, so both data interfaces set them.
  */
 export function requestSettingsOf(req: Request): Record<string, string> {
-  const headers = Object.fromEntries(
-    Object.entries(req.headers)
-      .filter(([k]) => k !== "authorization" && k !== "apikey" && k !== "cookie")
-      .map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")]),
-  );
+  const headers: Record<string, string> = {};
+  for (const name in req.headers) {
+    if (name === "authorization" || name === "apikey" || name === "cookie") continue;
+    const value = req.headers[name];
+    headers[name] = Array.isArray(value) ? value.join(", ") : (value ?? "");
+  }
   return {
     "request.method": req.method,
     "request.path": req.path,
