@@ -22,9 +22,18 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry });
   }
 
+  /** The metrics of one label set, kept: prom-client hashes a label object on every call otherwise. */
+  private readonly counters = new Map<string, Counter.Internal>();
+  private readonly histograms = new Map<string, Histogram.Internal<string>>();
+
   observe(iface: string, status: number, seconds: number): void {
-    this.requests.inc({ interface: iface, status: String(status) });
-    this.latency.observe({ interface: iface }, seconds);
+    const key = `${iface} ${status}`;
+    let counter = this.counters.get(key);
+    if (!counter) this.counters.set(key, (counter = this.requests.labels(iface, String(status))));
+    counter.inc();
+    let histogram = this.histograms.get(iface);
+    if (!histogram) this.histograms.set(iface, (histogram = this.latency.labels(iface)));
+    histogram.observe(seconds);
   }
 
   handler(): RequestHandler {

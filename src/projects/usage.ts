@@ -20,8 +20,18 @@ export class UsageRecorder {
     this.timer.unref();
   }
 
+  private minute = { number: 0, text: "" };
+
+  /** The current minute as ISO text, formatted once per minute. */
+  private currentMinute(): string {
+    const number = Math.floor(Date.now() / 60_000);
+    if (number !== this.minute.number)
+      this.minute = { number, text: new Date(number * 60_000).toISOString() };
+    return this.minute.text;
+  }
+
   record(ref: string, service: UsageService): void {
-    const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString();
+    const minute = this.currentMinute();
     const key = `${ref}|${service}|${minute}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
   }
