@@ -209,8 +209,12 @@ interface MutationAwareClient extends PgClient {
   pendMutation(mutation: PendingMutation): string;
 }
 
+/**
+ * A plain object delegating to the client: one made with the client as its prototype would turn the client
+ * into a prototype object, which V8 reshapes at a cost on every request.
+ */
 function mutationAwareClient<TClient extends PgClient>(client: TClient, pending: PendingMutations): TClient {
-  return Object.assign(Object.create(client) as TClient, {
+  const aware = {
     pendMutation(mutation: PendingMutation): string {
       const token = `pgGqlMutation:${randomUUID()}`;
       pending.set(token, mutation);
@@ -226,7 +230,8 @@ function mutationAwareClient<TClient extends PgClient>(client: TClient, pending:
     withTransaction<T>(callback: (client: TClient) => Promise<T>) {
       return client.withTransaction((tx) => callback(mutationAwareClient(tx, pending)));
     },
-  });
+  };
+  return aware as unknown as TClient;
 }
 
 type ApplyFilter = ((collector: unknown) => void) | null | undefined;
