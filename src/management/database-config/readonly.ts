@@ -3,6 +3,7 @@ import { existsSync } from "node:fs";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { touchProject } from "../projects/store";
+import { oneOffClient } from "../../db/client";
 import { runUtilityStatement } from "../../db/utility";
 import { readSettings, writeSettings } from "../settings";
 import { autoscaleDisk, grownSize } from "./autoscale";
@@ -129,11 +130,11 @@ export interface ReadOnlyState {
   override_active_until: string;
 }
 
-/**
- * Decides and applies the project's read-only mode: on when the operator asked or the disk is past the
- * threshold, unless a temporary disable is still running. Answers the state.
- */
-export async function settleReadOnly(ctx: AppContext, project: ProjectRuntime): Promise<ReadOnlyState> {
+/** What the project's read-only mode should be now, and the state to answer. */
+async function decideReadOnly(
+  ctx: AppContext,
+  project: ProjectRuntime,
+): Promise<{ wanted: boolean; usedBytes: number; state: ReadOnlyState }> {
   const state = await readSettings(ctx, project.ref, "readonly", READONLY_DEFAULTS);
   const overrideActive =
     state.override_active_until !== "" && new Date(state.override_active_until) > new Date();
@@ -142,22 +143,53 @@ export async function settleReadOnly(ctx: AppContext, project: ProjectRuntime): 
   if (await autoscaleDisk(ctx, project.ref, usage)) usage = await diskUsage(ctx, project);
   const full = usage.usedBytes >= usage.sizeBytes * THRESHOLD;
   const wanted = (state.manual || full) && !overrideActive;
-  if (wanted !== (await readOnlyApplied(project))) {
+  return {
+    wanted,
+    usedBytes: usage.usedBytes,
+    state: {
+      enabled: wanted,
+      override_enabled: overrideActive,
+      override_active_until: state.override_active_until,
+    },
+  };
+}
+
+/** Advisory lock class of read-only changes on the control plane (the project's id is the second key). */
+const READ_ONLY_LOCK = 7_305_200;
+
+/** Runs `work` holding the project's read-only lock, on a connection of its own (ending it frees the lock). */
+async function withReadOnlyLock<T>(ctx: AppContext, project: ProjectRuntime, work: () => Promise<T>) {
+  const client = oneOffClient({ connectionString: ctx.controlUrl });
+  await client.connect();
+  try {
+    await client.query("select pg_advisory_lock($1, $2)", [READ_ONLY_LOCK, project.record.id]);
+    return await work();
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * Decides and applies the project's read-only mode: on when the operator asked or the disk is past the
+ * threshold, unless a temporary disable is still running. Answers the state. A change is decided again and
+ * applied under the project's lock: two settles at once (the endpoint and the disk monitor, or two nodes)
+ * would otherwise alter the same role settings together (Postgres refuses one: "tuple concurrently
+ * deleted") or apply a decision made before the other's change.
+ */
+export async function settleReadOnly(ctx: AppContext, project: ProjectRuntime): Promise<ReadOnlyState> {
+  const first = await decideReadOnly(ctx, project);
+  if (first.wanted === (await readOnlyApplied(project))) return first.state;
+  return withReadOnlyLock(ctx, project, async () => {
+    const { wanted, usedBytes, state } = await decideReadOnly(ctx, project);
+    if (wanted === (await readOnlyApplied(project))) return state;
     await applyReadOnly(project, wanted, async () => {
       // This node's runtime is replaced at once; the row's change notice tells the other nodes.
       await ctx.registry.retire(project.ref);
       await touchProject(ctx.platformPool, project.ref);
     });
-    ctx.log.info(
-      { ref: project.ref, readOnly: wanted, usedBytes: usage.usedBytes },
-      "read-only mode changed",
-    );
-  }
-  return {
-    enabled: wanted,
-    override_enabled: overrideActive,
-    override_active_until: state.override_active_until,
-  };
+    ctx.log.info({ ref: project.ref, readOnly: wanted, usedBytes }, "read-only mode changed");
+    return state;
+  });
 }
 
 export async function setManualReadOnly(ctx: AppContext, project: ProjectRuntime, on: boolean) {
