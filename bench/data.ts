@@ -12,8 +12,7 @@
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import pg from "pg";
@@ -210,9 +209,8 @@ function startFloor(dir: string, url: string, shapes: Shape[]): Promise<ChildPro
 async function main() {
   const wanted = argument("shapes", SHAPES.map((s) => s.name).join(",")).split(",");
   const shapes = SHAPES.filter((s) => wanted.includes(s.name));
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "strata-bench-"));
   const server = await startServerProcess({
-    dataDir,
+    name: "strata-bench",
     port: PORT,
     pgPort: PG_PORT,
     jwtSecret: JWT_SECRET,
@@ -226,7 +224,7 @@ async function main() {
   try {
     await db.connect();
     await db.query(SEED_SQL);
-    floor = await startFloor(dataDir, server.superuserUrl, shapes);
+    floor = await startFloor(server.dataDir, server.superuserUrl, shapes);
     const strataBase = `http://127.0.0.1:${PORT}`;
     const floorBase = `http://127.0.0.1:${FLOOR_PORT}`;
     const results: { shape: Shape; floor: Measure[]; strata: Measure[] }[] = [];
@@ -289,7 +287,6 @@ async function main() {
     floor?.kill("SIGTERM");
     await db.end().catch(() => {});
     await stopServerProcess(server);
-    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

@@ -3,7 +3,8 @@
  * in a temporary directory (loopback only), its default project's ref and keys read from the banner.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 
 export interface ServerProcess {
@@ -13,10 +14,13 @@ export interface ServerProcess {
   serviceKey: string;
   /** The embedded cluster's superuser URL of the default project's database. */
   superuserUrl: string;
+  /** The server's data directory (a temporary one, removed by stopServerProcess). */
+  dataDir: string;
 }
 
 export interface ServerOptions {
-  dataDir: string;
+  /** Prefix of the temporary data directory's name. */
+  name: string;
   port: number;
   pgPort: number;
   jwtSecret: string;
@@ -45,13 +49,14 @@ export async function startServerProcess(options: ServerOptions): Promise<Server
   const node = existsSync("node_modules/.bin/node")
     ? path.resolve("node_modules/.bin/node")
     : process.execPath;
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), `${options.name}-`));
   const child = spawn(node, [...flags, ...entry, "start"], {
     env: {
       ...process.env,
       DATABASE_URL: "",
       PORT: String(options.port),
       STRATA_PG_PORT: String(options.pgPort),
-      STRATA_DATA_DIR: options.dataDir,
+      STRATA_DATA_DIR: dataDir,
       JWT_SECRET: options.jwtSecret,
       MANAGEMENT_TOKEN: options.managementToken,
       MANAGEMENT_RATE_LIMIT: "1000000",
@@ -70,22 +75,28 @@ export async function startServerProcess(options: ServerOptions): Promise<Server
     await new Promise((r) => setTimeout(r, 200));
   }
   const field = (label: string) => new RegExp(`${label}: (\\S+)`).exec(out)?.[1] ?? "";
-  const password = readFileSync(path.join(options.dataDir, "pg-superuser-password"), "utf8").trim();
+  const password = readFileSync(path.join(dataDir, "pg-superuser-password"), "utf8").trim();
   return {
     child,
     ref: field("Project ref"),
     anonKey: field("anon key"),
     serviceKey: field("service_role key"),
     superuserUrl: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${options.pgPort}/postgres`,
+    dataDir,
   };
 }
 
-/** Stops the server (SIGTERM: it closes its pools and its embedded cluster) and waits for it to exit. */
+/**
+ * Stops the server (SIGTERM: it closes its pools and its embedded cluster), waits for it to exit and removes
+ * its data directory.
+ */
 export async function stopServerProcess(server: ServerProcess): Promise<void> {
-  if (server.child.exitCode !== null) return;
-  const exited = new Promise((r) => server.child.once("exit", r));
-  server.child.kill("SIGTERM");
-  await exited;
+  if (server.child.exitCode === null) {
+    const exited = new Promise((r) => server.child.once("exit", r));
+    server.child.kill("SIGTERM");
+    await exited;
+  }
+  rmSync(server.dataDir, { recursive: true, force: true });
 }
 
 /** A process's resident memory in MB, from /proc. */

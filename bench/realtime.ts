@@ -8,12 +8,10 @@
  * BENCH_SERVER_LOG=1 copies the server's output (LOG_LEVEL) to stderr.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { createClient, type RealtimeChannel, type SupabaseClient } from "@supabase/supabase-js";
 import { SignJWT } from "jose";
 import pg from "pg";
+import { withDatabase } from "../src/db/urls";
 import { argument, startServerProcess, stopServerProcess, type ServerProcess } from "./process";
 
 const SECONDS = Number(argument("seconds", "5"));
@@ -141,9 +139,8 @@ async function run(server: ServerProcess, admin: pg.Client, token: string, n: nu
 }
 
 async function main() {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "strata-bench-realtime-"));
   const server = await startServerProcess({
-    dataDir,
+    name: "strata-bench-realtime",
     port: PORT,
     pgPort: PG_PORT,
     jwtSecret: JWT_SECRET,
@@ -156,10 +153,7 @@ async function main() {
     // The Management API's SQL role does not own the publication: the table is added (and written) by the
     // superuser over one connection of its own.
     const [{ db }] = (await sql(server.ref, "select current_database() as db")) as { db: string }[];
-    const password = readFileSync(path.join(dataDir, "pg-superuser-password"), "utf8").trim();
-    admin = new pg.Client({
-      connectionString: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${PG_PORT}/${db}`,
-    });
+    admin = new pg.Client({ connectionString: withDatabase(server.superuserUrl, db) });
     await admin.connect();
     await admin.query(
       `create table public.bench (id bigint generated always as identity primary key, user_id uuid not null,
@@ -198,7 +192,6 @@ async function main() {
   } finally {
     await admin?.end().catch(() => {});
     await stopServerProcess(server);
-    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

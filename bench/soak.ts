@@ -7,9 +7,6 @@
  * transaction and how much RSS grew after warm-up.
  */
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { SignJWT } from "jose";
 import { rssMb, startServerProcess, stopServerProcess } from "./process";
 
@@ -101,9 +98,8 @@ function userToken(sub: string): Promise<string> {
 const pick = <T>(items: T[]): T => items[Math.floor(Math.random() * items.length)];
 
 async function main() {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "strata-soak-"));
   const server = await startServerProcess({
-    dataDir,
+    name: "strata-soak",
     port: PORT,
     pgPort: PG_PORT,
     jwtSecret: JWT_SECRET,
@@ -301,7 +297,6 @@ async function main() {
     );
   } finally {
     await stopServerProcess(server);
-    rmSync(dataDir, { recursive: true, force: true });
   }
 }
 

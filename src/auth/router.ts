@@ -451,6 +451,26 @@ export function authRouter(ctx: AppContext): Router {
     new AuthApiError(422, "phone_exists", "A user with this phone number has already been registered");
 
   /** Phone sign-up (auth-js signUp({phone, password})): a code by SMS unless sms_autoconfirm. */
+  /**
+   * A sign-up's answer, by email or phone: the obfuscated user for a taken address, else (after the
+   * after-user-created hook) a session when sign-ups are autoconfirmed, the user otherwise.
+   */
+  async function answerSignUp(
+    project: ProjectRuntime,
+    req: Request,
+    settings: AuthSettings,
+    result:
+      | { obfuscated: unknown }
+      | { user: UserRow; created?: UserRow; session?: { sessionId: string; refreshToken: string } },
+  ) {
+    if ("obfuscated" in result) return result.obfuscated;
+    if (result.created) await afterUserCreated(project.adminPool, settings, result.created, req.ip);
+    if (result.session) {
+      return sessionResponse(project, req, result.user, result.session, settings, "password");
+    }
+    return apiUser(project.adminPool, result.user);
+  }
+
   async function signUpWithPhone(project: ProjectRuntime, req: Request, settings: AuthSettings) {
     requirePhoneProvider(settings, 400, "Phone signups are disabled");
     const body = parse(phoneSignupBody, req.body);
@@ -492,12 +512,7 @@ export function authRouter(ctx: AppContext): Router {
       await sendPhoneOtp(db, tk.smsSender(project, settings, req), user, phone, "confirmation", channel);
       return { user: (await userById(db, user.id))!, created };
     });
-    if ("obfuscated" in result) return result.obfuscated;
-    if (result.created) await afterUserCreated(project.adminPool, settings, result.created, req.ip);
-    if (result.session) {
-      return sessionResponse(project, req, result.user, result.session, settings, "password");
-    }
-    return apiUser(project.adminPool, result.user);
+    return answerSignUp(project, req, settings, result);
   }
 
   /** A code by SMS to sign in with (auth-js signInWithOtp({phone})), signing the number up when new. */
@@ -687,12 +702,7 @@ export function authRouter(ctx: AppContext): Router {
         });
         return { user: (await userById(db, user.id))!, created };
       });
-      if ("obfuscated" in result) return result.obfuscated;
-      if (result.created) await afterUserCreated(project.adminPool, settings, result.created, req.ip);
-      if (result.session) {
-        return sessionResponse(project, req, result.user, result.session, settings, "password");
-      }
-      return apiUser(project.adminPool, result.user);
+      return answerSignUp(project, req, settings, result);
     }),
   );
 

@@ -9,3 +9,17 @@ export function oneOffClient(config: pg.ClientConfig): pg.Client {
   client.on("error", () => {});
   return client;
 }
+
+/** Runs `work` on a one-off client connected for it, and ends the connection afterwards, whatever happens. */
+export async function withOneOffClient<T>(
+  config: pg.ClientConfig,
+  work: (client: pg.Client) => Promise<T>,
+): Promise<T> {
+  const client = oneOffClient(config);
+  try {
+    await client.connect();
+    return await work(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}

@@ -3,7 +3,7 @@ import { appendFileSync, chownSync, existsSync, readFileSync, writeFileSync } fr
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
-import { oneOffClient } from "../db/client";
+import { withOneOffClient } from "../db/client";
 import {
   clusterOwner,
   ClusterProcess,
@@ -72,13 +72,7 @@ export class ReplicaManager {
   }
 
   private async onPrimary<T>(work: (client: pg.Client) => Promise<T>, name = "strata-replicas"): Promise<T> {
-    const client = oneOffClient({ connectionString: this.cluster.adminUrl, application_name: name });
-    await client.connect();
-    try {
-      return await work(client);
-    } finally {
-      await client.end().catch(() => {});
-    }
+    return withOneOffClient({ connectionString: this.cluster.adminUrl, application_name: name }, work);
   }
 
   /** Every node reloads the project (its REST reads follow the replica's status). */
@@ -138,15 +132,9 @@ export class ReplicaManager {
       replaceFile(path.join(proc.options.dataDir, "pg_hba.conf"), pgHba);
       const url = new URL(this.cluster.adminUrl);
       url.port = String(proc.options.port);
-      const client = oneOffClient({ connectionString: url.toString(), application_name: "strata-replicas" });
-      try {
-        await client.connect();
-        await client.query("select pg_reload_conf()");
-      } catch (e) {
-        this.log.warn({ replica: identifier, err: (e as Error).message }, "replica reload failed");
-      } finally {
-        await client.end().catch(() => {});
-      }
+      await withOneOffClient({ connectionString: url.toString(), application_name: "strata-replicas" }, (c) =>
+        c.query("select pg_reload_conf()"),
+      ).catch((e: Error) => this.log.warn({ replica: identifier, err: e.message }, "replica reload failed"));
     }
   }
 

@@ -19,7 +19,15 @@ import { sendText } from "../http/sendText";
 import { fromPgError, RestError } from "./errors";
 import { planRequest, type Plan } from "./plan";
 import { parseApiRequest, type ApiRequest } from "./request/apiRequest";
-import { commonHeaders, NO_ROWS, outcomeOf, sendError, type Outcome, type StatementResult } from "./respond";
+import {
+  commonHeaders,
+  JSON_TYPE,
+  NO_ROWS,
+  outcomeOf,
+  sendError,
+  type Outcome,
+  type StatementResult,
+} from "./respond";
 import { statementOf } from "./sql/statements";
 
 /**
@@ -113,13 +121,12 @@ function requestSettings(req: Request, apiReq: ApiRequest, config: DataApiConfig
 function send(res: Response, req: Request, apiReq: ApiRequest, outcome: Outcome): void {
   commonHeaders(res, apiReq);
   res.status(outcome.status).set(outcome.headers);
-  if (req.method !== "HEAD" && outcome.body !== undefined && outcome.type && outcome.status !== 204) {
-    sendText(res, outcome.status, outcome.type, outcome.body);
+  if (req.method !== "HEAD" && outcome.body !== undefined) {
+    sendText(res, outcome.status, outcome.type ?? JSON_TYPE, outcome.body);
     return;
   }
   if (outcome.type) res.type(outcome.type);
-  if (req.method === "HEAD" || outcome.body === undefined) res.end();
-  else res.send(outcome.body);
+  res.end();
 }
 
 /** A PostgreSQL SQLSTATE: five digits or capital letters (a Node network error's code is not one). */

@@ -2,7 +2,7 @@ import { chownSync, existsSync, readdirSync, writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
-import { oneOffClient } from "../../db/client";
+import { oneOffClient, withOneOffClient } from "../../db/client";
 import {
   clusterOwner,
   ClusterProcess,
@@ -83,13 +83,7 @@ export class PhysicalBackups {
   }
 
   private async onCluster<T>(work: (c: pg.Client) => Promise<T>, name = "strata-physical"): Promise<T> {
-    const client = oneOffClient({ connectionString: this.cluster.adminUrl, application_name: name });
-    await client.connect();
-    try {
-      return await work(client);
-    } finally {
-      await client.end().catch(() => {});
-    }
+    return withOneOffClient({ connectionString: this.cluster.adminUrl, application_name: name }, work);
   }
 
   /** Starts a base backup; answers its row (RUNNING), or undefined when the schedule slot is taken already. */

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { oneOffClient } from "../../db/client";
+import { withOneOffClient } from "../../db/client";
 import { runUtilityStatement } from "../../db/utility";
 import { DEFAULT_POOL_SIZE } from "../../projects/runtime";
 
@@ -67,11 +67,7 @@ export async function applyStoredComputeLimit(
   const selected: { type: string; variant: { id: string } }[] = rows[0]?.value?.selected ?? [];
   const size = computeSize(selected.find((s) => s.type === "compute_instance")?.variant.id);
   if (!size) return;
-  const client = oneOffClient({ connectionString: clusterAdminUrl, connectionTimeoutMillis: 10_000 });
-  await client.connect();
-  try {
-    await applyConnectionLimit(client, ref, size.connections);
-  } finally {
-    await client.end().catch(() => {});
-  }
+  await withOneOffClient({ connectionString: clusterAdminUrl, connectionTimeoutMillis: 10_000 }, (client) =>
+    applyConnectionLimit(client, ref, size.connections),
+  );
 }

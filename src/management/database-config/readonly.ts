@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { touchProject } from "../projects/store";
-import { oneOffClient } from "../../db/client";
+import { withOneOffClient } from "../../db/client";
 import { runUtilityStatement } from "../../db/utility";
 import { readSettings, writeSettings } from "../settings";
 import { autoscaleDisk, grownSize } from "./autoscale";
@@ -159,14 +159,10 @@ const READ_ONLY_LOCK = 7_305_200;
 
 /** Runs `work` holding the project's read-only lock, on a connection of its own (ending it frees the lock). */
 async function withReadOnlyLock<T>(ctx: AppContext, project: ProjectRuntime, work: () => Promise<T>) {
-  const client = oneOffClient({ connectionString: ctx.controlUrl });
-  await client.connect();
-  try {
+  return withOneOffClient({ connectionString: ctx.controlUrl }, async (client) => {
     await client.query("select pg_advisory_lock($1, $2)", [READ_ONLY_LOCK, project.record.id]);
-    return await work();
-  } finally {
-    await client.end().catch(() => {});
-  }
+    return work();
+  });
 }
 
 /**

@@ -201,20 +201,10 @@ const authorizeQuery = z.object({
   resource: z.string().max(2048).optional(),
 });
 
-const projectClaimQuery = z.object({
-  project_ref: z.string().regex(/^[a-z]{20}$/, "must be a project ref"),
-  client_id: z.string().max(255),
-  redirect_uri: z.string().max(2048),
-  response_type: z.literal("code", { error: "only response_type=code is supported" }),
-  state: z.string().max(2048).optional(),
-  response_mode: z.literal("query", { error: "only response_mode=query is supported" }).optional(),
-  code_challenge: z.string().min(43).max(128).optional(),
-  code_challenge_method: z
-    .literal("S256", { error: "only code_challenge_method=S256 is supported" })
-    .optional(),
-  /** Strata's addition: the organization the project moves into (needed when the user administers several). */
-  organization_slug: z.string().max(255).optional(),
-});
+/** The authorize query without scopes or a target (a claim grants one fixed thing), naming the project. */
+const projectClaimQuery = z
+  .object({ project_ref: z.string().regex(/^[a-z]{20}$/, "must be a project ref") })
+  .extend(authorizeQuery.omit({ scope: true, target_flow: true, resource: true }).shape);
 
 /** Only a personal access token (the user themself, not a token made for a tool) consents. */
 function requirePersonalToken(req: Request): void {
