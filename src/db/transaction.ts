@@ -183,6 +183,19 @@ const MAX_PREPARED = 200;
 /** The names of the statements prepared on each connection (by this module). */
 const preparedOn = new WeakMap<object, Set<string>>();
 
+/**
+ * What a prepared statement's RowDescription gave pg's result (its fields and their parsers): kept per
+ * connection and statement, so a statement executed again skips Describe and the description's decoding. A
+ * prepared statement's row type cannot change (PostgreSQL refuses a re-plan that would change it: "cached plan
+ * must not change result type"); a statement parsed again is described again.
+ */
+interface RowShape {
+  fields: unknown[];
+  parsers: unknown[];
+  empty: unknown;
+}
+const rowShapesOn = new WeakMap<object, Map<string, RowShape>>();
+
 /** Statement names already digested: the same few texts come with nearly every request. */
 const statementNames = new Map<string, string>();
 const MAX_NAMED = 500;
@@ -209,9 +222,11 @@ interface QueryInternals {
   text: string;
   values: unknown[];
   _rowMode: string | undefined;
-  _result: unknown;
+  _result: ResultInternals;
   _results: unknown;
+  _accumulateRows: boolean;
   prepare(connection: PgConnection): void;
+  handleRowDescription(msg: unknown): void;
   handleDataRow(msg: unknown): void;
   handleCommandComplete(msg: unknown, connection: PgConnection): void;
   handleError(err: Error, connection: PgConnection): void;
@@ -229,8 +244,14 @@ const BaseQuery = pg.Query as unknown as new (
   values: unknown[],
   callback: (err: Error | null, result: pg.QueryResult) => void,
 ) => QueryInternals;
+/** What pg's Result keeps of a RowDescription (see RowShape). */
+interface ResultInternals {
+  fields: unknown[];
+  _parsers: unknown[];
+  _prebuiltEmptyResultObject: unknown;
+}
 /** pg's result collector, which a Query makes for its row mode. */
-const PgResult = (pg as unknown as { Result: new (rowMode?: string) => unknown }).Result;
+const PgResult = (pg as unknown as { Result: new (rowMode?: string) => ResultInternals }).Result;
 
 /** A statement sent ahead of the main one in the same pipeline; its rows and completion are not the result. */
 interface Preamble {
@@ -260,6 +281,8 @@ class PipelinedQuery extends BaseQuery {
     private readonly preamble: Preamble[],
     /** The statement's name ("" for the unnamed statement) and whether to parse it first. */
     private readonly plan: { name: string; parse: boolean },
+    /** The statement's row shape when the connection knows it (no Describe then), else where to keep it. */
+    private readonly shape: RowShape | ((shape: RowShape) => void),
     callback: (err: Error | null, result: pg.QueryResult) => void,
   ) {
     // The text, not a config object: pg copies a config object property by property, per query.
@@ -269,6 +292,13 @@ class PipelinedQuery extends BaseQuery {
       this._result = this._results = new PgResult(rowMode);
     }
     this.pending = preamble.length;
+    if (typeof shape !== "function") {
+      this._result.fields = shape.fields;
+      this._result._parsers = shape.parsers;
+      this._result._prebuiltEmptyResultObject = shape.empty;
+      // What pg decides on a RowDescription: a query with a callback keeps its rows.
+      this._accumulateRows = true;
+    }
   }
 
   requiresPreparation(): boolean {
@@ -284,9 +314,17 @@ class PipelinedQuery extends BaseQuery {
     // Parsed after the settings: names resolve with the request's search_path and privileges of its role.
     if (this.plan.parse) connection.parse({ text: this.text, name: this.plan.name, types: [] });
     connection.bind({ statement: this.plan.name, values: this.values });
-    connection.describe({ type: "P", name: "" });
+    if (typeof this.shape === "function") connection.describe({ type: "P", name: "" });
     connection.execute({ portal: "" });
     connection.sync();
+  }
+
+  override handleRowDescription(msg: unknown): void {
+    super.handleRowDescription(msg);
+    if (typeof this.shape === "function") {
+      const { fields, _parsers, _prebuiltEmptyResultObject } = this._result;
+      this.shape({ fields, parsers: _parsers, empty: _prebuiltEmptyResultObject });
+    }
   }
 
   override handleDataRow(msg: unknown): void {
@@ -316,6 +354,13 @@ function preparedSet(client: pg.ClientBase): Set<string> {
   return prepared;
 }
 
+/** The row shapes of the statements prepared on a connection. */
+function rowShapes(client: pg.ClientBase): Map<string, RowShape> {
+  let shapes = rowShapesOn.get(client);
+  if (!shapes) rowShapesOn.set(client, (shapes = new Map()));
+  return shapes;
+}
+
 /**
  * Sends a statement with its preamble in one round trip, on prepared statements where the connection has
  * room for them (a connection that holds its share parses further ones each time, unnamed).
@@ -333,6 +378,12 @@ async function pipelined(
   const name = statementName(scope, statement.text);
   const named = known.has(name) || known.size < MAX_PREPARED;
   const plan = { name: named ? name : "", parse: !named || !known.has(name) };
+  // A statement parsed now is described now; one the connection keeps is executed with the shape it had.
+  const shapes = rowShapes(client);
+  if (plan.parse) shapes.delete(plan.name);
+  const shape =
+    (plan.parse ? undefined : shapes.get(plan.name)) ??
+    ((s: RowShape) => plan.name && shapes.set(plan.name, s));
   // Whether the statements parsed in this pipeline exist afterwards depends on where it fails.
   const parsed = [
     ...preamble.filter((p) => p.parse).map((p) => p.name),
@@ -340,7 +391,7 @@ async function pipelined(
   ].filter((n) => n !== "");
   try {
     const result = await new Promise<pg.QueryResult>((resolve, reject) => {
-      const query = new PipelinedQuery(statement.text, values, rowMode, preamble, plan, (err, res) =>
+      const query = new PipelinedQuery(statement.text, values, rowMode, preamble, plan, shape, (err, res) =>
         err ? reject(err) : resolve(res),
       );
       void client.query(query as unknown as pg.Submittable);
@@ -349,7 +400,10 @@ async function pipelined(
     return result;
   } catch (e) {
     if (parsed.length) {
-      for (const n of parsed) known.delete(n);
+      for (const n of parsed) {
+        known.delete(n);
+        shapes.delete(n);
+      }
       await closePrepared(client, parsed);
     }
     throw e;
