@@ -28,8 +28,20 @@ export interface LogEvent {
  * statement every second, so logging costs no database work on the request path; events older than the
  * retention are deleted every few minutes.
  */
+/** An event as it waits in the buffer: its metadata already JSON text, its time in milliseconds or as text. */
+interface BufferedEvent {
+  ref: string;
+  source: LogEvent["source"];
+  message: string;
+  metadata: string;
+  at: number | string;
+}
+
+/** `"..."`: a string as JSON. */
+const quoted = JSON.stringify;
+
 export class LogRecorder {
-  private buffer: Required<LogEvent>[] = [];
+  private buffer: BufferedEvent[] = [];
   private readonly timer: NodeJS.Timeout;
   private readonly sweeper: NodeJS.Timeout;
 
@@ -45,41 +57,53 @@ export class LogRecorder {
     this.sweeper.unref();
   }
 
+  /** An API request, on the request path of every data request: its metadata written as text at once. */
   edge(event: EdgeEvent): void {
     // The path only: a query string may carry an API key.
-    const path = event.path.split("?")[0];
-    this.record({
+    const end = event.path.indexOf("?");
+    const path = end === -1 ? event.path : event.path.slice(0, end);
+    const request = `{"method":${quoted(event.method)},"path":${quoted(path)}}`;
+    this.push({
       ref: event.ref,
       source: "edge_logs",
       message: `${event.method} | ${event.status} | ${path}`,
-      metadata: {
-        request: { method: event.method, path },
-        response: { status_code: event.status },
-        service: event.service,
-        duration_ms: event.durationMs,
-      },
+      metadata: `{"request":${request},"response":{"status_code":${event.status}},"service":${quoted(event.service)},"duration_ms":${event.durationMs}}`,
+      at: Date.now(),
     });
   }
 
   record(event: LogEvent): void {
-    // A database that cannot keep up loses the oldest events, never the process's memory.
-    if (this.buffer.length >= MAX_BUFFERED) this.buffer.shift();
-    this.buffer.push({ ...event, at: event.at ?? new Date().toISOString() });
+    const { ref, source, message, metadata, at } = event;
+    this.push({ ref, source, message, metadata: JSON.stringify(metadata), at: at ?? Date.now() });
   }
 
+  private push(event: BufferedEvent): void {
+    // A database that cannot keep up loses the oldest events, never the process's memory.
+    if (this.buffer.length >= MAX_BUFFERED) this.buffer.shift();
+    this.buffer.push(event);
+  }
+
+  /** Writes the buffered events in one statement: five arrays, each event's metadata parsed once. */
   async flush(): Promise<void> {
     if (this.buffer.length === 0) return;
     const batch = this.buffer;
     this.buffer = [];
+    const at = batch.map((e) => (typeof e.at === "number" ? new Date(e.at).toISOString() : e.at));
     try {
       await this.pool.query(
         `insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
-         select e.ref, e.source, e.at, e.message, e.metadata
-           from jsonb_array_elements($1::jsonb) with ordinality as a(value, n),
-                jsonb_to_record(a.value) as e(ref text, source text, at timestamptz, message text, metadata jsonb)
+         select e.ref, e.source, e.at, e.message, e.metadata::jsonb
+           from unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[]) with ordinality
+                as e(ref, source, at, message, metadata, n)
           where exists (select 1 from platform.projects p where p.ref = e.ref)
-          order by a.n`,
-        [JSON.stringify(batch)],
+          order by e.n`,
+        [
+          batch.map((e) => e.ref),
+          batch.map((e) => e.source),
+          at,
+          batch.map((e) => e.message),
+          batch.map((e) => e.metadata),
+        ],
       );
     } catch (e) {
       this.log.warn({ err: (e as Error).message }, "log events could not be saved");
