@@ -17,8 +17,9 @@ import { GateError, openDataRequest } from "../http/gate";
 import { requestSettingsOf } from "../http/requestSettings";
 import { sendText } from "../http/sendText";
 import { fromPgError, RestError } from "./errors";
-import { planRequest, type Plan } from "./plan";
-import { parseApiRequest, type ApiRequest } from "./request/apiRequest";
+import type { Plan } from "./plan";
+import { plannedRequest, type PlannedRequest } from "./plannedReads";
+import type { ApiRequest } from "./request/apiRequest";
 import {
   commonHeaders,
   JSON_TYPE,
@@ -78,12 +79,14 @@ async function explain(client: pg.PoolClient, statement: SQL, options: NonNullab
 }
 
 /** Runs the plan's statement on a client in the request's transaction and shapes the response there. */
-async function runInTransaction(client: pg.PoolClient, apiReq: ApiRequest, plan: Plan): Promise<Outcome> {
-  const statement = statementOf(plan);
-  if (statement && apiReq.explain) throw await explain(client, statement, apiReq.explain);
+async function runInTransaction(
+  client: pg.PoolClient,
+  { apiReq, plan, statement }: PlannedRequest,
+): Promise<Outcome> {
+  if (statement && apiReq.explain) throw await explain(client, statementOf(plan)!, apiReq.explain);
   if (!statement) return outcomeOf(apiReq, plan, NO_ROWS);
-  const { text, values } = sql.compile(statement);
-  return outcomeOf(apiReq, plan, resultOf((await client.query(text, values as unknown[])).rows[0]));
+  const { rows } = await client.query(statement.text, statement.values as unknown[]);
+  return outcomeOf(apiReq, plan, resultOf(rows[0]));
 }
 
 /**
@@ -101,15 +104,15 @@ function answerCannotFail(apiReq: ApiRequest, plan: Plan): boolean {
  * trip (settings and statement as one implicit transaction); other writes, calls and EXPLAIN run in a
  * transaction of their own, so the response is decided before the commit.
  */
-async function run(pool: pg.Pool, scope: TransactionScope, apiReq: ApiRequest, plan: Plan): Promise<Outcome> {
+async function run(pool: pg.Pool, scope: TransactionScope, request: PlannedRequest): Promise<Outcome> {
+  const { apiReq, plan, statement } = request;
   if (!apiReq.explain && (scope.readOnly || answerCannotFail(apiReq, plan))) {
-    const statement = statementOf(plan);
     const result = statement
-      ? resultOf((await queryInOneRoundTrip(pool, scope, sql.compile(statement))).rows[0])
+      ? resultOf((await queryInOneRoundTrip(pool, scope, statement)).rows[0])
       : NO_ROWS;
     return outcomeOf(apiReq, plan, result);
   }
-  return withTransaction(pool, scope, (client) => runInTransaction(client, apiReq, plan));
+  return withTransaction(pool, scope, (client) => runInTransaction(client, request));
 }
 
 /** The transaction's settings: search_path (the request's schema first) and the request's method, path, headers. */
@@ -148,19 +151,21 @@ function sendFailure(ctx: AppContext, res: Response, e: unknown, auth: RequestAu
   }
 }
 
-/** The request target's query parameters (what `new URL(target).searchParams` gives, without a whole URL). */
-function queryOf(target: string): URLSearchParams {
+/** The request target's query string, without `?` and any fragment. */
+function rawQueryOf(target: string): string {
   const start = target.indexOf("?");
-  if (start === -1) return new URLSearchParams();
+  if (start === -1) return "";
   const end = target.indexOf("#", start);
-  return new URLSearchParams(target.slice(start + 1, end === -1 ? undefined : end));
+  return target.slice(start + 1, end === -1 ? undefined : end);
 }
 
 /** One REST request (Express' request and response: the Express route and the data path in fastPath.ts). */
 export async function handleRest(ctx: AppContext, req: Request, res: Response): Promise<void> {
   let auth: RequestAuth | undefined;
   try {
-    const query = queryOf(req.originalUrl);
+    const rawQuery = rawQueryOf(req.originalUrl);
+    // What `new URL(target).searchParams` gives, without a whole URL.
+    const query = new URLSearchParams(rawQuery);
     const opened = await openDataRequest(ctx, req, { query });
     const project = opened.project;
     auth = opened.auth;
@@ -173,17 +178,15 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
         .send(req.method === "HEAD" ? "" : JSON.stringify(doc));
       return;
     }
-    const apiReq = parseApiRequest(
-      {
-        method: req.method,
-        path: req.path,
-        query,
-        headers: req.headers,
-        body: Buffer.isBuffer(req.body) ? req.body : undefined,
-      },
-      config.schemas,
-    );
-    const plan = planRequest(await schemaCacheOf(project, config.schemas), apiReq, config);
+    const input = {
+      method: req.method,
+      path: req.path,
+      query,
+      headers: req.headers,
+      body: Buffer.isBuffer(req.body) ? req.body : undefined,
+    };
+    const request = plannedRequest(input, rawQuery, await schemaCacheOf(project, config.schemas), config);
+    const { apiReq } = request;
     const readOnly = req.method === "GET" || req.method === "HEAD";
     const settings = {
       ...(await roleSettingsOf(project, auth.role)),
@@ -193,7 +196,7 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
     // Reads go to the project's read replicas when it has any (writes, calls by POST and GraphQL stay on
     // the primary); a read right after a write may not see it yet, as with any asynchronous replica.
     const pool = readOnly ? project.readPool : project.dataPool;
-    send(res, req, apiReq, await run(pool, scope, apiReq, plan));
+    send(res, req, apiReq, await run(pool, scope, request));
   } catch (e) {
     sendFailure(ctx, res, e, auth);
   }
