@@ -22,6 +22,7 @@ import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
 import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
 import { replacePlaceholders } from "../src/db/placeholders";
+import { asLastStatement } from "../src/db/transaction";
 
 declare global {
   namespace GraphileBuild {
@@ -142,6 +143,8 @@ interface PendingMutation {
   /** `with __pgGqlAffected as (<dml>), __pgGqlRows(__json) as (...)`, compiled. */
   text: string;
   values: readonly unknown[];
+  /** Whether the statement that runs it is the request's only one (see soleStatement). */
+  sole?: boolean;
 }
 
 /** The mutations of one request that wait for their records statement, by token. */
@@ -184,8 +187,8 @@ function withPendingMutation(
   const text = /^\s*with\s/i.test(body)
     ? `${pending.text}, ${body.replace(/^\s*with\s/i, "")}`
     : `${pending.text} ${body}`;
-  // No prepared statement name: the text is new every time.
-  return { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
+  const rewritten = { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
+  return pending.sole ? asLastStatement(rewritten) : rewritten;
 }
 
 /** `atMost` refused the mutation: pg_graphql's message, as a GraphQL error. */
@@ -287,8 +290,52 @@ interface MutationPlan {
   resource: PgResource;
   viaRecords: boolean;
   $records?: PgSelectStep;
+  $mutation?: Step;
 }
 const mutationPlans = new WeakMap<Step, MutationPlan>();
+
+/** What soleStatement reads of grafast's operation plan (internal to grafast, so not in its declarations). */
+interface PlanInternals {
+  stepTracker: { activeSteps: Set<StepInternals> };
+}
+interface StepInternals {
+  dependencies: readonly StepInternals[];
+  hasSideEffects?: boolean;
+  keys?: unknown;
+  path?: unknown;
+}
+
+/** A step that hands out the request's pg client: `executor.context()`'s object, or an access to it. */
+function givesPgClient(step: StepInternals): boolean {
+  return (
+    (Array.isArray(step.keys) && step.keys.includes("withPgClient")) ||
+    (Array.isArray(step.path) && step.path[0] === "withPgClient")
+  );
+}
+
+/** Per finalized operation plan: how many of its steps may send a statement. */
+const statementSteps = new WeakMap<object, number>();
+
+/**
+ * Whether a mutation's statement is its request's only one: the finalized operation plan has no step that
+ * may send a statement (one that takes the pg client, or has side effects) besides the mutation and, when its
+ * records are read, their select (which runs the mutation). Then COMMIT travels with that statement.
+ */
+function soleStatement(plan: MutationPlan): boolean {
+  const operationPlan = plan.$mutation?.operationPlan as unknown as PlanInternals | undefined;
+  if (!operationPlan) return false;
+  let count = statementSteps.get(operationPlan);
+  if (count === undefined) {
+    count = 0;
+    for (const step of operationPlan.stepTracker.activeSteps) {
+      // The context's object and accesses that pass the client on send nothing themselves.
+      if (givesPgClient(step)) continue;
+      if (step.hasSideEffects || step.dependencies.some(givesPgClient)) count++;
+    }
+    statementSteps.set(operationPlan, count);
+  }
+  return count === (plan.viaRecords ? 2 : 1);
+}
 
 /**
  * The records select of a mutation field (one per field): it runs the pending mutation as its
@@ -305,11 +352,13 @@ function recordsFor($mutation: Step): PgSelectStep {
 
 /** A mutation no selection reads the records of: its statement runs by itself. */
 async function runAlone(client: PgClient, mutation: PendingMutation): Promise<void> {
-  await client
-    .query({ text: `${mutation.text} select __json from __pgGqlRows`, values: mutation.values as unknown[] })
-    .catch((e: unknown) => {
-      throw tooManyError(e);
-    });
+  const query = {
+    text: `${mutation.text} select __json from __pgGqlRows`,
+    values: mutation.values as unknown[],
+  };
+  await client.query(mutation.sole ? asLastStatement(query) : query).catch((e: unknown) => {
+    throw tooManyError(e);
+  });
 }
 
 /**
@@ -323,7 +372,7 @@ function mutationStep<const TSpec extends Record<string, Step>>(
 ): Step<{ token: string | null }> {
   const plan: MutationPlan = { resource, viaRecords: false };
   const $mutation = sideEffectWithPgClient(resource.executor, spec as never, async (client, values) => {
-    const mutation = build(values as never);
+    const mutation = { ...build(values as never), sole: soleStatement(plan) };
     if (!plan.viaRecords) {
       await runAlone(client, mutation);
       return { token: null };
@@ -332,6 +381,7 @@ function mutationStep<const TSpec extends Record<string, Step>>(
     if (!aware.pendMutation) throw new Error("pg_graphql mutations need the request's mutation-aware client");
     return { token: aware.pendMutation(mutation) };
   }) as unknown as Step<{ token: string | null }>;
+  plan.$mutation = $mutation;
   mutationPlans.set($mutation, plan);
   return $mutation;
 }

@@ -253,7 +253,7 @@ interface ResultInternals {
 /** pg's result collector, which a Query makes for its row mode. */
 const PgResult = (pg as unknown as { Result: new (rowMode?: string) => ResultInternals }).Result;
 
-/** A statement sent ahead of the main one in the same pipeline; its rows and completion are not the result. */
+/** A statement sent ahead of (or after) the main one in the same pipeline; its rows and completion are not the result. */
 interface Preamble {
   text: string;
   /** Its prepared statement's name, "" for the unnamed statement. */
@@ -273,6 +273,8 @@ interface Preamble {
 class PipelinedQuery extends BaseQuery {
   /** Preamble statements whose completion has not arrived yet. */
   private pending: number;
+  /** Whether the statement's own completion arrived (what completes after it is a trailing statement's). */
+  private completed = false;
 
   constructor(
     text: string,
@@ -283,6 +285,8 @@ class PipelinedQuery extends BaseQuery {
     private readonly plan: { name: string; parse: boolean },
     /** The statement's row shape when the connection knows it (no Describe then), else where to keep it. */
     private readonly shape: RowShape | ((shape: RowShape) => void),
+    /** Statements sent after it in the same pipeline (COMMIT). */
+    private readonly trailing: Preamble[],
     callback: (err: Error | null, result: pg.QueryResult) => void,
   ) {
     // The text, not a config object: pg copies a config object property by property, per query.
@@ -316,6 +320,11 @@ class PipelinedQuery extends BaseQuery {
     connection.bind({ statement: this.plan.name, values: this.values });
     if (typeof this.shape === "function") connection.describe({ type: "P", name: "" });
     connection.execute({ portal: "" });
+    for (const t of this.trailing) {
+      connection.parse({ text: t.text, name: t.name, types: [] });
+      connection.bind({ statement: t.name, values: t.values });
+      connection.execute({ portal: "" });
+    }
     connection.sync();
   }
 
@@ -328,12 +337,15 @@ class PipelinedQuery extends BaseQuery {
   }
 
   override handleDataRow(msg: unknown): void {
-    if (this.pending === 0) super.handleDataRow(msg);
+    if (this.pending === 0 && !this.completed) super.handleDataRow(msg);
   }
 
   override handleCommandComplete(msg: unknown, connection: PgConnection): void {
-    if (this.pending === 0) super.handleCommandComplete(msg, connection);
-    else this.pending--;
+    if (this.pending > 0) this.pending--;
+    else if (!this.completed) {
+      this.completed = true;
+      super.handleCommandComplete(msg, connection);
+    }
   }
 }
 
@@ -371,6 +383,7 @@ async function pipelined(
   preamble: Preamble[],
   statement: { text: string; values: readonly unknown[] },
   rowMode?: "array",
+  trailing: Preamble[] = [],
 ): Promise<pg.QueryResult> {
   // Values become text (or bytes) before anything is sent, so a value that cannot fails alone.
   const values = statement.values.map((v) => prepareValue(v) as unknown);
@@ -391,8 +404,15 @@ async function pipelined(
   ].filter((n) => n !== "");
   try {
     const result = await new Promise<pg.QueryResult>((resolve, reject) => {
-      const query = new PipelinedQuery(statement.text, values, rowMode, preamble, plan, shape, (err, res) =>
-        err ? reject(err) : resolve(res),
+      const query = new PipelinedQuery(
+        statement.text,
+        values,
+        rowMode,
+        preamble,
+        plan,
+        shape,
+        trailing,
+        (err, res) => (err ? reject(err) : resolve(res)),
       );
       void client.query(query as unknown as pg.Submittable);
     });
@@ -433,6 +453,8 @@ export function queryInOneRoundTrip(
  */
 export class PipelinedTransaction {
   private opened = false;
+  /** Committed in the pipeline of its last statement (see `query`'s `commit`). */
+  private committed = false;
   /** Parameterless statements (savepoints and their releases) waiting for the next statement or the commit. */
   private readonly deferred: string[] = [];
 
@@ -441,8 +463,19 @@ export class PipelinedTransaction {
     private readonly scope: TransactionScope,
   ) {}
 
-  /** Runs a statement of the transaction, with whatever waits to be sent ahead of it. */
-  query(statement: { text: string; values: readonly unknown[] }, rowMode?: "array"): Promise<pg.QueryResult> {
+  /**
+   * Runs a statement of the transaction, with whatever waits to be sent ahead of it. `commit`: the caller knows
+   * it is the transaction's last statement, so COMMIT travels in its pipeline and the transaction costs no
+   * round trip of its own (an error of the statement skips the COMMIT: the transaction stays open to roll back).
+   */
+  async query(
+    statement: { text: string; values: readonly unknown[] },
+    rowMode?: "array",
+    commit = false,
+  ): Promise<pg.QueryResult> {
+    // A caller that said "last" and was wrong: refused, not run outside the transaction it belonged to.
+    if (this.committed)
+      throw new Error("A statement came after its transaction committed with its last statement");
     const preamble: Preamble[] = [];
     const plain = (text: string): Preamble => ({ text, name: "", values: [], parse: true });
     if (!this.opened) {
@@ -451,7 +484,10 @@ export class PipelinedTransaction {
       preamble.push(settingsPreamble(this.scope, preparedSet(this.client)));
     }
     preamble.push(...this.deferred.splice(0).map(plain));
-    return pipelined(this.client, this.scope, preamble, statement, rowMode);
+    if (!commit) return pipelined(this.client, this.scope, preamble, statement, rowMode);
+    const result = await pipelined(this.client, this.scope, preamble, statement, rowMode, [plain("commit")]);
+    this.committed = true;
+    return result;
   }
 
   /** Starts a savepoint; it reaches the database with the next statement, and not at all without one. */
@@ -466,19 +502,24 @@ export class PipelinedTransaction {
 
   /** Undoes the work since the savepoint, at once (the transaction is unusable until then). */
   async rollbackTo(name: string): Promise<void> {
-    if (this.dropDeferred(`savepoint ${name}`)) return;
+    // Committed with its last statement: nothing is left to undo (the caller's error still fails the request).
+    if (this.committed || this.dropDeferred(`savepoint ${name}`)) return;
     this.deferred.length = 0;
     await this.client.query(`rollback to savepoint ${name}`);
   }
 
-  /** Commits: with the last releases, in one round trip; a transaction that sent nothing has nothing to end. */
+  /**
+   * Commits: with the last releases, in one round trip; a transaction that sent nothing, or committed with its
+   * last statement (whose savepoints ended with it), has nothing to end.
+   */
   async commit(): Promise<void> {
-    if (this.opened) await this.client.query([...this.deferred.splice(0), "commit"].join("; "));
+    if (this.committed) this.deferred.length = 0;
+    else if (this.opened) await this.client.query([...this.deferred.splice(0), "commit"].join("; "));
   }
 
   async rollback(): Promise<void> {
     this.deferred.length = 0;
-    if (this.opened) await rollback(this.client);
+    if (this.opened && !this.committed) await rollback(this.client);
   }
 
   private dropDeferred(text: string): boolean {
@@ -542,17 +583,30 @@ async function closePrepared(client: pg.ClientBase, names: string[]): Promise<vo
   });
 }
 
+/**
+ * Marks a grafast query as its request's last statement (asLastStatement): inside a
+ * request's transaction, COMMIT then travels with it (PipelinedTransaction.query's `commit`).
+ */
+const LAST_STATEMENT = Symbol("strata.lastStatement");
+
+/** The query marked as its request's last statement (see LAST_STATEMENT). */
+export function asLastStatement<Q extends object>(query: Q): Q {
+  return Object.assign({ ...query }, { [LAST_STATEMENT]: true });
+}
+
 /** Grafast's `query` over a runner of statements: its text, values and array mode in, rows and count out. */
 function grafastQuery(
   run: (
     statement: { text: string; values: readonly unknown[] },
-    rowMode?: "array",
+    rowMode: "array" | undefined,
+    last: boolean,
   ) => Promise<pg.QueryResult>,
 ): PgClient["query"] {
   return async <TData>(q: PgClientQuery): Promise<PgClientResult<TData>> => {
     const { rows, rowCount } = await run(
       { text: q.text, values: q.values ?? [] },
       q.arrayMode ? "array" : undefined,
+      (q as { [LAST_STATEMENT]?: boolean })[LAST_STATEMENT] === true,
     );
     return { rows: rows as TData[], rowCount };
   };
@@ -585,7 +639,7 @@ export function withPgClientInTransaction(tx: PipelinedTransaction): WithPgClien
   // Nested transactions one after the other, as @dataplan/pg's own adaptor runs them.
   let queue: Promise<unknown> = Promise.resolve();
   const client: PgClient = {
-    query: grafastQuery((statement, rowMode) => tx.query(statement, rowMode)),
+    query: grafastQuery((statement, rowMode, last) => tx.query(statement, rowMode, last)),
     withTransaction<T>(callback: (client: PgClient) => Promise<T>): Promise<T> {
       const run = async () => {
         const name = `strata_tx${++savepoints}`;
