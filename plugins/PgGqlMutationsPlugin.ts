@@ -386,9 +386,16 @@ function mutationStep<const TSpec extends Record<string, Step>>(
   return $mutation;
 }
 
+/** A mutation's target alias, and its RETURNING row as JSON: the same for every request, built once per schema. */
+const MUTATION_ALIAS = sql.identifier("__t");
+const returningRowSql = (codec: PgCodecWithAttributes): SQL =>
+  sql`returning ${rowJsonSql(codec, MUTATION_ALIAS)} as __row`;
+
 function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "insert");
+  const returning = returningRowSql(codec);
+  const target = sql`${resource.from as SQL} as ${MUTATION_ALIAS}`;
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(resource, { objects: fieldArgs.getRaw("objects") }, ({ objects }) => {
       const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
@@ -396,9 +403,6 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
       );
       if (list.length === 0) throw new PgGqlError("At least one record must be provided to objects");
       const used = [...columns].filter(([field]) => list.some((o) => o[field] !== undefined));
-      const alias = sql.identifier("__t");
-      const target = sql`${resource.from as SQL} as ${alias}`;
-      const returning = sql`returning ${rowJsonSql(codec, alias)} as __row`;
       const insert = used.length
         ? sql`insert into ${target} (${sql.join(
             used.map(([, attributeName]) => sql.identifier(attributeName)),
@@ -426,6 +430,7 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
 function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "update");
+  const returning = returningRowSql(codec);
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(
       resource,
@@ -445,8 +450,7 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
         if (assignments.length === 0) {
           throw new PgGqlError("At least one mapping must be provided to set argument");
         }
-        const alias = sql.identifier("__t");
-        const dml = sql`update ${resource.from as SQL} as ${alias} set ${sql.join(assignments, ", ")} where ${filterSql(applyFilter as ApplyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
+        const dml = sql`update ${resource.from as SQL} as ${MUTATION_ALIAS} set ${sql.join(assignments, ", ")} where ${filterSql(applyFilter as ApplyFilter, MUTATION_ALIAS)} ${returning}`;
         return mutationStatement(dml, atMost as number, "update");
       },
     );
@@ -454,13 +458,13 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
 
 function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
+  const returning = returningRowSql(codec);
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(
       resource,
       { atMost: fieldArgs.getRaw("atMost"), applyFilter: planFilter(build, resource, fieldArgs) },
       ({ atMost, applyFilter }) => {
-        const alias = sql.identifier("__t");
-        const dml = sql`delete from ${resource.from as SQL} as ${alias} where ${filterSql(applyFilter as ApplyFilter, alias)} returning ${rowJsonSql(codec, alias)} as __row`;
+        const dml = sql`delete from ${resource.from as SQL} as ${MUTATION_ALIAS} where ${filterSql(applyFilter as ApplyFilter, MUTATION_ALIAS)} ${returning}`;
         return mutationStatement(dml, atMost as number, "delete");
       },
     );
