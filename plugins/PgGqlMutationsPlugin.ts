@@ -164,6 +164,35 @@ function mutationStatement(dml: SQL, atMost: number | null, kind: MutationKind):
   );
 }
 
+/**
+ * A records statement's text (`count` values) after its mutation's (`offset` values ahead): the token's placeholders
+ * read the mutation's rows, the others are renumbered. Kept per text, token positions and offset: the same
+ * operation sends the same records statement every time.
+ */
+const recordsTexts = new Map<string, string>();
+const MAX_RECORDS_TEXTS = 500;
+
+function recordsText(text: string, count: number, tokenAt: ReadonlySet<number>, offset: number): string {
+  const key = `${offset}\u0000${[...tokenAt].join(",")}\u0000${text}`;
+  let rewritten = recordsTexts.get(key);
+  if (rewritten === undefined) {
+    // Placeholder n (1-based) becomes the number of values kept up to it, after the mutation's.
+    const renumbered: number[] = [];
+    let kept = 0;
+    for (let i = 0; i < count; i++) {
+      if (!tokenAt.has(i)) kept++;
+      renumbered[i] = offset + kept;
+    }
+    const body = replacePlaceholders(text, (n) =>
+      tokenAt.has(n - 1) ? "(select __json from __pgGqlRows)" : `$${renumbered[n - 1]}`,
+    );
+    rewritten = /^\s*with\s/i.test(body) ? `, ${body.replace(/^\s*with\s/i, "")}` : ` ${body}`;
+    if (recordsTexts.size >= MAX_RECORDS_TEXTS) recordsTexts.clear();
+    recordsTexts.set(key, rewritten);
+  }
+  return rewritten;
+}
+
 /** The records statement of a pending mutation, with the mutation prepended; undefined for any other query. */
 function withPendingMutation(
   query: PgClientQuery,
@@ -174,19 +203,10 @@ function withPendingMutation(
   if (token === undefined) return undefined;
   const pending = pendingMutations.get(token)!;
   pendingMutations.delete(token);
+  const tokenAt = new Set<number>();
   const kept: unknown[] = [];
-  const renumbered = new Map<number, number>();
-  values.forEach((value, index) => {
-    if (value === token) return;
-    kept.push(value);
-    renumbered.set(index + 1, pending.values.length + kept.length);
-  });
-  const body = replacePlaceholders(query.text, (n) =>
-    values[n - 1] === token ? "(select __json from __pgGqlRows)" : `$${renumbered.get(n)}`,
-  );
-  const text = /^\s*with\s/i.test(body)
-    ? `${pending.text}, ${body.replace(/^\s*with\s/i, "")}`
-    : `${pending.text} ${body}`;
+  values.forEach((value, index) => (value === token ? tokenAt.add(index) : kept.push(value)));
+  const text = pending.text + recordsText(query.text, values.length, tokenAt, pending.values.length);
   const rewritten = { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
   return pending.sole ? asLastStatement(rewritten) : rewritten;
 }
