@@ -1,12 +1,12 @@
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { readFileSync, rmSync, statSync } from "node:fs";
 import pg from "pg";
 import { createServer } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "../../src/db/embedded";
 import { createLogger } from "../../src/log";
+import { testTempDir } from "../helpers/tempDir";
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -25,7 +25,7 @@ describe("/health while the database goes away and comes back", () => {
   let strata: RunningStrata;
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "strata-health-"));
+    dir = testTempDir("strata-health-");
     pgPort = await freePort();
     db = await startEmbeddedPostgres(dir, pgPort);
     strata = await startStrata(
@@ -120,7 +120,7 @@ describe("the embedded cluster's superuser password", () => {
   };
 
   it("is generated for a new cluster, kept owner-only, and replaces the old fixed one of an existing cluster", async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "strata-password-"));
+    const dir = testTempDir("strata-password-");
     const port = await freePort();
     const legacyUrl = `postgres://postgres:postgres@127.0.0.1:${port}/postgres`;
     let db = await startEmbeddedPostgres(dir, port);

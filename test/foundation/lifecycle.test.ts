@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import pg from "pg";
+import { testTempDir } from "../helpers/tempDir";
 
 const ROOT = path.resolve(__dirname, "../..");
 
@@ -51,7 +51,7 @@ function exited(child: ChildProcess): Promise<number | null> {
 
 describe("the server's lifecycle on the embedded PostgreSQL", () => {
   it("keeps data across restarts, stops PostgreSQL on SIGINT and recovers from SIGKILL", async () => {
-    const dataDir = mkdtempSync(path.join(os.tmpdir(), "strata-lifecycle-"));
+    const dataDir = testTempDir("strata-lifecycle-");
     const env = {
       STRATA_DATA_DIR: dataDir,
       PORT: String(await freePort()),

@@ -1,9 +1,9 @@
 import { execFile } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { adminQuery, createTestDatabase, dropTestDatabase } from "../helpers/db";
+import { testTempDir } from "../helpers/tempDir";
 
 const run = promisify(execFile);
 const ROOT = path.resolve(__dirname, "../..");
@@ -27,7 +27,7 @@ describe("the npm package", () => {
   afterAll(() => dropTestDatabase(dbUrl));
 
   it("installs into a plain PostGraphile app that extends the preset and answers a query", async () => {
-    const work = mkdtempSync(path.join(os.tmpdir(), "strata-pack-"));
+    const work = testTempDir("strata-pack-");
     const { stdout } = await run("npm", ["pack", "--json", "--pack-destination", work], {
       cwd: ROOT,
       env: { ...process.env, npm_config_loglevel: "silent" },

@@ -1,11 +1,9 @@
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { controlUrlOf, createTestDatabase, dropTestDatabase } from "./db";
+import { testTempDir } from "./tempDir";
 
 export interface TestServer {
   /** http://127.0.0.1:<port> */
@@ -45,7 +43,7 @@ export async function startTestServer(env: Record<string, string> = {}): Promise
     MANAGEMENT_TOKEN: TEST_MANAGEMENT_TOKEN,
     AUTHENTICATOR_PASSWORD: TEST_AUTHENTICATOR_PASSWORD,
     STRATA_KEK: TEST_KEK,
-    STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-server-")),
+    STRATA_DATA_DIR: testTempDir("strata-server-"),
     ...env,
   });
   // Server faults (5xx causes) reach the test output; everything else stays quiet unless asked for.

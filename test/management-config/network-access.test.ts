@@ -1,7 +1,6 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import net, { createServer } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
@@ -10,6 +9,7 @@ import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { BAN_DURATION_MS, intersectCidrs, renderAccessBlock } from "../../src/projects/access";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_MANAGEMENT_TOKEN } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 
 /**
  * pg_hba.conf, TLS and bans are cluster-wide: this file runs Strata with its own embedded PostgreSQL. The
@@ -80,7 +80,7 @@ describe("network restrictions, SSL enforcement, bans and the pool on Strata's o
   }
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "strata-netaccess-"));
+    dir = testTempDir("strata-netaccess-");
     pgPort = await freePort();
     strata = await startStrata(
       loadConfig({

@@ -1,11 +1,11 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
+import { testTempDir } from "../helpers/tempDir";
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -23,7 +23,7 @@ describe("Management API: cluster-wide PostgreSQL config on the embedded cluster
   let call: (method: string, body?: unknown) => Promise<{ status: number; body: any }>;
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "strata-pgconfig-"));
+    dir = testTempDir("strata-pgconfig-");
     strata = await startStrata(
       loadConfig({
         PORT: "0",

@@ -1,12 +1,12 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { startTestServer, TEST_AUTHENTICATOR_PASSWORD, type TestServer } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -40,7 +40,7 @@ describe("Read replicas and point-in-time restore on the embedded cluster", () =
   let primary: pg.Pool;
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "strata-replicas-"));
+    dir = testTempDir("strata-replicas-");
     strata = await startStrata(
       loadConfig({
         PORT: "0",

@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { startTestServer, type TestServer } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 import { mgmt } from "./api";
 
 describe("Management API: generated TypeScript types", () => {
@@ -31,7 +31,7 @@ describe("Management API: generated TypeScript types", () => {
     const types: string = res.body.types;
     expect(types).toContain("export type Database");
     expect(types).toMatch(/mood: "happy" \| "sad"/);
-    const dir = mkdtempSync(path.join(os.tmpdir(), "strata-types-"));
+    const dir = testTempDir("strata-types-");
     writeFileSync(path.join(dir, "database.ts"), types);
     writeFileSync(
       path.join(dir, "usage.ts"),

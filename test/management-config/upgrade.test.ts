@@ -1,6 +1,5 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
@@ -15,6 +14,7 @@ import {
   TEST_MANAGEMENT_TOKEN,
   type TestServer,
 } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {
@@ -54,7 +54,7 @@ describe("Management API: major-version upgrade to an embedded PostgreSQL 18", (
   const server = () => ({ url: `http://127.0.0.1:${strata.port}` }) as Parameters<typeof atProjectHost>[0];
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "strata-upgrade-"));
+    dir = testTempDir("strata-upgrade-");
     env = {
       PORT: "0",
       STRATA_PG_PORT: String(await freePort()),

@@ -1,11 +1,11 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
+
 import path from "node:path";
 import { promisify } from "node:util";
 import { newAccessToken, sha256 } from "../../src/platform/ids";
 import { startTestServer, type TestServer, TEST_KEK } from "../helpers/server";
 import { mgmt } from "./client";
+import { testTempDir } from "../helpers/tempDir";
 
 /** Stores a token for the bootstrap admin the way the CLI and the OAuth server do. */
 async function storeToken(
@@ -156,7 +156,7 @@ describe("Management API access", () => {
           env: {
             ...process.env,
             DATABASE_URL: server.dbUrl,
-            STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-cli-")),
+            STRATA_DATA_DIR: testTempDir("strata-cli-"),
             AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
             STRATA_KEK: TEST_KEK,
           },

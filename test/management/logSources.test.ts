@@ -1,11 +1,10 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { createServer } from "node:net";
-import os from "node:os";
-import path from "node:path";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_MANAGEMENT_TOKEN } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 
 /**
  * auth_logs, postgres_logs and function_edge_logs. postgres_logs is read from the log of a cluster Strata
@@ -52,7 +51,7 @@ describe("log sources auth_logs, postgres_logs and function_edge_logs", () => {
   }
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "strata-logsources-"));
+    dir = testTempDir("strata-logsources-");
     strata = await startStrata(
       loadConfig({
         PORT: "0",

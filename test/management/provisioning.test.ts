@@ -1,12 +1,10 @@
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { adminQuery } from "../helpers/db";
 import { startTestServer, TEST_JWT_SECRET, type TestServer, TEST_KEK } from "../helpers/server";
 import { mgmt, waitForStatus } from "./client";
+import { testTempDir } from "../helpers/tempDir";
 
 describe("project creation interrupted by a dying process", () => {
   let server: TestServer;
@@ -38,7 +36,7 @@ describe("project creation interrupted by a dying process", () => {
         JWT_SECRET: TEST_JWT_SECRET,
         AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
         STRATA_KEK: TEST_KEK,
-        STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-resume-")),
+        STRATA_DATA_DIR: testTempDir("strata-resume-"),
       }),
       createLogger("silent"),
     );

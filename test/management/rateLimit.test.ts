@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
+
 import path from "node:path";
 import {
   startTestServer,
@@ -10,6 +9,7 @@ import {
   TEST_KEK,
 } from "../helpers/server";
 import { mgmt } from "./client";
+import { testTempDir } from "../helpers/tempDir";
 
 const LIMIT = 5;
 
@@ -27,7 +27,7 @@ async function startSecondProcess(server: TestServer): Promise<{ url: string; ch
         MANAGEMENT_TOKEN: TEST_MANAGEMENT_TOKEN,
         AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
         STRATA_KEK: TEST_KEK,
-        STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-second-")),
+        STRATA_DATA_DIR: testTempDir("strata-second-"),
         MANAGEMENT_RATE_LIMIT: String(LIMIT),
         LOG_LEVEL: "silent",
       },

@@ -1,12 +1,10 @@
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { createClient, type RealtimeChannel, type SupabaseClient } from "@supabase/supabase-js";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
 import { startTestServer, TEST_JWT_SECRET, TEST_KEK, type TestServer } from "../helpers/server";
 import { mgmt } from "../management/client";
+import { testTempDir } from "../helpers/tempDir";
 
 /**
  * Two Strata nodes of one installation (one database): a broadcast sent to one node reaches a subscriber
@@ -29,7 +27,7 @@ beforeAll(async () => {
       AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
       STRATA_KEK: TEST_KEK,
       REALTIME_NODE_TIMEOUT_MS: "1500",
-      STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-node2-")),
+      STRATA_DATA_DIR: testTempDir("strata-node2-"),
     }),
     createLogger("silent"),
   );

@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+
 import { createServer } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { createClient, type RealtimeChannel, type SupabaseClient } from "@supabase/supabase-js";
 import {
@@ -11,6 +10,7 @@ import {
   TEST_KEK,
   type TestServer,
 } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 
 /**
  * Presence shared by two Strata nodes on one database: the second node is a process of its own, so it can
@@ -49,7 +49,7 @@ beforeAll(async () => {
       JWT_SECRET: TEST_JWT_SECRET,
       AUTHENTICATOR_PASSWORD: TEST_AUTHENTICATOR_PASSWORD,
       STRATA_KEK: TEST_KEK,
-      STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-node-b-")),
+      STRATA_DATA_DIR: testTempDir("strata-node-b-"),
       REALTIME_NODE_TIMEOUT_MS: NODE_TIMEOUT_MS,
       LOG_LEVEL: "warn",
     },

@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+
 import { createServer } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { adminQuery, createTestDatabase, dropTestDatabase } from "../helpers/db";
 import {
@@ -10,6 +9,7 @@ import {
   TEST_KEK,
   TEST_MANAGEMENT_TOKEN,
 } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 
 const ROOT = path.resolve(__dirname, "../..");
 
@@ -94,7 +94,7 @@ async function settled(databaseUrl: string, pattern: string): Promise<void> {
 /** A SIGKILL of the server in the middle of a write leaves nothing of it: each write is one transaction. */
 describe("A crash in the middle of a write", () => {
   let databaseUrl: string;
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "strata-crash-"));
+  const dataDir = testTempDir("strata-crash-");
   beforeAll(async () => {
     databaseUrl = await createTestDatabase();
     // Every row costs a little time, so each write below is still running when the server is killed.

@@ -1,11 +1,11 @@
 import { execFile, execFileSync } from "node:child_process";
-import { chmodSync, chownSync, mkdirSync, mkdtempSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync } from "node:fs";
 import { createServer, type Server } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { createTestDatabase, dropTestDatabase } from "../helpers/db";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_KEK } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 
 /** `npm start` as a user runs it, in situations where it cannot start: one line naming the cause, exit 1. */
 async function start(env: Record<string, string>): Promise<{ code: number; lastLine: string }> {
@@ -15,7 +15,7 @@ async function start(env: Record<string, string>): Promise<{ code: number; lastL
     {
       env: {
         ...process.env,
-        STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-startup-")),
+        STRATA_DATA_DIR: testTempDir("strata-startup-"),
         STRATA_KEK: TEST_KEK,
         // The test cluster's servers share one authenticator role: a start-up that set another password
         // would fail every other running test server's new connections.
@@ -85,7 +85,7 @@ describe("Start-up failures", () => {
   /** A real PostgreSQL 13 cluster (binaries from the `postgres-13` dev dependency), made in `dir/pgdata`. */
   function oldCluster(): { dir: string; pgdata: string; bin: string } {
     const bin = path.resolve("node_modules/postgres-13/native/bin");
-    const dir = mkdtempSync(path.join(os.tmpdir(), "strata-pg13-"));
+    const dir = testTempDir("strata-pg13-");
     chmodSync(dir, 0o755);
     const pgdata = path.join(dir, "pgdata");
     mkdirSync(pgdata, { mode: 0o700 });
@@ -136,7 +136,7 @@ describe("Start-up failures", () => {
   (asRoot ? it : it.skip)(
     "names a data directory that the postgres OS user cannot reach when run as root",
     async () => {
-      const hidden = mkdtempSync(path.join(os.tmpdir(), "strata-rootonly-"));
+      const hidden = testTempDir("strata-rootonly-");
       chmodSync(hidden, 0o700);
       const { code, lastLine } = await start({ STRATA_DATA_DIR: path.join(hidden, "data") });
       expect(code).toBe(1);

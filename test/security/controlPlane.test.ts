@@ -1,6 +1,3 @@
-import { mkdtempSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
@@ -10,6 +7,7 @@ import { ensureFirstStart } from "../../src/platform/firstStart";
 import { loadKek } from "../../src/platform/kek";
 import { adminQuery, controlUrlOf, createTestDatabase, dropTestDatabase } from "../helpers/db";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_KEK, TEST_MANAGEMENT_TOKEN } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 
 /**
  * Installations made before the control plane had its own database kept it in the main database's
@@ -61,7 +59,7 @@ function start(url: string, dataDir: string): Promise<RunningStrata> {
 
 describe("The control plane's own database", () => {
   let url: string;
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "strata-control-"));
+  const dataDir = testTempDir("strata-control-");
   beforeAll(async () => {
     url = await createTestDatabase({ withControl: false });
   });

@@ -1,11 +1,11 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, statSync } from "node:fs";
-import os from "node:os";
+import { statSync } from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { loadKek } from "../../src/platform/kek";
 import { startTestServer, TEST_JWT_SECRET, TEST_KEK, type TestServer } from "../helpers/server";
 import { mgmt, waitForStatus } from "../management/client";
+import { testTempDir } from "../helpers/tempDir";
 
 describe("Secrets at rest", () => {
   let server: TestServer;
@@ -116,7 +116,7 @@ describe("Secrets at rest", () => {
             ...process.env,
             DATABASE_URL: own.dbUrl,
             AUTHENTICATOR_PASSWORD: "strata-test-authenticator",
-            STRATA_DATA_DIR: mkdtempSync(path.join(os.tmpdir(), "strata-rotate-")),
+            STRATA_DATA_DIR: testTempDir("strata-rotate-"),
             ...env,
           },
         },
@@ -148,7 +148,7 @@ describe("Secrets at rest", () => {
   });
 
   it("makes the key file of a data directory readable by its owner only", () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "strata-kek-"));
+    const dir = testTempDir("strata-kek-");
     const kek = loadKek(dir, undefined);
     expect(statSync(path.join(dir, "kek")).mode & 0o777).toBe(0o600);
     const sealed = kek.seal("value", "purpose");

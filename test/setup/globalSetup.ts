@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { chmodSync, mkdtempSync } from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -28,9 +28,13 @@ function freePort(): Promise<number> {
  * so files are independent and run in parallel without racing on cluster-wide roles.
  */
 export default async function globalSetup(): Promise<void> {
+  // The run's temporary directory: every test's (test/helpers/tempDir.ts) is made in it, globalTeardown removes it.
+  process.env.STRATA_TEST_TMP = mkdtempSync(path.join(os.tmpdir(), "strata-run-"));
+  // Passable by the OS user PostgreSQL runs as (when the tests run as root), as the system's own is.
+  chmodSync(process.env.STRATA_TEST_TMP, 0o711);
   let adminUrl = process.env.DATABASE_URL;
   if (!adminUrl) {
-    const dir = mkdtempSync(path.join(os.tmpdir(), "strata-test-"));
+    const dir = mkdtempSync(path.join(process.env.STRATA_TEST_TMP, "cluster-"));
     const db = await startEmbeddedPostgres(dir, await freePort());
     (globalThis as any).__strataEmbedded = db;
     adminUrl = db.url;

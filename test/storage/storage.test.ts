@@ -1,7 +1,6 @@
 import { createHash, randomUUID } from "node:crypto";
-import { createReadStream, existsSync, mkdtempSync, readdirSync, statSync } from "node:fs";
+import { createReadStream, existsSync, readdirSync, statSync } from "node:fs";
 import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { CreateBucketCommand, HeadObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import type { SupabaseClient } from "@supabase/supabase-js";
@@ -11,6 +10,7 @@ import * as tus from "tus-js-client";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt } from "../management/client";
 import { clientFor, userToken } from "../rest/fixtures";
+import { testTempDir } from "../helpers/tempDir";
 
 /**
  * /storage/v1 through the platform's JavaScript client, against the local disk and then against an
@@ -53,7 +53,7 @@ function s3Backend(): Backend {
       STORAGE_S3_SECRET_ACCESS_KEY: "S3RVER",
     }),
     async start() {
-      const directory = mkdtempSync(path.join(os.tmpdir(), "strata-s3-"));
+      const directory = testTempDir("strata-s3-");
       s3rver = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory });
       const { port } = await s3rver.run();
       endpoint = `http://127.0.0.1:${port}`;
