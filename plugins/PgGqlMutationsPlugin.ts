@@ -218,7 +218,10 @@ function tooManyError(error: unknown): unknown {
 }
 
 /** Whether the operation a request runs is a mutation (the one operation, or the one named). */
-function isMutationOperation(document: DocumentNode, operationName: string | null | undefined): boolean {
+export function isMutationOperation(
+  document: DocumentNode,
+  operationName: string | null | undefined,
+): boolean {
   for (const definition of document.definitions) {
     if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
     if (operationName && definition.name?.value !== operationName) continue;

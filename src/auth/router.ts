@@ -450,7 +450,6 @@ export function authRouter(ctx: AppContext): Router {
   const phoneExists = () =>
     new AuthApiError(422, "phone_exists", "A user with this phone number has already been registered");
 
-  /** Phone sign-up (auth-js signUp({phone, password})): a code by SMS unless sms_autoconfirm. */
   /**
    * A sign-up's answer, by email or phone: the obfuscated user for a taken address, else (after the
    * after-user-created hook) a session when sign-ups are autoconfirmed, the user otherwise.
@@ -471,6 +470,7 @@ export function authRouter(ctx: AppContext): Router {
     return apiUser(project.adminPool, result.user);
   }
 
+  /** Phone sign-up (auth-js signUp({phone, password})): a code by SMS unless sms_autoconfirm. */
   async function signUpWithPhone(project: ProjectRuntime, req: Request, settings: AuthSettings) {
     requirePhoneProvider(settings, 400, "Phone signups are disabled");
     const body = parse(phoneSignupBody, req.body);

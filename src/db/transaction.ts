@@ -262,6 +262,13 @@ interface Preamble {
   parse: boolean;
 }
 
+/** A statement beside the main one: Parse (when due), Bind and Execute, no Describe (its rows are not read). */
+function sendAside(connection: PgConnection, statement: Preamble): void {
+  if (statement.parse) connection.parse({ text: statement.text, name: statement.name, types: [] });
+  connection.bind({ statement: statement.name, values: statement.values });
+  connection.execute({ portal: "" });
+}
+
 /**
  * One statement as one pipeline of extended-protocol messages, sent in one write and answered in one round
  * trip: Bind/Execute of each preamble statement (the settings, or BEGIN and savepoints), then Bind/Describe/
@@ -310,21 +317,13 @@ class PipelinedQuery extends BaseQuery {
   }
 
   override prepare(connection: PgConnection): void {
-    for (const p of this.preamble) {
-      if (p.parse) connection.parse({ text: p.text, name: p.name, types: [] });
-      connection.bind({ statement: p.name, values: p.values });
-      connection.execute({ portal: "" });
-    }
+    for (const p of this.preamble) sendAside(connection, p);
     // Parsed after the settings: names resolve with the request's search_path and privileges of its role.
     if (this.plan.parse) connection.parse({ text: this.text, name: this.plan.name, types: [] });
     connection.bind({ statement: this.plan.name, values: this.values });
     if (typeof this.shape === "function") connection.describe({ type: "P", name: "" });
     connection.execute({ portal: "" });
-    for (const t of this.trailing) {
-      connection.parse({ text: t.text, name: t.name, types: [] });
-      connection.bind({ statement: t.name, values: t.values });
-      connection.execute({ portal: "" });
-    }
+    for (const t of this.trailing) sendAside(connection, t);
     connection.sync();
   }
 
@@ -484,9 +483,9 @@ export class PipelinedTransaction {
       preamble.push(settingsPreamble(this.scope, preparedSet(this.client)));
     }
     preamble.push(...this.deferred.splice(0).map(plain));
-    if (!commit) return pipelined(this.client, this.scope, preamble, statement, rowMode);
-    const result = await pipelined(this.client, this.scope, preamble, statement, rowMode, [plain("commit")]);
-    this.committed = true;
+    const trailing = commit ? [plain("commit")] : [];
+    const result = await pipelined(this.client, this.scope, preamble, statement, rowMode, trailing);
+    this.committed = commit;
     return result;
   }
 
@@ -583,13 +582,13 @@ async function closePrepared(client: pg.ClientBase, names: string[]): Promise<vo
   });
 }
 
-/**
- * Marks a grafast query as its request's last statement (asLastStatement): inside a
- * request's transaction, COMMIT then travels with it (PipelinedTransaction.query's `commit`).
- */
+/** Marks a grafast query as its request's last statement (asLastStatement). */
 const LAST_STATEMENT = Symbol("strata.lastStatement");
 
-/** The query marked as its request's last statement (see LAST_STATEMENT). */
+/**
+ * The query marked as its request's last statement: inside a request's transaction, COMMIT then travels with
+ * it (PipelinedTransaction.query's `commit`).
+ */
 export function asLastStatement<Q extends object>(query: Q): Q {
   return Object.assign({ ...query }, { [LAST_STATEMENT]: true });
 }

@@ -1,7 +1,7 @@
 import type { WithPgClient } from "@dataplan/pg";
 import { makePgService } from "@dataplan/pg/adaptors/pg";
 import { execute, hookArgs, isSafeError } from "grafast";
-import { GraphQLError, Kind, type DocumentNode, type GraphQLSchema } from "grafast/graphql";
+import { GraphQLError, Kind, type GraphQLSchema } from "grafast/graphql";
 import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
 import { dataApiConfigOf } from "../catalog/dataApiConfig";
@@ -14,6 +14,7 @@ import {
 } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
+import { isMutationOperation } from "../../plugins/PgGqlMutationsPlugin";
 import { prepareDocument, RequestError } from "./document";
 
 interface RoleSchema {
@@ -89,12 +90,6 @@ function errorsOnly(ctx: AppContext, errors: readonly GraphQLError[]): GraphqlRe
   const reported = errors.filter((e) => !isAbortedTransaction(e));
   const masked = (reported.length ? reported : errors).map((e) => maskError(ctx, e));
   return errors.some((e) => e instanceof RequestError) ? { errors: masked } : { data: null, errors: masked };
-}
-
-function isMutation(document: DocumentNode, operationName: string | undefined): boolean {
-  const operations = document.definitions.filter((d) => d.kind === Kind.OPERATION_DEFINITION);
-  const selected = operationName ? operations.find((o) => o.name?.value === operationName) : operations[0];
-  return selected?.operation === "mutation";
 }
 
 /** Thrown out of the request's transaction to roll it back while keeping the response. */
@@ -199,7 +194,7 @@ export async function executeGraphql(
     if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
     return out;
   };
-  if (!isMutation(document, operationName))
+  if (!isMutationOperation(document, operationName))
     return run(withReadsInOneRoundTrip(project.dataPool, { ...auth, settings }));
   try {
     return await inOneTransaction(project, auth, settings, run);

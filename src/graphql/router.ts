@@ -34,7 +34,7 @@ export async function handleGraphql(
   }
 }
 
-/** The Express route (the data path in fastPath.ts serves the same handler ahead of Express). */
+/** The Express route (the data path in dataPath.ts serves the same handler ahead of Express). */
 export function graphqlRouter(ctx: AppContext): Router {
   const router = Router({ strict: true, caseSensitive: true });
   // The body parser is scoped to this route: other routers read their bodies themselves.

@@ -22,12 +22,6 @@ export interface LogEvent {
   at?: string;
 }
 
-/**
- * Records each project's log events (API requests as `edge_logs`, auth events as `auth_logs`, the project's
- * Postgres log lines as `postgres_logs`) in `platform.log_events`: kept in memory and written in one
- * statement every second, so logging costs no database work on the request path; events older than the
- * retention are deleted every few minutes.
- */
 /** An event as it waits in the buffer: its metadata already JSON text, its time in milliseconds or as text. */
 interface BufferedEvent {
   ref: string;
@@ -40,6 +34,12 @@ interface BufferedEvent {
 /** `"..."`: a string as JSON. */
 const quoted = JSON.stringify;
 
+/**
+ * Records each project's log events (API requests as `edge_logs`, auth events as `auth_logs`, the project's
+ * Postgres log lines as `postgres_logs`) in `platform.log_events`: kept in memory and written in one
+ * statement every second, so logging costs no database work on the request path; events older than the
+ * retention are deleted every few minutes.
+ */
 export class LogRecorder {
   private buffer: BufferedEvent[] = [];
   private readonly timer: NodeJS.Timeout;

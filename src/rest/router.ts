@@ -18,7 +18,7 @@ import { requestSettingsOf } from "../http/requestSettings";
 import { sendText } from "../http/sendText";
 import { fromPgError, RestError } from "./errors";
 import type { Plan } from "./plan";
-import { plannedRequest, type PlannedRequest } from "./plannedReads";
+import { plannedRequest, type PlannedRequest } from "./plannedRequest";
 import type { ApiRequest } from "./request/apiRequest";
 import {
   commonHeaders,
@@ -159,7 +159,7 @@ function rawQueryOf(target: string): string {
   return target.slice(start + 1, end === -1 ? undefined : end);
 }
 
-/** One REST request (Express' request and response: the Express route and the data path in fastPath.ts). */
+/** One REST request (Express' request and response: the Express route and the data path in dataPath.ts). */
 export async function handleRest(ctx: AppContext, req: Request, res: Response): Promise<void> {
   let auth: RequestAuth | undefined;
   try {

@@ -1,8 +1,5 @@
 import { Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
-
-/** The AWS SDK, loaded when a server stores its objects in S3: one that does not never holds it in memory. */
-const sdk = () => import("@aws-sdk/client-s3");
 import { measuring } from "./disk";
 import {
   checkKey,
@@ -12,6 +9,9 @@ import {
   type ObjectBackend,
   type StoredBytes,
 } from "./types";
+
+/** The AWS SDK, loaded when a server stores its objects in S3: one that does not never holds it in memory. */
+const sdk = () => import("@aws-sdk/client-s3");
 
 export interface S3Settings {
   bucket: string;
@@ -73,10 +73,9 @@ export class S3Backend implements ObjectBackend {
 
   async read(key: string, range?: ByteRange): Promise<Readable> {
     const { GetObjectCommand, NoSuchKey } = await sdk();
+    const client = await this.client();
     try {
-      const out = await (
-        await this.client()
-      ).send(
+      const out = await client.send(
         new GetObjectCommand({
           Bucket: this.settings.bucket,
           Key: checkKey(key),
@@ -93,10 +92,9 @@ export class S3Backend implements ObjectBackend {
 
   async copy(from: string, to: string): Promise<void> {
     const { CopyObjectCommand } = await sdk();
+    const client = await this.client();
     try {
-      await (
-        await this.client()
-      ).send(
+      await client.send(
         new CopyObjectCommand({
           Bucket: this.settings.bucket,
           Key: checkKey(to),
