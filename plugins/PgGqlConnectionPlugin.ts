@@ -7,8 +7,17 @@ import {
   type PgSelectSingleStep,
   type PgSelectStep,
 } from "@dataplan/pg";
-import { constant, first, lambda, last, type ConnectionStep, type FieldArgs, type Step } from "grafast";
-import type { GraphQLFieldConfigArgumentMap } from "grafast/graphql";
+import {
+  constant,
+  first,
+  lambda,
+  last,
+  operationPlan,
+  type ConnectionStep,
+  type FieldArgs,
+  type Step,
+} from "grafast";
+import { Kind, type GraphQLFieldConfigArgumentMap } from "grafast/graphql";
 import { sql, type SQL } from "pg-sql2";
 import { codecDirectives } from "./PgGqlDirectivesPlugin";
 import { PgGqlError } from "./pgGqlErrors";
@@ -183,11 +192,26 @@ export function planPage(
 }
 
 /**
+ * Whether the operation being planned is one root field that selects only `edges`: its page is then
+ * the request's only select, and the shared root row (which exists to merge several selects, counts and
+ * page probes into one statement) would only wrap it in a subquery whose rows come back as a text
+ * array to parse.
+ */
+function onlyEdgesOfOneRoot(): boolean {
+  const roots = operationPlan().operation.selectionSet.selections;
+  if (roots.length !== 1 || roots[0].kind !== Kind.FIELD) return false;
+  return (roots[0].selectionSet?.selections ?? []).every(
+    (s) => s.kind === Kind.FIELD && (s.name.value === "edges" || s.name.value === "__typename"),
+  );
+}
+
+/**
  * The root-row trick: every root collection hangs off one shared single-row select, so
  * @dataplan/pg inlines all of them (and their counts) into one SQL statement, as it does for
- * nested relations.
+ * nested relations. A lone page needs no such row (see onlyEdgesOfOneRoot).
  */
 function rootSelect(build: GraphileBuild.Build, resource: PgResource): PgSelectStep {
+  if (onlyEdgesOfOneRoot()) return pgSelect({ resource, identifiers: [] });
   const anchor = (Object.values(build.input.pgRegistry.pgResources) as PgResource[])
     .filter((r) => !r.parameters && r.codec.attributes)
     .sort((a, b) => (a.name < b.name ? -1 : 1))[0];

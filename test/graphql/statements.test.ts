@@ -73,6 +73,54 @@ describe("GraphQL round trips", () => {
     expect(roundTrips).toHaveLength(1);
   });
 
+  it("selects a lone page's rows directly, and a page with its count through the shared root row", async () => {
+    const lone = await roundTripsDuring(async () => {
+      const result = await graphql(
+        server,
+        `
+          {
+            playerCollection(first: 2) {
+              edges {
+                node {
+                  name
+                }
+              }
+            }
+          }
+        `,
+      );
+      expect(result).toEqual({
+        data: { playerCollection: { edges: [{ node: { name: "ann" } }, { node: { name: "bob" } }] } },
+      });
+    });
+    expect(dataStatements(lone)).toHaveLength(1);
+    expect(dataStatements(lone)[0]).toMatch(/^\s*select\s+__player__\./);
+    expect(dataStatements(lone)[0]).not.toContain("select 1 as one");
+    // With its totalCount the page and the count share one statement, hung off the root row.
+    const counted = await roundTripsDuring(async () => {
+      const result = await graphql(
+        server,
+        `
+          {
+            teamCollection(first: 1) {
+              totalCount
+              edges {
+                node {
+                  name
+                }
+              }
+            }
+          }
+        `,
+      );
+      expect(result).toEqual({
+        data: { teamCollection: { totalCount: 2, edges: [{ node: { name: "red" } }] } },
+      });
+    });
+    expect(dataStatements(counted)).toHaveLength(1);
+    expect(dataStatements(counted)[0]).toContain("select 1 as one");
+  });
+
   it("answers several root collections with totalCount and pageInfo in one round trip to the database", async () => {
     let result: any;
     const roundTrips = await roundTripsDuring(async () => {
