@@ -8,6 +8,7 @@ import {
   type PgSelectStep,
 } from "@dataplan/pg";
 import {
+  access,
   constant,
   first,
   lambda,
@@ -239,13 +240,19 @@ function atLeastRows(page: PgGqlPage, beforeCursor: boolean, atLeast: number): S
 }
 
 /** `hasNextPage`/`hasPreviousPage` as pg_graphql computes them (see transpile.rs `__has_next_page`). */
-function pageFlags(page: PgGqlPage, $rows: Step, which: "next" | "previous"): Step<boolean> {
+function pageFlags(page: PgGqlPage, $select: PgSelectStep, which: "next" | "previous"): Step<boolean> {
   // "Beyond": more rows past the page in its own direction; "behind": rows before the cursor.
   const beyond = (which === "next") !== page.reverse;
   const { limit, offset } = page;
+  if (beyond && !page.reverse && limit > 0) {
+    // Whether at least offset + limit + 1 rows follow the cursor: the page's own select fetches one row
+    // past the page and drops it, instead of a second scan of the filter.
+    $select.setNeedsHasMore();
+    return access($select, "hasNextPage") as Step<boolean>;
+  }
   if (beyond) return atLeastRows(page, false, offset + limit + 1);
   const $before = atLeastRows(page, true, 1);
-  return lambda([$before, $rows], ([before, rows]) =>
+  return lambda([$before, $select.items()], ([before, rows]) =>
     (rows as unknown[] | null)?.length ? before || offset > 0 : false,
   );
 }
@@ -371,7 +378,7 @@ export const PgGqlConnectionPlugin: GraphileConfig.Plugin = {
                 which === "next" ? "hasNextPage" : "hasPreviousPage",
               );
             }
-            return pageFlags(page, ($select as PgSelectStep).items(), which);
+            return pageFlags(page, $select as PgSelectStep, which);
           };
           return {
             hasNextPage: { ...fields.hasNextPage, plan: flag("next") } as never,

@@ -204,6 +204,32 @@ describe("GraphQL round trips", () => {
     expect(roundTrips[0]).not.toMatch(/count\(\*\)/i);
   });
 
+  it("tells hasNextPage from one row fetched past the page, without a second scan", async () => {
+    const page = async (args: string) => {
+      let result: any;
+      const roundTrips = await roundTripsDuring(async () => {
+        result = await graphql(
+          server,
+          `{ playerCollection(${args}) { pageInfo { hasNextPage endCursor } edges { node { name } } } }`,
+        );
+      });
+      expect(result.errors).toBeUndefined();
+      const statements = dataStatements(roundTrips);
+      expect(statements).toHaveLength(1);
+      expect(statements[0].match(/from "public"\."player"/g)).toHaveLength(1);
+      return result.data.playerCollection;
+    };
+    const two = await page("first: 2");
+    expect(two.pageInfo.hasNextPage).toBe(true);
+    expect(two.edges).toEqual([{ node: { name: "ann" } }, { node: { name: "bob" } }]);
+    // The extra row is dropped: the last edge's cursor is endCursor.
+    const after = await page(`first: 2, after: "${two.pageInfo.endCursor}"`);
+    expect(after).toMatchObject({ pageInfo: { hasNextPage: false }, edges: [{ node: { name: "cy" } }] });
+    expect((await page("first: 3")).pageInfo.hasNextPage).toBe(false);
+    expect((await page("first: 1, offset: 1")).pageInfo.hasNextPage).toBe(true);
+    expect((await page("first: 1, offset: 2")).pageInfo.hasNextPage).toBe(false);
+  });
+
   it("updates rows and returns them with their relations in one SQL statement", async () => {
     // Warm the service role's schema so only the request's own statements are counted.
     await graphql(
