@@ -10,6 +10,7 @@ import {
 import {
   access,
   constant,
+  ConstantStep,
   first,
   lambda,
   last,
@@ -109,6 +110,11 @@ function reversed(order: readonly OrderElement[]): OrderElement[] {
 function applyCursor(page: Omit<PgGqlPage, "$matching">, $target: PgSelectStep, negate: boolean) {
   const order = page.reverse ? reversed(page.order) : page.order;
   const resource = page.resource;
+  // No cursor in the document: decided now, not by a step run per request.
+  if (page.$cursor instanceof ConstantStep && page.$cursor.data == null) {
+    if (negate) $target.where(sql.false);
+    return;
+  }
   $target.apply(
     lambda(page.$cursor, (cursor) => {
       if (cursor == null) {

@@ -26,7 +26,13 @@ describe("GraphQL round trips", () => {
        insert into team(name) values ('red'), ('blue');
        insert into player(team_id, name) values (1, 'ann'), (1, 'bob'), (2, 'cy');
        grant select on team, player to anon;
-       grant all on team, player to service_role;`,
+       grant all on team, player to service_role;
+       create table league(id serial primary key, name text not null);
+       create table club(id serial primary key, league_id int not null references league(id) on delete cascade, name text not null);
+       comment on table club is '@graphql({"totalCount": {"enabled": true}})';
+       insert into league(name) values ('east'), ('west');
+       insert into club(league_id, name) values (1, 'ants'), (1, 'bees'), (2, 'cats');
+       grant all on league, club to service_role;`,
     );
     // Warm the schema so only the request's own statements are counted.
     await graphql(
@@ -316,6 +322,55 @@ describe("GraphQL round trips", () => {
       },
     });
     expect(roundTrips).toHaveLength(1);
+  });
+
+  it("deletes rows and answers their relations' collections as the statement found them, in one statement", async () => {
+    await graphql(server, "{ __typename }", { key: server.serviceKey });
+    let result: any;
+    const roundTrips = await roundTripsDuring(async () => {
+      result = await graphql(
+        server,
+        `
+          mutation {
+            deleteFromLeagueCollection(filter: { name: { eq: "east" } }) {
+              affectedCount
+              records {
+                name
+                clubCollection {
+                  totalCount
+                  edges {
+                    node {
+                      name
+                    }
+                  }
+                }
+              }
+            }
+          }
+        `,
+        { key: server.serviceKey },
+      );
+    });
+    // The clubs go with their league (on delete cascade), yet the records show them: one snapshot, as pg_graphql's.
+    expect(result).toEqual({
+      data: {
+        deleteFromLeagueCollection: {
+          affectedCount: 1,
+          records: [
+            {
+              name: "east",
+              clubCollection: {
+                totalCount: 2,
+                edges: [{ node: { name: "ants" } }, { node: { name: "bees" } }],
+              },
+            },
+          ],
+        },
+      },
+    });
+    expect(dataStatements(roundTrips)).toHaveLength(1);
+    const left = await server.sql("select name from club order by name");
+    expect(left.rows).toEqual([{ name: "cats" }]);
   });
 
   // Last: its schema change rebuilds the schemas the tests above measure warm.
