@@ -106,12 +106,17 @@ function reversed(order: readonly OrderElement[]): OrderElement[] {
   }));
 }
 
+/** Whether the document gives the page no cursor (no `after`/`before`, nor a variable for one). */
+function withoutCursor(page: Omit<PgGqlPage, "$matching">): boolean {
+  return page.$cursor instanceof ConstantStep && page.$cursor.data == null;
+}
+
 /** Applies (or, with `negate`, excludes) the keyset condition of the page's cursor to `$target`. */
 function applyCursor(page: Omit<PgGqlPage, "$matching">, $target: PgSelectStep, negate: boolean) {
   const order = page.reverse ? reversed(page.order) : page.order;
   const resource = page.resource;
   // No cursor in the document: decided now, not by a step run per request.
-  if (page.$cursor instanceof ConstantStep && page.$cursor.data == null) {
+  if (withoutCursor(page)) {
     if (negate) $target.where(sql.false);
     return;
   }
@@ -257,8 +262,12 @@ function pageFlags(page: PgGqlPage, $select: PgSelectStep, which: "next" | "prev
     return access($select, "hasNextPage") as Step<boolean>;
   }
   if (beyond) return atLeastRows(page, false, offset + limit + 1);
+  // Rows behind the page: skipped by the offset, or before the cursor (none without one, so no probe).
+  const $rows = $select.items();
+  if (withoutCursor(page))
+    return lambda($rows, (rows) => ((rows as unknown[] | null)?.length ? offset > 0 : false));
   const $before = atLeastRows(page, true, 1);
-  return lambda([$before, $select.items()], ([before, rows]) =>
+  return lambda([$before, $rows], ([before, rows]) =>
     (rows as unknown[] | null)?.length ? before || offset > 0 : false,
   );
 }

@@ -236,6 +236,26 @@ describe("GraphQL round trips", () => {
     expect((await page("first: 1, offset: 2")).pageInfo.hasNextPage).toBe(false);
   });
 
+  it("tells hasPreviousPage of a page without a cursor from its offset, without a probe", async () => {
+    const flags = async (args: string) => {
+      let result: any;
+      const roundTrips = await roundTripsDuring(async () => {
+        result = await graphql(
+          server,
+          `{ playerCollection(${args}) { pageInfo { hasNextPage hasPreviousPage } edges { node { name } } } }`,
+        );
+      });
+      const statements = dataStatements(roundTrips);
+      expect(statements).toHaveLength(1);
+      expect(statements[0].match(/from "public"\."player"/g)).toHaveLength(1);
+      return result.data.playerCollection.pageInfo;
+    };
+    expect(await flags("first: 2")).toEqual({ hasNextPage: true, hasPreviousPage: false });
+    expect(await flags("first: 2, offset: 1")).toEqual({ hasNextPage: false, hasPreviousPage: true });
+    // An offset past the rows: an empty page has no previous page, as in pg_graphql.
+    expect(await flags("first: 2, offset: 5")).toEqual({ hasNextPage: false, hasPreviousPage: false });
+  });
+
   it("updates rows and returns them with their relations in one SQL statement", async () => {
     // Warm the service role's schema so only the request's own statements are counted.
     await graphql(
