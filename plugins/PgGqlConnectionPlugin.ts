@@ -263,11 +263,8 @@ function pageFlags(page: PgGqlPage, $select: PgSelectStep, which: "next" | "prev
   }
   if (beyond) return atLeastRows(page, false, offset + limit + 1);
   // Rows behind the page: skipped by the offset, or before the cursor (none without one, so no probe).
-  const $rows = $select.items();
-  if (withoutCursor(page))
-    return lambda($rows, (rows) => ((rows as unknown[] | null)?.length ? offset > 0 : false));
-  const $before = atLeastRows(page, true, 1);
-  return lambda([$before, $rows], ([before, rows]) =>
+  const $before = withoutCursor(page) ? constant(false) : atLeastRows(page, true, 1);
+  return lambda([$before, $select.items()], ([before, rows]) =>
     (rows as unknown[] | null)?.length ? before || offset > 0 : false,
   );
 }

@@ -210,21 +210,24 @@ describe("GraphQL round trips", () => {
     expect(roundTrips[0]).not.toMatch(/count\(\*\)/i);
   });
 
+  /** A page of players with `pageInfo`, answered by one statement that scans the table once. */
+  async function playersInOneScan(args: string, pageInfo: string): Promise<any> {
+    let result: any;
+    const roundTrips = await roundTripsDuring(async () => {
+      result = await graphql(
+        server,
+        `{ playerCollection(${args}) { pageInfo { ${pageInfo} } edges { node { name } } } }`,
+      );
+    });
+    expect(result.errors).toBeUndefined();
+    const statements = dataStatements(roundTrips);
+    expect(statements).toHaveLength(1);
+    expect(statements[0].match(/from "public"\."player"/g)).toHaveLength(1);
+    return result.data.playerCollection;
+  }
+
   it("tells hasNextPage from one row fetched past the page, without a second scan", async () => {
-    const page = async (args: string) => {
-      let result: any;
-      const roundTrips = await roundTripsDuring(async () => {
-        result = await graphql(
-          server,
-          `{ playerCollection(${args}) { pageInfo { hasNextPage endCursor } edges { node { name } } } }`,
-        );
-      });
-      expect(result.errors).toBeUndefined();
-      const statements = dataStatements(roundTrips);
-      expect(statements).toHaveLength(1);
-      expect(statements[0].match(/from "public"\."player"/g)).toHaveLength(1);
-      return result.data.playerCollection;
-    };
+    const page = (args: string) => playersInOneScan(args, "hasNextPage endCursor");
     const two = await page("first: 2");
     expect(two.pageInfo.hasNextPage).toBe(true);
     expect(two.edges).toEqual([{ node: { name: "ann" } }, { node: { name: "bob" } }]);
@@ -237,19 +240,8 @@ describe("GraphQL round trips", () => {
   });
 
   it("tells hasPreviousPage of a page without a cursor from its offset, without a probe", async () => {
-    const flags = async (args: string) => {
-      let result: any;
-      const roundTrips = await roundTripsDuring(async () => {
-        result = await graphql(
-          server,
-          `{ playerCollection(${args}) { pageInfo { hasNextPage hasPreviousPage } edges { node { name } } } }`,
-        );
-      });
-      const statements = dataStatements(roundTrips);
-      expect(statements).toHaveLength(1);
-      expect(statements[0].match(/from "public"\."player"/g)).toHaveLength(1);
-      return result.data.playerCollection.pageInfo;
-    };
+    const flags = async (args: string) =>
+      (await playersInOneScan(args, "hasNextPage hasPreviousPage")).pageInfo;
     expect(await flags("first: 2")).toEqual({ hasNextPage: true, hasPreviousPage: false });
     expect(await flags("first: 2, offset: 1")).toEqual({ hasNextPage: false, hasPreviousPage: true });
     // An offset past the rows: an empty page has no previous page, as in pg_graphql.
