@@ -1,4 +1,4 @@
-import { authenticatorStatementsDuring } from "../helpers/statements";
+import { authenticatorMessagesDuring, authenticatorStatementsDuring } from "../helpers/statements";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { graphql, migrate } from "./client";
 
@@ -246,6 +246,61 @@ describe("GraphQL round trips", () => {
     expect(await flags("first: 2, offset: 1")).toEqual({ hasNextPage: false, hasPreviousPage: true });
     // An offset past the rows: an empty page has no previous page, as in pg_graphql.
     expect(await flags("first: 2, offset: 5")).toEqual({ hasNextPage: false, hasPreviousPage: false });
+  });
+
+  it("builds a statement once and sends it again with the next request's values", async () => {
+    const byKey = `
+      query ($id: Int!) {
+        playerByPk(id: $id) {
+          name
+          team {
+            name
+          }
+        }
+      }
+    `;
+    const answers: unknown[] = [];
+    const sent = await authenticatorMessagesDuring(async () => {
+      for (const id of [1, 3]) answers.push((await graphql(server, byKey, { variables: { id } })).data);
+    });
+    expect(answers).toEqual([
+      { playerByPk: { name: "ann", team: { name: "red" } } },
+      { playerByPk: { name: "cy", team: { name: "blue" } } },
+    ]);
+    const statements = sent.filter((m) => dataStatements([m.text]).length === 1);
+    expect(statements).toHaveLength(2);
+    // The same text (the parent joined in), each request's key as its value.
+    expect(statements[1].text).toBe(statements[0].text);
+    expect(statements.map((m) => m.values)).toEqual([["1"], ["3"]]);
+
+    // A page size from a variable is part of the text: each size gets its own statement.
+    const pages = `
+      query ($n: Int!) {
+        teamCollection(first: $n) {
+          edges {
+            node {
+              name
+              playerCollection(first: 1) {
+                edges {
+                  node {
+                    name
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    `;
+    const sizes: unknown[] = [];
+    for (const n of [1, 2, 1]) sizes.push((await graphql(server, pages, { variables: { n } })).data);
+    const one = { node: { name: "red", playerCollection: { edges: [{ node: { name: "ann" } }] } } };
+    const two = { node: { name: "blue", playerCollection: { edges: [{ node: { name: "cy" } }] } } };
+    expect(sizes).toEqual([
+      { teamCollection: { edges: [one] } },
+      { teamCollection: { edges: [one, two] } },
+      { teamCollection: { edges: [one] } },
+    ]);
   });
 
   it("updates rows and returns them with their relations in one SQL statement", async () => {

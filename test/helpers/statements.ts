@@ -1,16 +1,28 @@
 import pg from "pg";
 
+/** One message sent to the database: its text and, for a parameterised statement, its values. */
+export interface SentStatement {
+  text: string;
+  values?: unknown[];
+}
+
 /**
- * The statements sent on `authenticator` connections (data requests) while `work` runs, one per message:
- * the server's own bookkeeping (usage, logs, webhooks) logs in otherwise and is not counted.
+ * The messages sent on `authenticator` connections (data requests) while `work` runs: the server's own
+ * bookkeeping (usage, logs, webhooks) logs in otherwise and is not counted.
  */
-export async function authenticatorStatementsDuring(work: () => Promise<unknown>): Promise<string[]> {
-  const seen: string[] = [];
+export async function authenticatorMessagesDuring(work: () => Promise<unknown>): Promise<SentStatement[]> {
+  const seen: SentStatement[] = [];
   const original = pg.Client.prototype.query;
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const config = args[0] as string | { text?: string };
+    const config = args[0] as string | { text?: string; values?: unknown[] };
     const user = (this as unknown as { connectionParameters?: { user?: string } }).connectionParameters?.user;
-    if (user === "authenticator") seen.push(typeof config === "string" ? config : (config?.text ?? ""));
+    if (user === "authenticator") {
+      seen.push(
+        typeof config === "string"
+          ? { text: config, values: args[1] as unknown[] | undefined }
+          : { text: config?.text ?? "", values: config?.values },
+      );
+    }
     return (original as (...a: unknown[]) => unknown).apply(this, args);
   } as typeof original;
   try {
@@ -19,4 +31,9 @@ export async function authenticatorStatementsDuring(work: () => Promise<unknown>
     pg.Client.prototype.query = original;
   }
   return seen;
+}
+
+/** The statements' texts sent on `authenticator` connections while `work` runs, one per message. */
+export async function authenticatorStatementsDuring(work: () => Promise<unknown>): Promise<string[]> {
+  return (await authenticatorMessagesDuring(work)).map((m) => m.text);
 }
