@@ -294,8 +294,12 @@ function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
   const $select = pgSelect({
     resource,
     identifiers: [],
-    from: (rows) => sql`jsonb_populate_recordset(null::${codec.sqlType}, ${rows.placeholder}::jsonb)`,
-    args: [{ step: $rows, pgCodec: TYPES.text }],
+    // The rows as a placeholder of the select, not a from-expression step: a plain bind value, so the
+    // statement's text is built once per plan and reused (a from-expression step is SQL built per request).
+    from: {
+      callback: ($root) =>
+        sql`jsonb_populate_recordset(null::${codec.sqlType}, ${$root.placeholder($rows, TYPES.text)}::jsonb)`,
+    },
     name: "records",
   }) as PgSelectStep;
   const rowsPlaceholder = $select.placeholder($rows, TYPES.text);
