@@ -19,7 +19,7 @@ import {
   type FieldArgs,
   type Step,
 } from "grafast";
-import { Kind, type GraphQLFieldConfigArgumentMap } from "grafast/graphql";
+import { Kind, type FieldNode, type GraphQLFieldConfigArgumentMap } from "grafast/graphql";
 import { sql, type SQL } from "pg-sql2";
 import { codecDirectives } from "./PgGqlDirectivesPlugin";
 import { PgGqlError } from "./pgGqlErrors";
@@ -159,6 +159,16 @@ function checkPagingArgs(fieldArgs: FieldArgs) {
   return { reverse: hasLast || hasBefore };
 }
 
+/** The page's size: `first` (or `last`), at most the table's max_rows. */
+function pageLimit(fieldArgs: FieldArgs, resource: PgResource, reverse: boolean): number {
+  const maxRows = maxRowsOf(resource);
+  const requested = evalInt(fieldArgs, reverse ? "last" : "first");
+  if (requested !== null && requested < 0) {
+    throw new PgGqlError(`"${reverse ? "last" : "first"}" must be a non-negative integer`);
+  }
+  return Math.min(requested ?? maxRows, maxRows);
+}
+
 /**
  * Turns the collection select of a connection field into a pg_graphql page: filter, ordering
  * with the primary key as tie-breaker, keyset cursor, first/last/offset and max_rows.
@@ -183,12 +193,7 @@ export function planPage(
       nulls: o.nullsFirst ? "FIRST" : "LAST",
     });
   }
-  const maxRows = maxRowsOf(resource);
-  const requested = evalInt(fieldArgs, reverse ? "last" : "first");
-  if (requested !== null && requested < 0) {
-    throw new PgGqlError(`"${reverse ? "last" : "first"}" must be a non-negative integer`);
-  }
-  const limit = Math.min(requested ?? maxRows, maxRows);
+  const limit = pageLimit(fieldArgs, resource, reverse);
   const offset = evalInt(fieldArgs, "offset") ?? 0;
   if (reverse) $select.setLast(constant(limit));
   else $select.setFirst(constant(limit));
@@ -203,27 +208,55 @@ export function planPage(
   return $select;
 }
 
+/** Whether `field` selects plain fields only (no fragments), each of which `allowed` accepts. */
+function selectsOnly(field: FieldNode, allowed: (name: string) => boolean): boolean {
+  return (field.selectionSet?.selections ?? []).every((s) => s.kind === Kind.FIELD && allowed(s.name.value));
+}
+
 /**
- * Whether the operation being planned is one root field that selects only `edges`: its page is then
- * the request's only select, and the shared root row (which exists to merge several selects, counts and
- * page probes into one statement) would only wrap it in a subquery whose rows come back as a text
- * array to parse.
+ * Whether the operation being planned is one root field answered by its page's rows alone: `edges`, and
+ * `pageInfo` flags and cursors that need no probe (see pageFlags: `hasNextPage` of a forward page of at
+ * least one row from the row fetched past it, `hasPreviousPage` of a page without a cursor from its offset).
+ * The page is then the request's only select, and the shared root row (which exists to merge several
+ * selects, counts and page probes into one statement) would only wrap it in a subquery whose rows come
+ * back as a text array to parse.
  */
-function onlyEdgesOfOneRoot(): boolean {
+function answeredByItsPageAlone(fieldArgs: FieldArgs, resource: PgResource): boolean {
   const roots = operationPlan().operation.selectionSet.selections;
-  if (roots.length !== 1 || roots[0].kind !== Kind.FIELD) return false;
-  return (roots[0].selectionSet?.selections ?? []).every(
-    (s) => s.kind === Kind.FIELD && (s.name.value === "edges" || s.name.value === "__typename"),
-  );
+  const root = roots[0];
+  if (roots.length !== 1 || root.kind !== Kind.FIELD) return false;
+  const { reverse } = checkPagingArgs(fieldArgs);
+  const $after = fieldArgs.getRaw("after");
+  const flagFromRows = (name: string) => {
+    switch (name) {
+      case "__typename":
+      case "startCursor":
+      case "endCursor":
+        return true;
+      case "hasNextPage":
+        return pageLimit(fieldArgs, resource, reverse) > 0;
+      case "hasPreviousPage":
+        return $after instanceof ConstantStep && $after.data == null;
+      default:
+        return false;
+    }
+  };
+  return selectsOnly(root, (name) => {
+    if (name === "edges" || name === "__typename") return true;
+    if (name !== "pageInfo" || reverse) return false;
+    return (root.selectionSet?.selections ?? []).every(
+      (s) => s.kind !== Kind.FIELD || s.name.value !== "pageInfo" || selectsOnly(s, flagFromRows),
+    );
+  });
 }
 
 /**
  * The root-row trick: every root collection hangs off one shared single-row select, so
  * @dataplan/pg inlines all of them (and their counts) into one SQL statement, as it does for
- * nested relations. A lone page needs no such row (see onlyEdgesOfOneRoot).
+ * nested relations. A lone page needs no such row (see answeredByItsPageAlone).
  */
-function rootSelect(build: GraphileBuild.Build, resource: PgResource): PgSelectStep {
-  if (onlyEdgesOfOneRoot()) return pgSelect({ resource, identifiers: [] });
+function rootSelect(build: GraphileBuild.Build, resource: PgResource, fieldArgs: FieldArgs): PgSelectStep {
+  if (answeredByItsPageAlone(fieldArgs, resource)) return pgSelect({ resource, identifiers: [] });
   const anchor = (Object.values(build.input.pgRegistry.pgResources) as PgResource[])
     .filter((r) => !r.parameters && r.codec.attributes)
     .sort((a, b) => (a.name < b.name ? -1 : 1))[0];
@@ -416,7 +449,7 @@ export const PgGqlConnectionPlugin: GraphileConfig.Plugin = {
           args: connectionArguments(build, resource),
           plan(...args: Parameters<typeof oldPlan>) {
             const $select = context.scope.isRootQuery
-              ? rootSelect(build, resource)
+              ? rootSelect(build, resource, args[1])
               : ((
                   oldPlan(...args) as unknown as ConnectionStep<any>
                 ).getSubplan() as unknown as PgSelectStep);

@@ -79,7 +79,7 @@ describe("GraphQL round trips", () => {
     expect(roundTrips).toHaveLength(1);
   });
 
-  it("selects a lone page's rows directly, and a page with its count through the shared root row", async () => {
+  it("selects a lone page's rows directly (with pageInfo its rows tell), and a page with its count or a probe through the shared root row", async () => {
     const lone = await roundTripsDuring(async () => {
       const result = await graphql(
         server,
@@ -102,6 +102,65 @@ describe("GraphQL round trips", () => {
     expect(dataStatements(lone)).toHaveLength(1);
     expect(dataStatements(lone)[0]).toMatch(/^\s*select\s+__player__\./);
     expect(dataStatements(lone)[0]).not.toContain("select 1 as one");
+    // pageInfo told by the page's own rows (the row past it, its offset, its cursors): still the page alone.
+    let endCursor = "";
+    const withPageInfo = await roundTripsDuring(async () => {
+      const result = await graphql(
+        server,
+        `
+          {
+            playerCollection(first: 2) {
+              pageInfo {
+                hasNextPage
+                hasPreviousPage
+                endCursor
+              }
+              edges {
+                node {
+                  name
+                }
+              }
+            }
+          }
+        `,
+      );
+      const page = (result.data as { playerCollection: { pageInfo: { endCursor: string } } })
+        .playerCollection;
+      expect(page).toMatchObject({ pageInfo: { hasNextPage: true, hasPreviousPage: false } });
+      endCursor = page.pageInfo.endCursor;
+    });
+    expect(dataStatements(withPageInfo)).toHaveLength(1);
+    expect(dataStatements(withPageInfo)[0]).toMatch(/^\s*select\s+__player__\./);
+    // Rows before a cursor take a probe: the page and the probe share one statement through the root row.
+    const afterCursor = await roundTripsDuring(async () => {
+      const result = await graphql(
+        server,
+        `
+          query ($after: Cursor) {
+            playerCollection(first: 2, after: $after) {
+              pageInfo {
+                hasNextPage
+                hasPreviousPage
+              }
+              edges {
+                node {
+                  name
+                }
+              }
+            }
+          }
+        `,
+        { variables: { after: endCursor } },
+      );
+      expect(result.data).toEqual({
+        playerCollection: {
+          pageInfo: { hasNextPage: false, hasPreviousPage: true },
+          edges: [{ node: { name: "cy" } }],
+        },
+      });
+    });
+    expect(dataStatements(afterCursor)).toHaveLength(1);
+    expect(dataStatements(afterCursor)[0]).toContain("select 1 as one");
     // With its totalCount the page and the count share one statement, hung off the root row.
     const counted = await roundTripsDuring(async () => {
       const result = await graphql(
