@@ -1,3 +1,5 @@
+// First: sets the production mode before the libraries below read it.
+import "./productionMode";
 import v8 from "node:v8";
 import { describeDefaultProject, prepareDatabase, startStrata, StartupError, type StrataInfo } from "../app";
 import { ConfigError, loadConfig, type StrataConfig } from "../config";
@@ -52,7 +54,6 @@ function boundHeapGrowth(): void {
 }
 
 async function start(): Promise<void> {
-  process.env.GRAPHILE_ENV ??= "production";
   boundHeapGrowth();
   const config = configFromEnvironment();
   const log = createLogger(config.logLevel);
