@@ -250,7 +250,7 @@ function registerAggregateTypes(build: GraphileBuild.Build, resource: PgResource
             description: "The number of records matching the query",
             type: new graphql.GraphQLNonNull(graphql.GraphQLInt),
             plan($row: Step) {
-              return lambda(($row as PgSelectSingleStep).select(sql`count(*)`, TYPES.bigint), Number);
+              return lambda(($row as PgSelectSingleStep).select(sql`count(*)`, TYPES.bigint), Number, true);
             },
           } as never,
         };

@@ -280,7 +280,7 @@ function atLeastRows(page: PgGqlPage, beforeCursor: boolean, atLeast: number): S
   const $probe = page.$matching.clone("normal");
   applyCursor(page, $probe, beforeCursor);
   $probe.setFirst(constant(atLeast));
-  return lambda($probe.items(), (rows) => ((rows as unknown[] | null)?.length ?? 0) >= atLeast);
+  return lambda($probe.items(), (rows) => ((rows as unknown[] | null)?.length ?? 0) >= atLeast, true);
 }
 
 /** `hasNextPage`/`hasPreviousPage` as pg_graphql computes them (see transpile.rs `__has_next_page`). */
@@ -297,8 +297,10 @@ function pageFlags(page: PgGqlPage, $select: PgSelectStep, which: "next" | "prev
   if (beyond) return atLeastRows(page, false, offset + limit + 1);
   // Rows behind the page: skipped by the offset, or before the cursor (none without one, so no probe).
   const $before = withoutCursor(page) ? constant(false) : atLeastRows(page, true, 1);
-  return lambda([$before, $select.items()], ([before, rows]) =>
-    (rows as unknown[] | null)?.length ? before || offset > 0 : false,
+  return lambda(
+    [$before, $select.items()],
+    ([before, rows]) => ((rows as unknown[] | null)?.length ? before || offset > 0 : false),
+    true,
   );
 }
 
@@ -390,7 +392,7 @@ export const PgGqlConnectionPlugin: GraphileConfig.Plugin = {
               plan: ($select: Step) => {
                 const page = pageOf($select);
                 if (!page) throw new PgGqlError("totalCount is not available here");
-                return lambda(countOf(page.$matching), (n) => Number(n));
+                return lambda(countOf(page.$matching), (n) => Number(n), true);
               },
             } as never;
           }

@@ -512,7 +512,7 @@ function registerResponseType(build: GraphileBuild.Build, resource: PgResource, 
           description: "Count of the records impacted by the mutation",
           type: new GraphQLNonNull(GraphQLInt),
           plan: ($mutation: Step) =>
-            lambda(recordsFor($mutation).items(), (rows) => (rows as unknown[]).length),
+            lambda(recordsFor($mutation).items(), (rows) => (rows as unknown[]).length, true),
         },
         records: {
           description: "Array of records impacted by the mutation",
