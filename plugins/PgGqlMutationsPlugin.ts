@@ -418,11 +418,15 @@ const MUTATION_ALIAS = sql.identifier("__t");
 const returningRowSql = (codec: PgCodecWithAttributes): SQL =>
   sql`returning ${rowJsonSql(codec, MUTATION_ALIAS)} as __row`;
 
+/** Insert statement texts kept per field of a schema: a burst of new shapes starts over. */
+const MAX_INSERT_SHAPES = 100;
+
 function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "insert");
   const returning = returningRowSql(codec);
   const target = sql`${resource.from as SQL} as ${MUTATION_ALIAS}`;
+  const statements = new Map<string, string>();
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(resource, { objects: fieldArgs.getRaw("objects") }, ({ objects }) => {
       const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
@@ -430,6 +434,23 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
       );
       if (list.length === 0) throw new PgGqlError("At least one record must be provided to objects");
       const used = [...columns].filter(([field]) => list.some((o) => o[field] !== undefined));
+      // The text depends only on the columns given and which values are defaults: built once per such
+      // shape, the values (each a bind parameter, in row and column order) read per request.
+      const values: unknown[] = [];
+      let shape = used.map(([field]) => field).join(",");
+      for (const o of list) {
+        shape += "|";
+        for (const [field, attributeName] of used) {
+          if (o[field] === undefined) shape += "d";
+          else {
+            shape += "v";
+            assertMaxLength(o[field], columnInputInfo(codec.attributes[attributeName]).maxLength);
+            values.push(textOf(o[field]));
+          }
+        }
+      }
+      const text = statements.get(shape);
+      if (text !== undefined) return { text, values };
       const insert = used.length
         ? sql`insert into ${target} (${sql.join(
             used.map(([, attributeName]) => sql.identifier(attributeName)),
@@ -450,7 +471,13 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
           )} ${returning}`
         : // No column given: every row takes its defaults.
           sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
-      return mutationStatement(insert, null, "insert");
+      const statement = mutationStatement(insert, null, "insert");
+      // Kept only when its values are exactly the request's, in the order read above.
+      if (statement.values.length === values.length && statement.values.every((v, i) => v === values[i])) {
+        if (statements.size >= MAX_INSERT_SHAPES) statements.clear();
+        statements.set(shape, statement.text);
+      }
+      return statement;
     });
 }
 

@@ -1,3 +1,4 @@
+import { authenticatorMessagesDuring } from "../helpers/statements";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { graphql, migrate, userToken } from "./client";
 
@@ -423,5 +424,39 @@ describe("GraphQL mutations (pg_graphql shape)", () => {
       1,
     );
     await server.sql("delete from team where name = 'quiet'");
+  });
+
+  it("inserts rows of one shape through one statement text, binding each request's values", async () => {
+    const insert = `
+      mutation ($name: String!, $goals: BigInt) {
+        insertIntoPlayerCollection(objects: [{ teamId: 1, name: $name, goals: $goals }]) {
+          affectedCount
+        }
+      }
+    `;
+    const sent = await authenticatorMessagesDuring(async () => {
+      for (const [name, goals] of [
+        ["eve", "5"],
+        ["fay", "6"],
+      ]) {
+        const res = await graphql(server, insert, { ...asService(), variables: { name, goals } });
+        expect(res.data).toEqual({ insertIntoPlayerCollection: { affectedCount: 1 } });
+      }
+    });
+    const inserts = sent.filter((m) => /insert into/i.test(m.text));
+    expect(inserts).toHaveLength(2);
+    expect(inserts[1].text).toBe(inserts[0].text);
+    // A value left out takes its column's default: another shape, another text.
+    const res = await graphql(server, insert, { ...asService(), variables: { name: "gus" } });
+    expect(res.data).toEqual({ insertIntoPlayerCollection: { affectedCount: 1 } });
+    const written = await server.sql(
+      "select name, goals::text from player where name in ('eve', 'fay', 'gus') order by name",
+    );
+    expect(written.rows).toEqual([
+      { name: "eve", goals: "5" },
+      { name: "fay", goals: "6" },
+      { name: "gus", goals: "0" },
+    ]);
+    await server.sql("delete from player where name in ('eve', 'fay', 'gus')");
   });
 });
