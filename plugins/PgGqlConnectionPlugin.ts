@@ -106,9 +106,13 @@ function reversed(order: readonly OrderElement[]): OrderElement[] {
   }));
 }
 
-/** Whether the document gives the page no cursor (no `after`/`before`, nor a variable for one). */
+/** Whether the document gives no cursor in `$cursor`'s argument (neither a value nor a variable for one). */
+function noCursorIn($cursor: Step): boolean {
+  return $cursor instanceof ConstantStep && $cursor.data == null;
+}
+
 function withoutCursor(page: Omit<PgGqlPage, "$matching">): boolean {
-  return page.$cursor instanceof ConstantStep && page.$cursor.data == null;
+  return noCursorIn(page.$cursor);
 }
 
 /** Applies (or, with `negate`, excludes) the keyset condition of the page's cursor to `$target`. */
@@ -209,8 +213,8 @@ export function planPage(
 }
 
 /** Whether `field` selects plain fields only (no fragments), each of which `allowed` accepts. */
-function selectsOnly(field: FieldNode, allowed: (name: string) => boolean): boolean {
-  return (field.selectionSet?.selections ?? []).every((s) => s.kind === Kind.FIELD && allowed(s.name.value));
+function selectsOnly(field: FieldNode, allowed: (selected: FieldNode) => boolean): boolean {
+  return (field.selectionSet?.selections ?? []).every((s) => s.kind === Kind.FIELD && allowed(s));
 }
 
 /**
@@ -226,9 +230,8 @@ function answeredByItsPageAlone(fieldArgs: FieldArgs, resource: PgResource): boo
   const root = roots[0];
   if (roots.length !== 1 || root.kind !== Kind.FIELD) return false;
   const { reverse } = checkPagingArgs(fieldArgs);
-  const $after = fieldArgs.getRaw("after");
-  const flagFromRows = (name: string) => {
-    switch (name) {
+  const flagFromRows = (flag: FieldNode) => {
+    switch (flag.name.value) {
       case "__typename":
       case "startCursor":
       case "endCursor":
@@ -236,17 +239,15 @@ function answeredByItsPageAlone(fieldArgs: FieldArgs, resource: PgResource): boo
       case "hasNextPage":
         return pageLimit(fieldArgs, resource, reverse) > 0;
       case "hasPreviousPage":
-        return $after instanceof ConstantStep && $after.data == null;
+        return noCursorIn(fieldArgs.getRaw("after"));
       default:
         return false;
     }
   };
-  return selectsOnly(root, (name) => {
+  return selectsOnly(root, (selected) => {
+    const name = selected.name.value;
     if (name === "edges" || name === "__typename") return true;
-    if (name !== "pageInfo" || reverse) return false;
-    return (root.selectionSet?.selections ?? []).every(
-      (s) => s.kind !== Kind.FIELD || s.name.value !== "pageInfo" || selectsOnly(s, flagFromRows),
-    );
+    return name === "pageInfo" && !reverse && selectsOnly(selected, flagFromRows);
   });
 }
 

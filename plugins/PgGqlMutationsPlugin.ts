@@ -109,9 +109,19 @@ function textOf(value: unknown, nested = false): unknown {
   return String(value);
 }
 
-function valueSql(attribute: PgCodecAttribute, value: unknown): SQL {
+/** A column's input value as the text bound for it (after pg_graphql's length check). */
+function valueText(attribute: PgCodecAttribute, value: unknown): unknown {
   assertMaxLength(value, columnInputInfo(attribute).maxLength);
-  return sql`(${sql.value(textOf(value) as string)}::${attribute.codec.sqlType})`;
+  return textOf(value);
+}
+
+/** A bound value cast to its column's type. */
+function boundValueSql(attribute: PgCodecAttribute, text: unknown): SQL {
+  return sql`(${sql.value(text as string)}::${attribute.codec.sqlType})`;
+}
+
+function valueSql(attribute: PgCodecAttribute, value: unknown): SQL {
+  return boundValueSql(attribute, valueText(attribute, value));
 }
 
 /** The row as JSON text, only with the columns the role may read (RETURNING needs SELECT on each). */
@@ -444,13 +454,14 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
           if (o[field] === undefined) shape += "d";
           else {
             shape += "v";
-            assertMaxLength(o[field], columnInputInfo(codec.attributes[attributeName]).maxLength);
-            values.push(textOf(o[field]));
+            values.push(valueText(codec.attributes[attributeName], o[field]));
           }
         }
       }
       const text = statements.get(shape);
       if (text !== undefined) return { text, values };
+      // Built from the values read above, in the same order.
+      let next = 0;
       const insert = used.length
         ? sql`insert into ${target} (${sql.join(
             used.map(([, attributeName]) => sql.identifier(attributeName)),
@@ -462,7 +473,7 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
                   used.map(([field, attributeName]) =>
                     o[field] === undefined
                       ? sql`default`
-                      : valueSql(codec.attributes[attributeName], o[field]),
+                      : boundValueSql(codec.attributes[attributeName], values[next++]),
                   ),
                   ", ",
                 )})`,
@@ -472,7 +483,7 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
         : // No column given: every row takes its defaults.
           sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
       const statement = mutationStatement(insert, null, "insert");
-      // Kept only when its values are exactly the request's, in the order read above.
+      // Kept only when the compiled values are exactly those read above (nothing else bound in the text).
       if (statement.values.length === values.length && statement.values.every((v, i) => v === values[i])) {
         if (statements.size >= MAX_INSERT_SHAPES) statements.clear();
         statements.set(shape, statement.text);
