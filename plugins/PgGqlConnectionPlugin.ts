@@ -23,6 +23,7 @@ import { Kind, type FieldNode, type GraphQLFieldConfigArgumentMap } from "grafas
 import { sql, type SQL } from "pg-sql2";
 import { codecDirectives } from "./PgGqlDirectivesPlugin";
 import { PgGqlError } from "./pgGqlErrors";
+import { filterStep } from "./pgGqlFilterOperands";
 import { base64OfJsonbArray, primaryKeyAttributes } from "./pgGqlNodeId";
 import { orderFromArgument, type OrderElement } from "./PgGqlOrderByPlugin";
 
@@ -203,7 +204,7 @@ export function planPage(
   else $select.setFirst(constant(limit));
   if (offset > 0) $select.setOffset(constant(offset));
   $select.setOrderIsUnique();
-  fieldArgs.apply($select, "filter", (qb: PgSelectQueryBuilder) => qb.whereBuilder());
+  $select.apply(filterStep(fieldArgs, $select.alias));
   const $matching = $select.clone("aggregate");
   const $cursor = fieldArgs.getRaw(reverse ? "before" : "after") as Step<string | null | undefined>;
   const page: PgGqlPage = { resource, order, reverse, limit, offset, $matching, $cursor };

@@ -2,6 +2,7 @@ import type { PgCodec, PgCodecWithAttributes, PgCondition, PgResource } from "@d
 import type { GraphQLInputType } from "grafast/graphql";
 import { sql, type SQL } from "pg-sql2";
 import { PgGqlError } from "./pgGqlErrors";
+import { operandSql } from "./pgGqlFilterOperands";
 import { pgGqlDecodeNodeId, primaryKeyAttributes } from "./pgGqlNodeId";
 import {
   assertMaxLength,
@@ -33,7 +34,7 @@ interface ColumnTarget {
 /** A text value cast to the column's type, as pg_graphql binds filter values. */
 function castValue(value: unknown, codec: PgCodec): SQL {
   const text = Array.isArray(value) ? value.map((v) => (v === null ? null : String(v))) : String(value);
-  return sql`${sql.value(text as string)}::${codec.sqlType}`;
+  return operandSql(text, codec.sqlType);
 }
 
 function arrayOf(codec: PgCodec): SQL {
@@ -68,7 +69,8 @@ function operatorCondition(op: string, target: ColumnTarget, value: unknown): SQ
   // pg_graphql binds a null operand as SQL NULL: the comparison then matches no row.
   if (value === null) return sql.false;
   if (op === "in") {
-    return sql`${column} = any(${sql.value((value as unknown[]).map((v) => (v === null ? null : String(v))) as unknown as string)}::${arrayOf(target.codec)})`;
+    const texts = (value as unknown[]).map((v) => (v === null ? null : String(v)));
+    return sql`${column} = any(${operandSql(texts, arrayOf(target.codec))})`;
   }
   const isArrayColumn = Boolean(target.codec.arrayOfCodec);
   const operand =

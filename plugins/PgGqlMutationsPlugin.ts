@@ -1,7 +1,6 @@
 import {
   pgSelect,
   pgWhereConditionSpecListToSQL,
-  PgCondition,
   sideEffectWithPgClient,
   TYPES,
   type PgClient,
@@ -13,11 +12,18 @@ import {
   type PgSelectStep,
 } from "@dataplan/pg";
 import { randomUUID } from "node:crypto";
-import { access, applyInput, lambda, type FieldArgs, type Step } from "grafast";
+import { access, lambda, type FieldArgs, type Step } from "grafast";
 import { Kind, type DocumentNode, type GraphQLInputType, type GraphQLOutputType } from "grafast/graphql";
 import type { PgAttribute, PgClass } from "pg-introspection";
 import { sql, type SQL } from "pg-sql2";
 import { PgGqlError } from "./pgGqlErrors";
+import {
+  applyFilterValue,
+  filterApplyStep,
+  type AppliedFilter,
+  type ApplyFilter,
+  type FilterOperand,
+} from "./pgGqlFilterOperands";
 import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
 import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
@@ -118,10 +124,6 @@ function valueText(attribute: PgCodecAttribute, value: unknown): unknown {
 /** A bound value cast to its column's type. */
 function boundValueSql(attribute: PgCodecAttribute, text: unknown): SQL {
   return sql`(${sql.value(text as string)}::${attribute.codec.sqlType})`;
-}
-
-function valueSql(attribute: PgCodecAttribute, value: unknown): SQL {
-  return boundValueSql(attribute, valueText(attribute, value));
 }
 
 /** The row as JSON text, only with the columns the role may read (RETURNING needs SELECT on each). */
@@ -270,28 +272,9 @@ function mutationAwareClient<TClient extends PgClient>(client: TClient, pending:
   return aware as unknown as TClient;
 }
 
-type ApplyFilter = ((collector: unknown) => void) | null | undefined;
-
-/** The WHERE condition of a mutation's `filter`, built at run time from the `<T>Filter` fields' `apply`. */
-function filterSql(applyFilter: ApplyFilter, alias: SQL): SQL {
-  const conditions: SQL[] = [];
-  applyFilter?.({ alias, where: (condition: SQL) => conditions.push(condition) });
-  return pgWhereConditionSpecListToSQL(alias, conditions) ?? sql.true;
-}
-
-function planFilter(
-  build: GraphileBuild.Build,
-  resource: PgResource,
-  fieldArgs: FieldArgs,
-): Step<ApplyFilter> {
-  const typeName = build.inflection.tableType(resource.codec);
-  const Filter = build.getInputTypeByName(build.inflection.pgGqlFilterType(typeName));
-  return applyInput(
-    Filter,
-    fieldArgs.getRaw("filter") as never,
-    // Created here, inside grafast's modifier scope (see the research brief, §3c).
-    (parent) => new PgCondition(parent as never),
-  ) as unknown as Step<ApplyFilter>;
+/** The WHERE condition of a mutation's applied `filter`. */
+function filterSql(filter: AppliedFilter, alias: SQL): SQL {
+  return pgWhereConditionSpecListToSQL(alias, filter.conditions) ?? sql.true;
 }
 
 /**
@@ -492,31 +475,81 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
     });
 }
 
+/**
+ * An update's or delete's statement text, kept per shape (which columns it sets, `atMost`, the filter's
+ * structure): its values are the set columns' texts, then the filter's operands in the order the text binds them.
+ */
+interface KeptDml {
+  text: string;
+  /** For each value after the set texts, the index of the filter operand it is. */
+  operandAt: number[];
+}
+
+/** Update and delete statement texts kept per field of a schema: a burst of new shapes starts over. */
+const MAX_DML_SHAPES = 100;
+
+/**
+ * The statement of an update or delete of `shape` (null: not to be kept) with these set texts and filter: the
+ * kept text with this request's values, or built and, when it binds exactly those values, kept.
+ */
+function keptOrBuilt(
+  kept: Map<string, KeptDml>,
+  shape: string | null,
+  setTexts: unknown[],
+  filter: AppliedFilter,
+  build: () => PendingMutation,
+): PendingMutation {
+  const hit = shape === null ? undefined : kept.get(shape);
+  if (hit !== undefined) {
+    return { text: hit.text, values: [...setTexts, ...hit.operandAt.map((i) => filter.operands[i])] };
+  }
+  const statement = build();
+  if (shape !== null) {
+    const n = setTexts.length;
+    const operandAt = statement.values.slice(n).map((v) => filter.operands.indexOf(v as FilterOperand));
+    if (statement.values.slice(0, n).every((v, i) => v === setTexts[i]) && !operandAt.includes(-1)) {
+      if (kept.size >= MAX_DML_SHAPES) kept.clear();
+      kept.set(shape, { text: statement.text, operandAt });
+    }
+  }
+  return statement;
+}
+
 function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "update");
   const returning = returningRowSql(codec);
+  const kept = new Map<string, KeptDml>();
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(
       resource,
       {
         set: fieldArgs.getRaw("set"),
         atMost: fieldArgs.getRaw("atMost"),
-        applyFilter: planFilter(build, resource, fieldArgs),
+        applyFilter: filterApplyStep(fieldArgs),
       },
       ({ set, atMost, applyFilter }) => {
         const values = (set ?? {}) as Record<string, unknown>;
-        const assignments = [...columns]
-          .filter(([field]) => values[field] !== undefined)
-          .map(
-            ([field, attributeName]) =>
-              sql`${sql.identifier(attributeName)} = ${valueSql(codec.attributes[attributeName], values[field])}`,
-          );
-        if (assignments.length === 0) {
+        const used = [...columns].filter(([field]) => values[field] !== undefined);
+        if (used.length === 0) {
           throw new PgGqlError("At least one mapping must be provided to set argument");
         }
-        const dml = sql`update ${resource.from as SQL} as ${MUTATION_ALIAS} set ${sql.join(assignments, ", ")} where ${filterSql(applyFilter as ApplyFilter, MUTATION_ALIAS)} ${returning}`;
-        return mutationStatement(dml, atMost as number, "update");
+        const setTexts = used.map(([field, attributeName]) =>
+          valueText(codec.attributes[attributeName], values[field]),
+        );
+        const filter = applyFilterValue(applyFilter as ApplyFilter, MUTATION_ALIAS);
+        const shape =
+          filter.key === null
+            ? null
+            : `${String(atMost)}|${used.map(([field]) => field).join(",")}|${filter.key}`;
+        return keptOrBuilt(kept, shape, setTexts, filter, () => {
+          const assignments = used.map(
+            ([, attributeName], i) =>
+              sql`${sql.identifier(attributeName)} = ${boundValueSql(codec.attributes[attributeName], setTexts[i])}`,
+          );
+          const dml = sql`update ${resource.from as SQL} as ${MUTATION_ALIAS} set ${sql.join(assignments, ", ")} where ${filterSql(filter, MUTATION_ALIAS)} ${returning}`;
+          return mutationStatement(dml, atMost as number, "update");
+        });
       },
     );
 }
@@ -524,13 +557,18 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
 function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const returning = returningRowSql(codec);
+  const kept = new Map<string, KeptDml>();
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(
       resource,
-      { atMost: fieldArgs.getRaw("atMost"), applyFilter: planFilter(build, resource, fieldArgs) },
+      { atMost: fieldArgs.getRaw("atMost"), applyFilter: filterApplyStep(fieldArgs) },
       ({ atMost, applyFilter }) => {
-        const dml = sql`delete from ${resource.from as SQL} as ${MUTATION_ALIAS} where ${filterSql(applyFilter as ApplyFilter, MUTATION_ALIAS)} ${returning}`;
-        return mutationStatement(dml, atMost as number, "delete");
+        const filter = applyFilterValue(applyFilter as ApplyFilter, MUTATION_ALIAS);
+        const shape = filter.key === null ? null : `${String(atMost)}|${filter.key}`;
+        return keptOrBuilt(kept, shape, [], filter, () => {
+          const dml = sql`delete from ${resource.from as SQL} as ${MUTATION_ALIAS} where ${filterSql(filter, MUTATION_ALIAS)} ${returning}`;
+          return mutationStatement(dml, atMost as number, "delete");
+        });
       },
     );
 }

@@ -459,4 +459,63 @@ describe("GraphQL mutations (pg_graphql shape)", () => {
     ]);
     await server.sql("delete from player where name in ('eve', 'fay', 'gus')");
   });
+
+  it("updates and deletes through one statement text per shape, binding each request's values and operands", async () => {
+    await server.sql(
+      "insert into player(team_id, name, goals) values (2, 'hal', 1), (2, 'ida', 2), (2, 'jo', 3), (2, 'kim', 4)",
+    );
+    const update = `
+      mutation ($name: String!, $goals: BigInt, $was: String) {
+        updatePlayerCollection(set: { goals: $goals }, filter: { name: { eq: $was }, teamId: { eq: 2 } }, atMost: 1) {
+          records { name goals }
+        }
+      }
+    `;
+    const remove = `
+      mutation ($names: [String!]) {
+        deleteFromPlayerCollection(filter: { name: { in: $names } }, atMost: 2) {
+          affectedCount
+        }
+      }
+    `;
+    const answers: unknown[] = [];
+    const sent = await authenticatorMessagesDuring(async () => {
+      for (const [was, goals] of [
+        ["hal", "10"],
+        ["ida", "20"],
+      ]) {
+        answers.push(
+          (await graphql(server, update, { ...asService(), variables: { name: was, was, goals } })).data,
+        );
+      }
+      // A null operand matches no row: another structure, another text.
+      answers.push(
+        (await graphql(server, update, { ...asService(), variables: { name: "x", was: null, goals: "9" } }))
+          .data,
+      );
+      for (const names of [["hal"], ["ida", "jo"]]) {
+        answers.push((await graphql(server, remove, { ...asService(), variables: { names } })).data);
+      }
+    });
+    expect(answers).toEqual([
+      { updatePlayerCollection: { records: [{ name: "hal", goals: "10" }] } },
+      { updatePlayerCollection: { records: [{ name: "ida", goals: "20" }] } },
+      { updatePlayerCollection: { records: [] } },
+      { deleteFromPlayerCollection: { affectedCount: 1 } },
+      { deleteFromPlayerCollection: { affectedCount: 2 } },
+    ]);
+    const updates = sent.filter((m) => /update /i.test(m.text));
+    expect(updates).toHaveLength(3);
+    expect(updates[1].text).toBe(updates[0].text);
+    expect(updates[2].text).not.toBe(updates[0].text);
+    const deletes = sent.filter((m) => /delete from/i.test(m.text));
+    expect(deletes).toHaveLength(2);
+    expect(deletes[1].text).toBe(deletes[0].text);
+    // What psql sees: each request changed its own rows and nothing else.
+    const left = await server.sql("select name, goals::text from player where team_id = 2 order by name");
+    expect(left.rows).toEqual([
+      { name: "cy", goals: "7" },
+      { name: "kim", goals: "4" },
+    ]);
+  });
 });

@@ -362,6 +362,69 @@ describe("GraphQL round trips", () => {
     ]);
   });
 
+  it("sends a filtered page's statement again with the next filter's operands, one statement per filter structure", async () => {
+    const filtered = `
+      query ($name: String, $team: Int!) {
+        playerCollection(filter: { name: { neq: $name }, teamId: { eq: $team } }) {
+          edges {
+            node {
+              name
+            }
+          }
+        }
+        teamCollection(filter: { or: [{ name: { eq: "blue" } }, { id: { in: [$team] } }] }) {
+          totalCount
+          edges {
+            node {
+              name
+              playerCollection(filter: { name: { startsWith: "a" } }) {
+                edges {
+                  node {
+                    name
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    `;
+    const requests = [
+      { name: "bob", team: 1 },
+      { name: "ann", team: 2 },
+      // A null operand matches no row: another structure, another statement.
+      { name: null, team: 1 },
+      { name: "zed", team: 1 },
+    ];
+    const answers: unknown[] = [];
+    const sent = await authenticatorMessagesDuring(async () => {
+      for (const variables of requests) answers.push((await graphql(server, filtered, { variables })).data);
+    });
+    const team = (name: string, players: string[]) => ({
+      node: { name, playerCollection: { edges: players.map((p) => ({ node: { name: p } })) } },
+    });
+    const page = (names: string[]) => ({ edges: names.map((name) => ({ node: { name } })) });
+    const both = { totalCount: 2, edges: [team("red", ["ann"]), team("blue", [])] };
+    expect(answers).toEqual([
+      { playerCollection: page(["ann"]), teamCollection: both },
+      { playerCollection: page(["cy"]), teamCollection: { totalCount: 1, edges: [team("blue", [])] } },
+      { playerCollection: page([]), teamCollection: both },
+      { playerCollection: page(["ann", "bob"]), teamCollection: both },
+    ]);
+    const statements = sent.filter((m) => dataStatements([m.text]).length === 1);
+    expect(statements).toHaveLength(4);
+    // One text for the three requests whose operands are all given, each sent with its own operands.
+    expect(statements[1].text).toBe(statements[0].text);
+    expect(statements[3].text).toBe(statements[0].text);
+    expect(statements[2].text).not.toBe(statements[0].text);
+    const operands = statements.map((m) =>
+      (m.values ?? []).filter((v) => v === "bob" || v === "ann" || v === "zed"),
+    );
+    expect(operands).toEqual([["bob"], ["ann"], [], ["zed"]]);
+    // The `in` list travels as one array operand.
+    expect(statements[1].values).toContain('{"2"}');
+  });
+
   it("updates rows and returns them with their relations in one SQL statement", async () => {
     // Warm the service role's schema so only the request's own statements are counted.
     await graphql(
