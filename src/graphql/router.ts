@@ -2,13 +2,17 @@ import express, { Router, type NextFunction, type Request, type Response } from 
 import type { AppContext } from "../context";
 import { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
+import { jsonBody } from "../http/jsonBody";
 import { sendText } from "../http/sendText";
 import { requestSettingsOf } from "../http/requestSettings";
 import { roleSettingsOf } from "../catalog/roleSettings";
 import { executeGraphql, graphqlResponseText } from "./endpoint";
 
-/** The request body: JSON objects up to 5 MB (the same parser on the Express route and the data path). */
-export const graphqlBody = express.json({ limit: "5mb" });
+/**
+ * The request body: JSON objects up to 5 MB, express.json's answers (the same parser on the Express route and
+ * the data path); the common body is read without body-parser's per-request machinery (jsonBody).
+ */
+export const graphqlBody = jsonBody(express.json({ limit: "5mb" }), 5 * 1024 * 1024);
 
 /** `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200. */
 export async function handleGraphql(
