@@ -26,7 +26,7 @@ export class FilterOperand {
   }
 }
 
-/** The operands made while a filter is applied (see `boundFilter`), in the order its fields made them. */
+/** The operands made while a filter is applied (see `applyFilterValue`), in the order its fields made them. */
 let collected: FilterOperand[] | null = null;
 
 /** A filter operand as SQL: a bound parameter cast to `type`, recorded when a filter is being applied. */

@@ -2,7 +2,7 @@ import express, { Router, type NextFunction, type Request, type Response } from 
 import type { AppContext } from "../context";
 import { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "../db/transaction";
 import { GateError, openDataRequest } from "../http/gate";
-import { jsonBody } from "../http/jsonBody";
+import { jsonBody } from "../http/plainBody";
 import { sendText } from "../http/sendText";
 import { requestSettingsOf } from "../http/requestSettings";
 import { roleSettingsOf } from "../catalog/roleSettings";
@@ -10,7 +10,7 @@ import { executeGraphql, graphqlResponseText } from "./endpoint";
 
 /**
  * The request body: JSON objects up to 5 MB, express.json's answers (the same parser on the Express route and
- * the data path); the common body is read without body-parser's per-request machinery (jsonBody).
+ * the data path); the common body is read without body-parser's per-request machinery (plainBody).
  */
 export const graphqlBody = jsonBody(express.json({ limit: "5mb" }), 5 * 1024 * 1024);
 

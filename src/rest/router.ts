@@ -7,6 +7,7 @@ import { dataApiConfigOf, type DataApiConfig } from "../catalog/dataApiConfig";
 import { buildRestOpenApi } from "../catalog/openapi";
 import { schemaCacheOf } from "../catalog/schemaCache";
 import type { AppContext } from "../context";
+import { rawBody } from "../http/plainBody";
 import {
   isDatabaseUnreachable,
   queryInOneRoundTrip,
@@ -202,8 +203,11 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
   }
 }
 
-/** The request body, any type, as bytes (the same parser on the Express route and the data path). */
-export const restBody = express.raw({ type: () => true, limit: "20mb" });
+/**
+ * The request body, any type, as bytes (the same parser on the Express route and the data path); the common
+ * body is read without body-parser's per-request machinery (plainBody).
+ */
+export const restBody = rawBody(express.raw({ type: () => true, limit: "20mb" }), 20 * 1024 * 1024);
 
 export function restRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });

@@ -5,17 +5,19 @@ import { gzipSync } from "node:zlib";
 import { startTestServer, type TestServer } from "../helpers/server";
 
 /**
- * The GraphQL request body reads the common request itself (src/http/jsonBody.ts) and every other one through
- * express.json: whatever the body, the answer must be the one express.json gives. The reference is express.json
- * itself, in a server of its own, answering what it parsed or its error as Strata's error handler words it.
+ * The data APIs read the common request body themselves (src/http/plainBody.ts) and every other one through
+ * body-parser (express.json for GraphQL, express.raw for REST): whatever the body, the answer must be the one
+ * body-parser gives. For GraphQL the reference is express.json itself, in a server of its own, answering what it
+ * parsed or its error as Strata's error handler words it; for REST, the rows a write leaves, read through psql.
  */
-describe("GraphQL request bodies", () => {
+describe("data API request bodies", () => {
   let server: TestServer;
   let reference: Server;
   let referenceUrl: string;
 
   beforeAll(async () => {
     server = await startTestServer();
+    await server.sql("create table note(id int primary key, body text); grant all on note to service_role");
     const app = express();
     app.post("/", express.json({ limit: "5mb" }), (req, res) => {
       res.json({ body: req.body as unknown });
@@ -97,5 +99,39 @@ describe("GraphQL request bodies", () => {
     // No body: express.json's `{}`, which has no query.
     const empty = await asked("", json);
     expect(empty.body).toEqual({ data: null, errors: [{ message: "No query" }] });
+  });
+
+  it("writes REST bodies read directly, compressed or chunked alike", async () => {
+    const write = (body: string | Buffer | ReadableStream, headers: Record<string, string>) =>
+      fetch(`${server.url}/rest/v1/note`, {
+        method: "POST",
+        body: body as BodyInit,
+        headers: {
+          apikey: server.serviceKey,
+          authorization: `Bearer ${server.serviceKey}`,
+          "content-type": "application/json",
+          ...headers,
+        },
+        duplex: "half",
+      } as RequestInit);
+    expect((await write(JSON.stringify({ id: 1, body: "plain" }), {})).status).toBe(201);
+    expect(
+      (await write(gzipSync(JSON.stringify({ id: 2, body: "gzip" })), { "content-encoding": "gzip" })).status,
+    ).toBe(201);
+    const text = JSON.stringify([{ id: 3, body: "chunked" }]);
+    const chunked = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(text.slice(0, 7)));
+        controller.enqueue(new TextEncoder().encode(text.slice(7)));
+        controller.close();
+      },
+    });
+    expect((await write(chunked, {})).status).toBe(201);
+    const rows = await server.sql("select id, body from note order by id");
+    expect(rows.rows).toEqual([
+      { id: 1, body: "plain" },
+      { id: 2, body: "gzip" },
+      { id: 3, body: "chunked" },
+    ]);
   });
 });
