@@ -411,15 +411,53 @@ const MUTATION_ALIAS = sql.identifier("__t");
 const returningRowSql = (codec: PgCodecWithAttributes): SQL =>
   sql`returning ${rowJsonSql(codec, MUTATION_ALIAS)} as __row`;
 
-/** Insert statement texts kept per field of a schema: a burst of new shapes starts over. */
-const MAX_INSERT_SHAPES = 100;
+/**
+ * An insert's, update's or delete's statement text, kept per shape (the columns it writes, which values are
+ * defaults, `atMost`, the filter's structure): its values are the request's column texts, then its filter's
+ * operands in the order the text binds them.
+ */
+interface KeptDml {
+  text: string;
+  /** For each value after the column texts, the index of the filter operand it is. */
+  operandAt: number[];
+}
+
+/** Statement texts kept per mutation field of a schema: a burst of new shapes starts over. */
+const MAX_DML_SHAPES = 100;
+
+/**
+ * The statement of `shape` (null: not to be kept) with these column texts and filter operands: the kept text
+ * with this request's values, or built and, when it binds exactly those values, kept.
+ */
+function keptOrBuilt(
+  kept: Map<string, KeptDml>,
+  shape: string | null,
+  texts: unknown[],
+  operands: readonly FilterOperand[],
+  build: () => PendingMutation,
+): PendingMutation {
+  const hit = shape === null ? undefined : kept.get(shape);
+  if (hit !== undefined) {
+    return { text: hit.text, values: [...texts, ...hit.operandAt.map((i) => operands[i])] };
+  }
+  const statement = build();
+  if (shape !== null) {
+    const n = texts.length;
+    const operandAt = statement.values.slice(n).map((v) => operands.indexOf(v as FilterOperand));
+    if (statement.values.slice(0, n).every((v, i) => v === texts[i]) && !operandAt.includes(-1)) {
+      if (kept.size >= MAX_DML_SHAPES) kept.clear();
+      kept.set(shape, { text: statement.text, operandAt });
+    }
+  }
+  return statement;
+}
 
 function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "insert");
   const returning = returningRowSql(codec);
   const target = sql`${resource.from as SQL} as ${MUTATION_ALIAS}`;
-  const statements = new Map<string, string>();
+  const kept = new Map<string, KeptDml>();
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(resource, { objects: fieldArgs.getRaw("objects") }, ({ objects }) => {
       const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
@@ -441,78 +479,32 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
           }
         }
       }
-      const text = statements.get(shape);
-      if (text !== undefined) return { text, values };
-      // Built from the values read above, in the same order.
-      let next = 0;
-      const insert = used.length
-        ? sql`insert into ${target} (${sql.join(
-            used.map(([, attributeName]) => sql.identifier(attributeName)),
-            ", ",
-          )}) values ${sql.join(
-            list.map(
-              (o) =>
-                sql`(${sql.join(
-                  used.map(([field, attributeName]) =>
-                    o[field] === undefined
-                      ? sql`default`
-                      : boundValueSql(codec.attributes[attributeName], values[next++]),
-                  ),
-                  ", ",
-                )})`,
-            ),
-            ", ",
-          )} ${returning}`
-        : // No column given: every row takes its defaults.
-          sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
-      const statement = mutationStatement(insert, null, "insert");
-      // Kept only when the compiled values are exactly those read above (nothing else bound in the text).
-      if (statement.values.length === values.length && statement.values.every((v, i) => v === values[i])) {
-        if (statements.size >= MAX_INSERT_SHAPES) statements.clear();
-        statements.set(shape, statement.text);
-      }
-      return statement;
+      return keptOrBuilt(kept, shape, values, [], () => {
+        // Built from the values read above, in the same order.
+        let next = 0;
+        const insert = used.length
+          ? sql`insert into ${target} (${sql.join(
+              used.map(([, attributeName]) => sql.identifier(attributeName)),
+              ", ",
+            )}) values ${sql.join(
+              list.map(
+                (o) =>
+                  sql`(${sql.join(
+                    used.map(([field, attributeName]) =>
+                      o[field] === undefined
+                        ? sql`default`
+                        : boundValueSql(codec.attributes[attributeName], values[next++]),
+                    ),
+                    ", ",
+                  )})`,
+              ),
+              ", ",
+            )} ${returning}`
+          : // No column given: every row takes its defaults.
+            sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
+        return mutationStatement(insert, null, "insert");
+      });
     });
-}
-
-/**
- * An update's or delete's statement text, kept per shape (which columns it sets, `atMost`, the filter's
- * structure): its values are the set columns' texts, then the filter's operands in the order the text binds them.
- */
-interface KeptDml {
-  text: string;
-  /** For each value after the set texts, the index of the filter operand it is. */
-  operandAt: number[];
-}
-
-/** Update and delete statement texts kept per field of a schema: a burst of new shapes starts over. */
-const MAX_DML_SHAPES = 100;
-
-/**
- * The statement of an update or delete of `shape` (null: not to be kept) with these set texts and filter: the
- * kept text with this request's values, or built and, when it binds exactly those values, kept.
- */
-function keptOrBuilt(
-  kept: Map<string, KeptDml>,
-  shape: string | null,
-  setTexts: unknown[],
-  filter: AppliedFilter,
-  build: () => PendingMutation,
-): PendingMutation {
-  const hit = shape === null ? undefined : kept.get(shape);
-  if (hit !== undefined) {
-    return { text: hit.text, values: [...setTexts, ...hit.operandAt.map((i) => filter.operands[i])] };
-  }
-  const statement = build();
-  if (shape !== null) {
-    const n = setTexts.length;
-    const operandAt = statement.values.slice(n).map((v) => filter.operands.indexOf(v as FilterOperand));
-    if (statement.values.slice(0, n).every((v, i) => v === setTexts[i]) && !operandAt.includes(-1)) {
-      if (kept.size >= MAX_DML_SHAPES) kept.clear();
-      kept.set(shape, { text: statement.text, operandAt });
-    }
-  }
-  return statement;
 }
 
 function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
@@ -542,7 +534,7 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
           filter.key === null
             ? null
             : `${String(atMost)}|${used.map(([field]) => field).join(",")}|${filter.key}`;
-        return keptOrBuilt(kept, shape, setTexts, filter, () => {
+        return keptOrBuilt(kept, shape, setTexts, filter.operands, () => {
           const assignments = used.map(
             ([, attributeName], i) =>
               sql`${sql.identifier(attributeName)} = ${boundValueSql(codec.attributes[attributeName], setTexts[i])}`,
@@ -565,7 +557,7 @@ function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
       ({ atMost, applyFilter }) => {
         const filter = applyFilterValue(applyFilter as ApplyFilter, MUTATION_ALIAS);
         const shape = filter.key === null ? null : `${String(atMost)}|${filter.key}`;
-        return keptOrBuilt(kept, shape, [], filter, () => {
+        return keptOrBuilt(kept, shape, [], filter.operands, () => {
           const dml = sql`delete from ${resource.from as SQL} as ${MUTATION_ALIAS} where ${filterSql(filter, MUTATION_ALIAS)} ${returning}`;
           return mutationStatement(dml, atMost as number, "delete");
         });

@@ -78,7 +78,7 @@ export interface BoundFilter {
 }
 
 /** A filter value applied once per request, for a select to add when it builds its statement. */
-export function boundFilter(applyFilter: ApplyFilter, alias: SQL): BoundFilter | null {
+function boundFilter(applyFilter: ApplyFilter, alias: SQL): BoundFilter | null {
   if (applyFilter == null) return null;
   const { conditions, key, operands } = applyFilterValue(applyFilter, alias);
   const apply: BoundFilter = (queryBuilder) => {

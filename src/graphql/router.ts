@@ -12,7 +12,8 @@ import { executeGraphql, graphqlResponseText } from "./endpoint";
  * The request body: JSON objects up to 5 MB, express.json's answers (the same parser on the Express route and
  * the data path); the common body is read without body-parser's per-request machinery (plainBody).
  */
-export const graphqlBody = jsonBody(express.json({ limit: "5mb" }), 5 * 1024 * 1024);
+const GRAPHQL_BODY_LIMIT = 5 * 1024 * 1024;
+export const graphqlBody = jsonBody(express.json({ limit: GRAPHQL_BODY_LIMIT }), GRAPHQL_BODY_LIMIT);
 
 /** `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200. */
 export async function handleGraphql(

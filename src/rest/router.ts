@@ -207,7 +207,8 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
  * The request body, any type, as bytes (the same parser on the Express route and the data path); the common
  * body is read without body-parser's per-request machinery (plainBody).
  */
-export const restBody = rawBody(express.raw({ type: () => true, limit: "20mb" }), 20 * 1024 * 1024);
+const REST_BODY_LIMIT = 20 * 1024 * 1024;
+export const restBody = rawBody(express.raw({ type: () => true, limit: REST_BODY_LIMIT }), REST_BODY_LIMIT);
 
 export function restRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
