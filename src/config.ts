@@ -31,6 +31,11 @@ export interface StrataConfig {
   authenticatorPassword: string | undefined;
   /** How long a data request waits for a free database connection before it answers 503. */
   poolWaitMs: number;
+  /**
+   * GraphQL queries whose grafast plan allows it run that plan directly (src/graphql/planRunner.ts) instead
+   * of through grafast's engine; `STRATA_GRAPHQL_PLAN_RUNNER=off` sends every request through the engine.
+   */
+  graphqlPlanRunner: boolean;
   /** How long an unused project keeps its pools and DDL watch open. */
   projectIdleMs: number;
   /** How long the projects' log events are kept (hours). */
@@ -140,6 +145,9 @@ const schema = z.object({
     )
     .default("127.0.0.1"),
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
+  STRATA_GRAPHQL_PLAN_RUNNER: z
+    .enum(["on", "off"], { error: "STRATA_GRAPHQL_PLAN_RUNNER must be on or off" })
+    .default("on"),
   PROJECT_IDLE_MS: positiveInt("PROJECT_IDLE_MS").default(600_000),
   LOG_RETENTION_HOURS: positiveInt("LOG_RETENTION_HOURS").default(72),
   STRATA_KEK: z.string().min(32, "STRATA_KEK must be at least 32 characters long").optional(),
@@ -239,6 +247,7 @@ export function loadConfig(
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,
+    graphqlPlanRunner: c.STRATA_GRAPHQL_PLAN_RUNNER === "on",
     projectIdleMs: c.PROJECT_IDLE_MS,
     logRetentionHours: c.LOG_RETENTION_HOURS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,

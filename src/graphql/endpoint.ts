@@ -16,6 +16,7 @@ import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
 import { isMutationOperation } from "../../plugins/PgGqlMutationsPlugin";
 import { prepareDocument, RequestError } from "./document";
+import { runWithoutEngine } from "./planRunner";
 
 interface RoleSchema {
   schema: GraphQLSchema;
@@ -132,6 +133,20 @@ export function graphqlResponseText(response: GraphqlResponse): string {
   return `{"data":${data}${more}}`;
 }
 
+/**
+ * The grafast context hookArgs makes for a request (the preset's `grafast.context`), for the plan runner;
+ * null when it is made asynchronously (the runner then leaves the request to grafast).
+ */
+function contextOf(
+  resolvedPreset: GraphileConfig.ResolvedPreset,
+  requestContext: Grafast.RequestContext,
+): Record<string, unknown> | null {
+  const userContext = resolvedPreset.grafast?.context;
+  const made = typeof userContext === "function" ? userContext(requestContext, {} as never) : userContext;
+  if (made && typeof (made as PromiseLike<unknown>).then === "function") return null;
+  return Object.assign(Object.create(null) as Record<string, unknown>, made);
+}
+
 /** Executes one GraphQL request for `auth` against `project`; the result is always a JSON document. */
 export async function executeGraphql(
   ctx: AppContext,
@@ -166,7 +181,27 @@ export async function executeGraphql(
     (d) => d.kind === Kind.OPERATION_DEFINITION && d.selectionSet.selections.length === 0,
   );
   if (emptyOperation) return errorsOnly(ctx, gateErrors);
+  const withGateErrors = (data: unknown): GraphqlResponse => {
+    const out: GraphqlResponse = { data: data ?? null };
+    if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
+    return out;
+  };
   const run = async (withPgClient: WithPgClient): Promise<GraphqlResponse> => {
+    const requestContext: Grafast.RequestContext = { strata: { auth, withPgClient } };
+    if (ctx.config.graphqlPlanRunner) {
+      const context = contextOf(resolvedPreset, requestContext);
+      const data = context
+        ? await runWithoutEngine({
+            schema,
+            document,
+            operationName,
+            variables: variables as Record<string, unknown> | undefined,
+            context,
+            options: resolvedPreset.grafast,
+          })
+        : null;
+      if (data !== null) return withGateErrors(data);
+    }
     const args = await hookArgs({
       schema,
       document,
@@ -176,7 +211,7 @@ export async function executeGraphql(
       // A context of our own: without one, hookArgs finds out by catching a TypeError (an Error per request).
       // A plain object: one made by Object.create(null) starts in V8's slow dictionary mode.
       contextValue: {} as Record<string, unknown>,
-      requestContext: { strata: { auth, withPgClient } },
+      requestContext,
       // Grafast writes the data as JSON text from its output plan: no object tree to build and stringify.
       outputDataAsString: true,
     });
@@ -190,9 +225,7 @@ export async function executeGraphql(
     if (busy) throw busy.originalError;
     // pg_graphql answers a failed request as a whole: no partial data next to an error.
     if (errors?.length) return errorsOnly(ctx, errors);
-    const out: GraphqlResponse = { data: data ?? null };
-    if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
-    return out;
+    return withGateErrors(data);
   };
   if (!isMutationOperation(document, operationName))
     return run(withReadsInOneRoundTrip(project.dataPool, { ...auth, settings }));

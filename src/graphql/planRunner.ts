@@ -1,0 +1,665 @@
+import { createRequire } from "node:module";
+import path from "node:path";
+import { PgSelectStep } from "@dataplan/pg";
+import { __ItemStep, __ValueStep, isPromiseLike, type OperationPlan } from "grafast";
+import {
+  getVariableValues,
+  Kind,
+  type DocumentNode,
+  type FragmentDefinitionNode,
+  type OperationDefinitionNode,
+  GraphQLBoolean,
+  GraphQLFloat,
+  GraphQLID,
+  GraphQLInt,
+  GraphQLString,
+  type GraphQLLeafType,
+  type GraphQLSchema,
+} from "grafast/graphql";
+
+/**
+ * A query's grafast plan, run without grafast's engine.
+ *
+ * Grafast plans an operation once and then, per request, runs that plan through its general engine:
+ * buckets, phases, per-item step execution, the output plan walking the buckets. For the plans most
+ * queries get — unary root selects (@dataplan/pg's statement, already kept per shape), and synchronous,
+ * side-effect-free steps over their rows — the same steps can be run directly: each step's own
+ * `unbatchedExecute` (a select's own `execute`) on its dependencies' values, the output written from the
+ * plan's own output plans, with grafast's own rules for null and inhibited values and its leaf
+ * serialisation. Nothing here knows pg_graphql's rules or the schema's shape: it reads them from the plan.
+ *
+ * A plan with anything else (polymorphism, streams, defer, side effects, batched or asynchronous steps
+ * other than a root select, plan constraints on variable values) is not compiled; a request whose run
+ * meets anything unexpected (an error, a null where the output forbids one) gives up and the caller runs
+ * the request through grafast, which answers it, errors included, as before. Both read the same data in
+ * one transaction; giving up after the select only costs its repetition.
+ */
+
+// grafast's value flags (constants.js): the rules for null and inhibited dependencies.
+const FLAG_ERROR = 1;
+const FLAG_NULL = 2;
+const FLAG_INHIBITED = 4;
+
+// Four of grafast's modules its package does not export: the leaf string writers its output plans use (so
+// a leaf is written byte for byte as grafast writes it), the plan cache its `execute` goes through and the
+// constraints test it picks a cached plan with (so the plan run here is the one grafast would run, planned
+// once for both), and its test for a value returned with flags (an error, an inhibition), which the runner
+// leaves to grafast.
+const requireHere = createRequire(__filename);
+const grafastDir = path.dirname(requireHere.resolve("grafast"));
+const { stringifyJSON, stringifyString } = requireHere(path.join(grafastDir, "tamedevilUtils.js")) as {
+  stringifyJSON(value: unknown): string;
+  stringifyString(value: string): string;
+};
+const { isFlaggedValue } = requireHere(path.join(grafastDir, "error.js")) as {
+  isFlaggedValue(value: object): boolean;
+};
+const { matchesConstraints } = requireHere(path.join(grafastDir, "constraints.js")) as {
+  matchesConstraints(constraints: unknown[], value: unknown): boolean;
+};
+const { establishOperationPlan } = requireHere(path.join(grafastDir, "establishOperationPlan.js")) as {
+  establishOperationPlan(
+    schema: GraphQLSchema,
+    operation: OperationDefinitionNode,
+    fragments: Record<string, FragmentDefinitionNode>,
+    variableValues: Record<string, unknown>,
+    context: Record<string, unknown>,
+    rootValue: unknown,
+    onError: "PROPAGATE",
+    options: Record<string, unknown>,
+  ): OperationPlan;
+};
+
+/** A step as the runner reads it (grafast keeps these public at run time, not in its types). */
+interface PlanStep {
+  id: number;
+  layerPlan: PlanLayer;
+  dependencies: readonly PlanStep[];
+  dependencyForbiddenFlags: readonly number[];
+  dependencyOnReject: readonly unknown[];
+  isSyncAndSafe: boolean;
+  hasSideEffects: boolean;
+  metaKey: number | string | symbol | undefined;
+  _isUnary: boolean;
+  unbatchedExecute?: (extra: unknown, ...values: unknown[]) => unknown;
+}
+
+interface PlanLayer {
+  id: number;
+  reason: { type: string; parentStep?: PlanStep; stream?: unknown; parentLayerPlan?: PlanLayer };
+}
+
+function parentOf(layer: PlanLayer): PlanLayer | null {
+  return layer.reason.parentLayerPlan ?? null;
+}
+
+interface OutputNode {
+  rootStep: PlanStep;
+  layerPlan: PlanLayer;
+  sideEffectStep: PlanStep | null;
+  processRoot: unknown;
+  deferredOutputPlans: readonly unknown[];
+  type: { mode: string; typeName?: string; graphqlType?: GraphQLLeafType };
+  keys: Record<
+    string,
+    { type: "__typename" } | { type: "outputPlan"; outputPlan: OutputNode; isNonNull: boolean }
+  >;
+  child: OutputNode | null;
+  childIsNonNull: boolean;
+}
+
+/** Why a plan or a run is not for the runner; internal, never reaches a client. */
+class NotRunnable extends Error {}
+
+/** A step's value when grafast would not run it (a dependency it forbids was null or inhibited). */
+const INHIBITED = Symbol("inhibited");
+/** A frame slot not computed yet. */
+const UNSET = Symbol("unset");
+
+const SUPPORTED_LAYERS = new Set(["root", "listItem", "nullableBoundary"]);
+
+/** The values of one instance of a layer (the root, one list item, one non-null boundary), by slot. */
+class Frame {
+  readonly values: unknown[];
+  constructor(
+    readonly layer: PlanLayer,
+    readonly parent: Frame | null,
+    readonly item: unknown,
+    slots: number,
+    /** Per request: the meta objects of steps that keep some (grafast's metaByMetaKey). */
+    readonly meta: Record<string, Record<string, unknown>>,
+  ) {
+    this.values = new Array<unknown>(slots).fill(UNSET);
+  }
+}
+
+/** A step's value in a frame (computed once per frame of its layer). */
+type Getter = (frame: Frame) => unknown;
+/** An output node's JSON text in a frame of the layer its parent output node is written in. */
+type Writer = (frame: Frame) => string;
+
+/** A value as grafast's unary execution values present it to a step's `execute`. */
+function unaryValue(value: unknown): unknown {
+  const flags = value == null ? FLAG_NULL : 0;
+  return {
+    isBatch: false,
+    value,
+    at: () => value,
+    unaryValue: () => value,
+    _flagsAt: () => flags,
+    _getStateUnion: () => flags,
+  };
+}
+
+function isFlagged(value: unknown): boolean {
+  return typeof value === "object" && value !== null && (value instanceof Error || isFlaggedValue(value));
+}
+
+function frameOf(layer: PlanLayer, frame: Frame): Frame {
+  for (let f: Frame | null = frame; f; f = f.parent) if (f.layer === layer) return f;
+  throw new NotRunnable("frame");
+}
+
+/** A compiled plan: its steps as getters and its output plan as writers, checked once. */
+export interface RunnablePlan {
+  schema: GraphQLSchema;
+  plan: OperationPlan;
+  /** Root selects, each after the selects it depends on, with those. */
+  selects: { step: PlanStep; slot: number; after: PlanStep[]; run: (root: Frame) => Promise<unknown> }[];
+  rootSlots: number;
+  metaKeys: string[];
+  write: Writer;
+  /** The variables', context's and root value's slots in the root frame. */
+  inputSlots: { variables: number; context: number; rootValue: number };
+}
+
+/** Builds a plan's getters and writers; throws NotRunnable at the first thing the runner does not do. */
+class PlanCompiler {
+  private readonly getters = new Map<number, Getter>();
+  private readonly slots = new Map<number, number>();
+  private readonly slotCounts = new Map<PlanLayer, number>();
+  private readonly upstreamSelects = new Map<number, PlanStep[]>();
+  readonly selects: { step: PlanStep; slot: number; after: PlanStep[] }[] = [];
+  readonly metaKeys = new Set<string>();
+  private readonly p: {
+    variableValuesStep: PlanStep;
+    contextStep: PlanStep;
+    rootValueStep: PlanStep;
+    rootLayerPlan: PlanLayer;
+  };
+
+  constructor(readonly plan: OperationPlan) {
+    this.p = plan as never;
+  }
+
+  slotCount(layer: PlanLayer): number {
+    return this.slotCounts.get(layer) ?? 0;
+  }
+
+  /** A layer's slot count once compiling is over (frames are made only then). */
+  finalSlotCount(layer: PlanLayer): () => number {
+    let count = -1;
+    return () => (count < 0 ? (count = this.slotCount(layer)) : count);
+  }
+
+  slotOf(step: PlanStep): number {
+    let slot = this.slots.get(step.id);
+    if (slot === undefined) {
+      checkLayer(step.layerPlan);
+      slot = this.slotCount(step.layerPlan);
+      this.slotCounts.set(step.layerPlan, slot + 1);
+      this.slots.set(step.id, slot);
+    }
+    return slot;
+  }
+
+  /** The selects a step depends on, directly or not. */
+  selectsUnder(step: PlanStep): PlanStep[] {
+    this.getter(step);
+    return this.upstreamSelects.get(step.id)!;
+  }
+
+  getter(step: PlanStep): Getter {
+    const known = this.getters.get(step.id);
+    if (known) return known;
+    const layer = step.layerPlan;
+    const slot = this.slotOf(step);
+    const upstream = new Set<PlanStep>();
+    for (const dep of step.dependencies) for (const s of this.selectsUnder(dep)) upstream.add(s);
+    this.upstreamSelects.set(step.id, [...upstream]);
+    let getter: Getter;
+    const { p } = this;
+    if (step === p.variableValuesStep || step === p.contextStep || step === p.rootValueStep) {
+      // Set in the root frame before the run.
+      getter = (frame) => frameOf(layer, frame).values[slot];
+    } else if (step instanceof __ValueStep) {
+      throw new NotRunnable("tracked value");
+    } else if (step instanceof __ItemStep) {
+      const item = step as unknown as { depth: number; transformStepId?: number | null };
+      const reason = layer.reason;
+      if (item.depth !== 0 || item.transformStepId != null) throw new NotRunnable("nested item");
+      if (reason.type !== "listItem" || reason.stream || reason.parentStep !== step.dependencies[0]) {
+        throw new NotRunnable("item layer");
+      }
+      getter = (frame) => frameOf(layer, frame).item;
+    } else if (step instanceof PgSelectStep) {
+      if (layer.reason.type !== "root" || !step._isUnary || (step as PgSelectStep).mode === "mutation") {
+        throw new NotRunnable("batched select");
+      }
+      this.selects.push({ step, slot, after: [...upstream] });
+      this.upstreamSelects.set(step.id, [...upstream, step]);
+      // Run (and set) before anything is written.
+      getter = (frame) => {
+        const v = frameOf(layer, frame).values[slot];
+        if (v === UNSET) throw new NotRunnable("select not run");
+        return v;
+      };
+    } else {
+      getter = this.syncGetter(step, slot);
+    }
+    this.getters.set(step.id, getter);
+    return getter;
+  }
+
+  /** A side-effect-free step: its own unbatchedExecute on its dependencies' values. */
+  private syncGetter(step: PlanStep, slot: number): Getter {
+    // Not only grafast's "sync and safe" steps: a step that may throw or return a promise (a lambda) runs
+    // here too, and the run gives up when it does either.
+    if (step.hasSideEffects || typeof step.unbatchedExecute !== "function") {
+      throw new NotRunnable("step");
+    }
+    // A step that accepts errors or inhibited values (a trap) sees flags the runner does not keep.
+    const kept = FLAG_ERROR | FLAG_INHIBITED;
+    if (step.dependencyForbiddenFlags.some((f) => (f & kept) !== kept)) throw new NotRunnable("trap");
+    if (step.dependencyOnReject.some((r) => r !== undefined)) throw new NotRunnable("onReject");
+    const layer = step.layerPlan;
+    const execute = step.unbatchedExecute.bind(step);
+    const deps = step.dependencies.map((d) => this.getter(d));
+    const nullForbidden = step.dependencyForbiddenFlags.map((f) => (f & FLAG_NULL) !== 0);
+    const metaKey = step.metaKey;
+    if (metaKey !== undefined) this.metaKeys.add(metaKey as string);
+    const plainExtra = { stopTime: null, meta: undefined, eventEmitter: undefined, stream: null };
+    const extraOf = (frame: Frame) =>
+      metaKey === undefined ? plainExtra : { ...plainExtra, meta: frame.meta[metaKey as string] };
+    const checked = (result: unknown) => {
+      if (isFlagged(result) || isPromiseLike(result)) throw new NotRunnable("flagged");
+      return result;
+    };
+    if (deps.length === 1) {
+      const [dep] = deps;
+      const [forbidsNull] = nullForbidden;
+      return (frame) => {
+        const own = frameOf(layer, frame);
+        const cached = own.values[slot];
+        if (cached !== UNSET) return cached;
+        const v = dep(own);
+        // A dependency grafast would not hand over (null where forbidden, inhibited) inhibits the step.
+        const result =
+          v === INHIBITED || (v == null && forbidsNull) ? INHIBITED : checked(execute(extraOf(own), v));
+        own.values[slot] = result;
+        return result;
+      };
+    }
+    return (frame) => {
+      const own = frameOf(layer, frame);
+      const cached = own.values[slot];
+      if (cached !== UNSET) return cached;
+      const args: unknown[] = [extraOf(own)];
+      let result: unknown = UNSET;
+      for (let i = 0; i < deps.length; i++) {
+        const v = deps[i](own);
+        if (v === INHIBITED || (v == null && nullForbidden[i])) {
+          result = INHIBITED;
+          break;
+        }
+        args.push(v);
+      }
+      if (result === UNSET) result = checked(execute(...(args as [unknown])));
+      own.values[slot] = result;
+      return result;
+    };
+  }
+
+  /** The writer of `node`, written in frames of `current` (its parent output node's layer). */
+  writer(node: OutputNode, current: PlanLayer, nonNull: boolean): Writer {
+    if (node.sideEffectStep || node.processRoot || node.deferredOutputPlans.length)
+      throw new NotRunnable("output");
+    checkLayer(node.layerPlan);
+    const nullText = (): string => {
+      // grafast answers a null in a non-null position with an error: its own path says which.
+      if (nonNull) throw new NotRunnable("null");
+      return "null";
+    };
+    const enter = this.entry(node.layerPlan, current);
+    const mode = node.type.mode;
+    if (mode === "null") return nullText;
+    if (mode === "root" || mode === "object") {
+      const root = mode === "object" ? this.getter(node.rootStep) : null;
+      const parts = Object.entries(node.keys).map(([key, spec], i) => {
+        const prefix = `${i === 0 ? "{" : ","}"${key}":`;
+        if (spec.type === "__typename") {
+          const text = `${prefix}"${node.type.typeName}"`;
+          return () => text;
+        }
+        const child = this.writer(spec.outputPlan, node.layerPlan, spec.isNonNull);
+        return (frame: Frame) => prefix + child(frame);
+      });
+      const empty = parts.length === 0 ? "{}" : "}";
+      return (outer) => {
+        const frame = enter(outer);
+        if (frame === null) return nullText();
+        if (root !== null) {
+          const v = root(frame);
+          if (v == null || v === INHIBITED) return nullText();
+        }
+        let out = "";
+        for (const part of parts) out += part(frame);
+        return out + (parts.length === 0 ? empty : "}");
+      };
+    }
+    if (mode === "array") {
+      if (!node.child) throw new NotRunnable("array");
+      const list = this.getter(node.rootStep);
+      const itemLayer = listItemLayer(node.child.layerPlan, node.rootStep);
+      const itemSlots = this.finalSlotCount(itemLayer);
+      const child = this.writer(node.child, itemLayer, node.childIsNonNull);
+      return (outer) => {
+        const frame = enter(outer);
+        if (frame === null) return nullText();
+        const items = list(frame);
+        if (items == null || items === INHIBITED) return nullText();
+        if (!Array.isArray(items)) throw new NotRunnable("list");
+        const slots = itemSlots();
+        let out = "[";
+        for (let i = 0; i < items.length; i++) {
+          if (i > 0) out += ",";
+          out += child(new Frame(itemLayer, frame, items[i], slots, frame.meta));
+        }
+        return `${out}]`;
+      };
+    }
+    if (mode === "leaf") {
+      const value = this.getter(node.rootStep);
+      const leaf = leafWriter(node.type.graphqlType!);
+      return (outer) => {
+        const frame = enter(outer);
+        if (frame === null) return nullText();
+        const v = value(frame);
+        return v == null || v === INHIBITED ? nullText() : leaf(v);
+      };
+    }
+    throw new NotRunnable(`output mode ${mode}`);
+  }
+
+  /**
+   * How a writer finds its node's frame from its parent's: the same frame, or through non-null
+   * boundaries (a nullable field's layer), each entered only when its parent step's value is not null.
+   */
+  private entry(layer: PlanLayer, current: PlanLayer): (frame: Frame) => Frame | null {
+    if (layer === current) return (frame) => frame;
+    const parentLayer = parentOf(layer);
+    if (layer.reason.type !== "nullableBoundary" || !parentLayer) throw new NotRunnable("enter");
+    const enterParent = this.entry(parentLayer, current);
+    const parentValue = this.getter(layer.reason.parentStep!);
+    const slots = this.finalSlotCount(layer);
+    return (outer) => {
+      const parent = enterParent(outer);
+      if (parent === null) return null;
+      const v = parentValue(parent);
+      return v == null || v === INHIBITED ? null : new Frame(layer, parent, undefined, slots(), parent.meta);
+    };
+  }
+
+  /** Runs a root select through its own `execute`, as grafast runs a unary step. */
+  selectRunner(step: PlanStep): (root: Frame) => Promise<unknown> {
+    const deps = step.dependencies.map((d) => this.getter(d));
+    const nullForbidden = step.dependencyForbiddenFlags.map((f) => (f & FLAG_NULL) !== 0);
+    if (step.dependencyOnReject.some((r) => r !== undefined)) throw new NotRunnable("onReject");
+    const select = step as unknown as PgSelectStep;
+    return async (root) => {
+      const values: unknown[] = [];
+      for (let i = 0; i < deps.length; i++) {
+        const v = deps[i](root);
+        if (v === INHIBITED || (v == null && nullForbidden[i])) return INHIBITED;
+        values.push(unaryValue(v));
+      }
+      const details = {
+        count: 1,
+        values,
+        indexMap: <T>(fn: (i: number) => T) => [fn(0)],
+        indexForEach: (fn: (i: number) => void) => fn(0),
+        extra: { stopTime: null, meta: undefined, eventEmitter: undefined, stream: null },
+        stream: null,
+      };
+      const results = (await select.execute(details as never)) as unknown[];
+      const result = isPromiseLike(results[0]) ? await results[0] : results[0];
+      if (isFlagged(result)) throw new NotRunnable("flagged");
+      return result;
+    };
+  }
+}
+
+function checkLayer(layer: PlanLayer): void {
+  for (let l: PlanLayer | null = layer; l; l = parentOf(l)) {
+    if (!SUPPORTED_LAYERS.has(l.reason.type) || l.reason.stream) throw new NotRunnable("layer");
+  }
+}
+
+function listItemLayer(layer: PlanLayer, listStep: PlanStep): PlanLayer {
+  for (let l: PlanLayer | null = layer; l; l = parentOf(l)) {
+    if (l.reason.type === "listItem" && l.reason.parentStep === listStep) return l;
+  }
+  throw new NotRunnable("list layer");
+}
+
+/** A leaf as grafast's output plan writes it in string mode (its per-scalar writers). */
+function leafWriter(type: GraphQLLeafType): (value: unknown) => string {
+  const serialize = type.serialize.bind(type);
+  if (type.serialize === GraphQLString.serialize || type.serialize === GraphQLID.serialize) {
+    return (v) => stringifyString(typeof v === "string" ? v : (serialize(v) as string));
+  }
+  if (type.serialize === GraphQLInt.serialize) {
+    return (v) => ((v as number | 0) === v ? `${v}` : `${serialize(v) as number}`);
+  }
+  if (type.serialize === GraphQLFloat.serialize) {
+    return (v) => (Number.isFinite(v) ? `${v as number}` : String(serialize(v)));
+  }
+  if (type.serialize === GraphQLBoolean.serialize) {
+    return (v) => (v === true || v === false ? `${v}` : serialize(v) === true ? "true" : "false");
+  }
+  return (v) => stringifyJSON(serialize(v));
+}
+
+/** Checks an operation plan once: a plan the runner can run exactly as grafast would, or null. */
+export function runnablePlan(schema: GraphQLSchema, plan: OperationPlan): RunnablePlan | null {
+  const p = plan as unknown as {
+    operation: { operation: string };
+    rootOutputPlan: OutputNode;
+    rootLayerPlan: PlanLayer;
+    variableValuesStep: PlanStep;
+    contextStep: PlanStep;
+    rootValueStep: PlanStep;
+  };
+  if (p.operation.operation !== "query") return null;
+  try {
+    const compiler = new PlanCompiler(plan);
+    const inputSlots = {
+      variables: compiler.slotOf(p.variableValuesStep),
+      context: compiler.slotOf(p.contextStep),
+      rootValue: compiler.slotOf(p.rootValueStep),
+    };
+    if (p.rootOutputPlan.type.mode !== "root") return null;
+    const write = compiler.writer(p.rootOutputPlan, p.rootLayerPlan, false);
+    const selects = compiler.selects.map((s) => ({ ...s, run: compiler.selectRunner(s.step) }));
+    return {
+      schema,
+      plan,
+      selects,
+      rootSlots: compiler.slotCount(p.rootLayerPlan),
+      metaKeys: [...compiler.metaKeys],
+      write,
+      inputSlots,
+    };
+  } catch (e) {
+    if (e instanceof NotRunnable) return null;
+    throw e;
+  }
+}
+
+/**
+ * Runs a compiled plan for one request: the `data` JSON text grafast would write, or null when the run
+ * meets something it does not answer exactly (the caller then runs the request through grafast).
+ */
+async function runPlan(
+  compiled: RunnablePlan,
+  variableValues: Record<string, unknown>,
+  context: Record<string, unknown>,
+): Promise<string | null> {
+  const meta: Record<string, Record<string, unknown>> = Object.create(null);
+  for (const key of compiled.metaKeys) meta[key] = Object.create(null);
+  const p = compiled.plan as unknown as { rootLayerPlan: PlanLayer };
+  const root = new Frame(p.rootLayerPlan, null, undefined, compiled.rootSlots, meta);
+  root.values[compiled.inputSlots.variables] = variableValues;
+  root.values[compiled.inputSlots.context] = context;
+  root.values[compiled.inputSlots.rootValue] = undefined;
+  try {
+    const done = new Set<PlanStep>();
+    let pending = compiled.selects;
+    while (pending.length) {
+      // Selects whose inputs are known go out together (a request's reads share one round trip).
+      const ready = pending.filter((s) => s.after.every((d) => done.has(d)));
+      if (!ready.length) return null;
+      const results = await Promise.all(ready.map((s) => s.run(root)));
+      ready.forEach((s, i) => {
+        root.values[s.slot] = results[i];
+        done.add(s.step);
+      });
+      pending = pending.filter((s) => !done.has(s.step));
+    }
+    return compiled.write(root);
+  } catch {
+    // NotRunnable, or a step or statement that failed: grafast reports it in its own way.
+    return null;
+  }
+}
+
+/** The operation a request runs, and the document's fragments, as graphql-js's execution picks them. */
+function operationOf(
+  document: DocumentNode,
+  operationName: string | undefined,
+): { operation: OperationDefinitionNode; fragments: Record<string, FragmentDefinitionNode> } | null {
+  let operation: OperationDefinitionNode | undefined;
+  const fragments: Record<string, FragmentDefinitionNode> = Object.create(null);
+  for (const definition of document.definitions) {
+    if (definition.kind === Kind.FRAGMENT_DEFINITION) fragments[definition.name.value] = definition;
+    else if (definition.kind === Kind.OPERATION_DEFINITION) {
+      if (operationName == null) {
+        if (operation) return null;
+        operation = definition;
+      } else if (definition.name?.value === operationName) operation = definition;
+    }
+  }
+  return operation ? { operation, fragments } : null;
+}
+
+interface Compiled {
+  schema: GraphQLSchema;
+  plan: OperationPlan;
+  runnable: RunnablePlan | null;
+  /** Runs given up after the statements went out: a plan that keeps giving up is left to grafast. */
+  misses: number;
+  hits: number;
+}
+
+/** Per operation, the plans grafast made for it (one per set of values its constraints allow). */
+const compiledByOperation = new WeakMap<OperationDefinitionNode, Compiled[]>();
+const MAX_PLANS_PER_OPERATION = 8;
+const MAX_MISSES = 8;
+
+/** How many requests the runner answered and left to grafast (after running their plan, or before). */
+export const planRunnerCounts = { answered: 0, gaveUp: 0, notRunnable: 0 };
+
+interface PlanConstraints {
+  variableValuesConstraints: unknown[];
+  contextConstraints: unknown[];
+  rootValueConstraints: unknown[];
+}
+
+/** Whether grafast would run `plan` for these values (the constraints its planning recorded). */
+function planFits(plan: OperationPlan, variableValues: unknown, context: unknown): boolean {
+  const c = plan as unknown as PlanConstraints;
+  return (
+    matchesConstraints(c.variableValuesConstraints, variableValues) &&
+    matchesConstraints(c.contextConstraints, context) &&
+    matchesConstraints(c.rootValueConstraints, undefined)
+  );
+}
+
+export interface EngineFreeRequest {
+  schema: GraphQLSchema;
+  document: DocumentNode;
+  operationName: string | undefined;
+  variables: Record<string, unknown> | undefined;
+  /** The request's grafast context, as the preset's `grafast.context` makes it. */
+  context: Record<string, unknown>;
+  /** The preset's grafast options (explain, timeouts, planning depth). */
+  options: { explain?: unknown; timeouts?: unknown; maxPlanningDepth?: unknown } | undefined;
+}
+
+/**
+ * Answers a query request from its grafast plan without grafast's engine: the `data` JSON text, or null
+ * when the request is for grafast (not a query, variables that do not coerce, a plan or a run the runner
+ * does not answer exactly). The plan comes from grafast's own plan cache; it is checked once per operation.
+ */
+export async function runWithoutEngine(request: EngineFreeRequest): Promise<string | null> {
+  const { schema, options } = request;
+  // Explain output is written by grafast's engine.
+  if (options?.explain) return null;
+  const selected = operationOf(request.document, request.operationName);
+  if (!selected || selected.operation.operation !== "query") return null;
+  const { operation, fragments } = selected;
+  const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], request.variables ?? {}, {
+    maxErrors: 50,
+  });
+  if (coerced.errors) return null;
+  let known = compiledByOperation.get(operation);
+  if (known === undefined || known[0]?.schema !== schema) compiledByOperation.set(operation, (known = []));
+  let compiled = known.find((c) => planFits(c.plan, coerced.coerced, request.context));
+  if (compiled === undefined) {
+    let plan: OperationPlan;
+    try {
+      // grafast's own plan cache: the plan its engine would run for these values.
+      plan = establishOperationPlan(
+        schema,
+        operation,
+        fragments,
+        coerced.coerced,
+        request.context,
+        undefined,
+        "PROPAGATE",
+        {
+          explain: options?.explain,
+          timeouts: options?.timeouts,
+          maxPlanningDepth: options?.maxPlanningDepth,
+          outputDataAsString: true,
+        },
+      );
+    } catch {
+      // A document grafast cannot plan: its own path reports why.
+      return null;
+    }
+    compiled = { schema, plan, runnable: runnablePlan(schema, plan), misses: 0, hits: 0 };
+    known.unshift(compiled);
+    if (known.length > MAX_PLANS_PER_OPERATION) known.pop();
+  }
+  if (compiled.runnable === null) {
+    planRunnerCounts.notRunnable++;
+    return null;
+  }
+  const data = await runPlan(compiled.runnable, coerced.coerced, request.context);
+  if (data !== null) planRunnerCounts.answered++;
+  else planRunnerCounts.gaveUp++;
+  if (data !== null) compiled.hits++;
+  else if (++compiled.misses >= MAX_MISSES && compiled.misses > compiled.hits) compiled.runnable = null;
+  return data;
+}
