@@ -104,8 +104,16 @@ class PgGqlFilterStep extends UnbatchedStep<BoundFilter | null> {
     this.addUnaryDependency($apply);
   }
 
+  /** The last filter value applied: a filter written in the document comes as the same callback every time. */
+  private last: { applyFilter: ApplyFilter; bound: BoundFilter | null } | null = null;
+
   unbatchedExecute(_extra: unknown, applyFilter: ApplyFilter): BoundFilter | null {
-    return boundFilter(applyFilter, this.alias);
+    // The same callback applies the same conditions (one from variables is made per request): applied once.
+    const last = this.last;
+    if (last !== null && last.applyFilter === applyFilter) return last.bound;
+    const bound = boundFilter(applyFilter, this.alias);
+    this.last = { applyFilter, bound };
+    return bound;
   }
 }
 
