@@ -4,7 +4,13 @@ import { PgSelectStep } from "@dataplan/pg";
 import { __ItemStep, __ValueStep, isPromiseLike, type OperationPlan } from "grafast";
 import {
   getVariableValues,
+  isNonNullType,
+  isScalarType,
   Kind,
+  typeFromAST,
+  valueFromAST,
+  type GraphQLInputType,
+  type GraphQLScalarType,
   type DocumentNode,
   type FragmentDefinitionNode,
   type OperationDefinitionNode,
@@ -543,6 +549,82 @@ async function runPlan(
   }
 }
 
+type Coerced = { coerced: Record<string, unknown>; errors?: undefined } | { errors: readonly unknown[] };
+type ScalarCoercer = (inputs: Record<string, unknown>) => Record<string, unknown> | null;
+
+/** Per operation, its variables' coercion when every one is a scalar (null: graphql-js's own, every time). */
+const scalarCoercers = new WeakMap<OperationDefinitionNode, ScalarCoercer | null>();
+
+/**
+ * graphql-js's coercion of an operation's variables (what grafast's execution does), with the common case
+ * compiled once per operation: when every variable is a scalar, each value goes through its scalar's
+ * `parseValue` as graphql-js would send it; anything unusual (a missing non-null value, a value the scalar
+ * refuses) goes to graphql-js, which says why.
+ */
+function coerceVariables(
+  schema: GraphQLSchema,
+  operation: OperationDefinitionNode,
+  inputs: Record<string, unknown>,
+): Coerced {
+  let coercer = scalarCoercers.get(operation);
+  if (coercer === undefined) scalarCoercers.set(operation, (coercer = scalarCoercer(schema, operation)));
+  const fast = coercer?.(inputs);
+  if (fast) return { coerced: fast };
+  return getVariableValues(schema, operation.variableDefinitions ?? [], inputs, { maxErrors: 50 });
+}
+
+function scalarCoercer(schema: GraphQLSchema, operation: OperationDefinitionNode): ScalarCoercer | null {
+  const variables: {
+    name: string;
+    scalar: GraphQLScalarType;
+    nonNull: boolean;
+    fallback?: { value: unknown };
+  }[] = [];
+  for (const definition of operation.variableDefinitions ?? []) {
+    const type = typeFromAST(schema, definition.type as never);
+    const named = isNonNullType(type) ? type.ofType : type;
+    if (!isScalarType(named)) return null;
+    let fallback: { value: unknown } | undefined;
+    if (definition.defaultValue) {
+      const value = valueFromAST(definition.defaultValue, type as GraphQLInputType);
+      if (value === undefined) return null;
+      fallback = { value };
+    }
+    variables.push({
+      name: definition.variable.name.value,
+      scalar: named,
+      nonNull: isNonNullType(type),
+      fallback,
+    });
+  }
+  return (inputs) => {
+    // A null prototype, as graphql-js makes it: a variable named like an Object method is not inherited.
+    const coerced: Record<string, unknown> = Object.create(null);
+    for (const { name, scalar, nonNull, fallback } of variables) {
+      if (!Object.hasOwn(inputs, name)) {
+        if (fallback) coerced[name] = fallback.value;
+        else if (nonNull) return null;
+        continue;
+      }
+      const value = inputs[name];
+      if (value === null) {
+        if (nonNull) return null;
+        coerced[name] = null;
+        continue;
+      }
+      let parsed: unknown;
+      try {
+        parsed = scalar.parseValue(value);
+      } catch {
+        return null;
+      }
+      if (parsed === undefined) return null;
+      coerced[name] = parsed;
+    }
+    return coerced;
+  };
+}
+
 /** The operation a request runs, and the document's fragments, as graphql-js's execution picks them. */
 function operationOf(
   document: DocumentNode,
@@ -618,9 +700,7 @@ export async function runWithoutEngine(request: EngineFreeRequest): Promise<stri
   const selected = operationOf(request.document, request.operationName);
   if (!selected || selected.operation.operation !== "query") return null;
   const { operation, fragments } = selected;
-  const coerced = getVariableValues(schema, operation.variableDefinitions ?? [], request.variables ?? {}, {
-    maxErrors: 50,
-  });
+  const coerced = coerceVariables(schema, operation, request.variables ?? {});
   if (coerced.errors) return null;
   let known = compiledByOperation.get(operation);
   if (known === undefined || known[0]?.schema !== schema) compiledByOperation.set(operation, (known = []));
