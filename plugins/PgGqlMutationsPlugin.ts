@@ -272,6 +272,24 @@ function mutationAwareClient<TClient extends PgClient>(client: TClient, pending:
   return aware as unknown as TClient;
 }
 
+/**
+ * Makes a mutation request's grafast context hand out clients that hold the request's pending mutations
+ * (what the `prepareArgs` middleware does for grafast's engine, and Strata's plan runner does itself).
+ */
+export function withMutationAwareClients(
+  context: Record<string, unknown>,
+  pgServices: readonly { withPgClientKey: string }[],
+): void {
+  const pending: PendingMutations = new Map();
+  for (const { withPgClientKey } of pgServices) {
+    const withPgClient = context[withPgClientKey] as WithPgClient | undefined;
+    if (!withPgClient) continue;
+    const aware: WithPgClient = (pgSettings, callback) =>
+      withPgClient(pgSettings, (client) => callback(mutationAwareClient(client, pending)));
+    context[withPgClientKey] = aware;
+  }
+}
+
 /** The WHERE condition of a mutation's applied `filter`. */
 function filterSql(filter: AppliedFilter, alias: SQL): SQL {
   return pgWhereConditionSpecListToSQL(alias, filter.conditions) ?? sql.true;
@@ -635,17 +653,10 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
         const args = await next();
         // Only a mutation pends statements: a query's client stays as it is.
         if (!isMutationOperation(args.document, args.operationName)) return args;
-        const context = args.contextValue as unknown as Record<string, unknown>;
-        const pending: PendingMutations = new Map();
-        for (const { withPgClientKey } of args.resolvedPreset?.pgServices ??
-          event.args.resolvedPreset?.pgServices ??
-          []) {
-          const withPgClient = context[withPgClientKey] as WithPgClient | undefined;
-          if (!withPgClient) continue;
-          const aware: WithPgClient = (pgSettings, callback) =>
-            withPgClient(pgSettings, (client) => callback(mutationAwareClient(client, pending)));
-          context[withPgClientKey] = aware;
-        }
+        withMutationAwareClients(
+          args.contextValue as unknown as Record<string, unknown>,
+          args.resolvedPreset?.pgServices ?? event.args.resolvedPreset?.pgServices ?? [],
+        );
         return args;
       },
     },

@@ -14,9 +14,9 @@ import {
 } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
-import { isMutationOperation } from "../../plugins/PgGqlMutationsPlugin";
+import { isMutationOperation, withMutationAwareClients } from "../../plugins/PgGqlMutationsPlugin";
 import { prepareDocument, RequestError } from "./document";
-import { runWithoutEngine } from "./planRunner";
+import { RetryOnEngine, runWithoutEngine, WrittenButNotAnswered } from "./planRunner";
 
 interface RoleSchema {
   schema: GraphQLSchema;
@@ -186,22 +186,38 @@ export async function executeGraphql(
     if (gateErrors.length) out.errors = gateErrors.map((e) => maskError(ctx, e));
     return out;
   };
+  const isMutation = isMutationOperation(document, operationName);
   const run = async (withPgClient: WithPgClient): Promise<GraphqlResponse> => {
     const requestContext: Grafast.RequestContext = { strata: { auth, withPgClient } };
     if (ctx.config.graphqlPlanRunner) {
       const context = contextOf(resolvedPreset, requestContext);
-      const data = context
-        ? await runWithoutEngine({
-            schema,
-            document,
-            operationName,
-            variables: variables as Record<string, unknown> | undefined,
-            context,
-            options: resolvedPreset.grafast,
-          })
-        : null;
+      if (context && isMutation) withMutationAwareClients(context, resolvedPreset.pgServices ?? []);
+      let data: string | null = null;
+      try {
+        data = context
+          ? await runWithoutEngine({
+              schema,
+              document,
+              operationName,
+              variables: variables as Record<string, unknown> | undefined,
+              context,
+              options: resolvedPreset.grafast,
+            })
+          : null;
+      } catch (e) {
+        // A mutation's statement the database (or atMost) refused: grafast's engine answers it with that
+        // message alone, and so does this (the transaction rolls back on an answer with errors).
+        const cause = e instanceof RetryOnEngine ? e.cause : undefined;
+        if (isDatabaseError(cause) || (cause instanceof Error && isSafeError(cause))) {
+          return { data: null, errors: [{ message: (cause as Error).message }] };
+        }
+        throw e;
+      }
       if (data !== null) return withGateErrors(data);
     }
+    return runOnEngine(requestContext);
+  };
+  const runOnEngine = async (requestContext: Grafast.RequestContext): Promise<GraphqlResponse> => {
     const args = await hookArgs({
       schema,
       document,
@@ -227,10 +243,22 @@ export async function executeGraphql(
     if (errors?.length) return errorsOnly(ctx, errors);
     return withGateErrors(data);
   };
-  if (!isMutationOperation(document, operationName))
-    return run(withReadsInOneRoundTrip(project.dataPool, { ...auth, settings }));
+  if (!isMutation) return run(withReadsInOneRoundTrip(project.dataPool, { ...auth, settings }));
   try {
-    return await inOneTransaction(project, auth, settings, run);
+    try {
+      return await inOneTransaction(project, auth, settings, run);
+    } catch (e) {
+      if (e instanceof WrittenButNotAnswered) {
+        // Its statements succeeded and may be committed: it must not run again.
+        ctx.log.warn({ err: e.cause }, "graphql mutation written but not answered");
+        return { data: null, errors: [{ message: "Internal server error" }] };
+      }
+      if (!(e instanceof RetryOnEngine)) throw e;
+      // Its statement failed and its transaction is rolled back: grafast's engine runs it again and says why.
+      return await inOneTransaction(project, auth, settings, (withPgClient) =>
+        runOnEngine({ strata: { auth, withPgClient } }),
+      );
+    }
   } catch (e) {
     // The commit itself failed (a deferred constraint, a serialization failure): nothing was written.
     if (isDatabaseError(e)) return { data: null, errors: [{ message: (e as Error).message }] };

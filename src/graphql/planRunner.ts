@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import path from "node:path";
-import { PgSelectStep } from "@dataplan/pg";
+import { PgSelectStep, SideEffectWithPgClientStep } from "@dataplan/pg";
 import { __ItemStep, __ValueStep, isPromiseLike, type OperationPlan } from "grafast";
 import {
   getVariableValues,
@@ -92,7 +92,13 @@ interface PlanStep {
 
 interface PlanLayer {
   id: number;
-  reason: { type: string; parentStep?: PlanStep; stream?: unknown; parentLayerPlan?: PlanLayer };
+  reason: {
+    type: string;
+    parentStep?: PlanStep;
+    stream?: unknown;
+    parentLayerPlan?: PlanLayer;
+    mutationIndex?: number;
+  };
 }
 
 function parentOf(layer: PlanLayer): PlanLayer | null {
@@ -122,11 +128,28 @@ const INHIBITED = Symbol("inhibited");
 /** A frame slot not computed yet. */
 const UNSET = Symbol("unset");
 
-const SUPPORTED_LAYERS = new Set(["root", "listItem", "nullableBoundary"]);
+const SUPPORTED_LAYERS = new Set(["root", "mutationField", "listItem", "nullableBoundary"]);
 
-/** The values of one instance of a layer (the root, one list item, one non-null boundary), by slot. */
+/**
+ * A mutation's run gave up after its statements went out and one failed: the request's transaction must be
+ * rolled back and the request run again through grafast (which answers the failure in its own words).
+ */
+export class RetryOnEngine extends Error {}
+
+/**
+ * A mutation's statements all succeeded (and may be committed) but its answer could not be written exactly as
+ * grafast writes it: the request cannot be run again; the caller answers it with an error.
+ */
+export class WrittenButNotAnswered extends Error {}
+
+/** The values of one instance of a layer (the root, a mutation field, one list item, one non-null boundary). */
 class Frame {
   readonly values: unknown[];
+  /**
+   * On the root frame: the frames of the layers that hold asynchronous steps besides the root's (mutation
+   * fields' layers, and non-null boundaries under them), made as those steps run.
+   */
+  readonly unaryFrames = new Map<PlanLayer, Frame>();
   constructor(
     readonly layer: PlanLayer,
     readonly parent: Frame | null,
@@ -161,6 +184,12 @@ function isFlagged(value: unknown): boolean {
   return typeof value === "object" && value !== null && (value instanceof Error || isFlaggedValue(value));
 }
 
+function rootOf(frame: Frame): Frame {
+  let f = frame;
+  while (f.parent) f = f.parent;
+  return f;
+}
+
 function frameOf(layer: PlanLayer, frame: Frame): Frame {
   for (let f: Frame | null = frame; f; f = f.parent) if (f.layer === layer) return f;
   throw new NotRunnable("frame");
@@ -170,13 +199,28 @@ function frameOf(layer: PlanLayer, frame: Frame): Frame {
 export interface RunnablePlan {
   schema: GraphQLSchema;
   plan: OperationPlan;
-  /** Root selects, each after the selects it depends on, with those. */
-  selects: { step: PlanStep; slot: number; after: PlanStep[]; run: (root: Frame) => Promise<unknown> }[];
+  /**
+   * Steps that run asynchronously (selects in the root or a mutation field's layer, a mutation field's side
+   * effect), each after those it depends on, with those.
+   */
+  asyncSteps: AsyncStep[];
+  /** The mutation fields' layers in the document's order, each with its asynchronous steps in order. */
+  mutationFields: { layer: PlanLayer; slots: () => number; steps: AsyncStep[] }[];
+  /** A unary layer's frame in this request (made on first use; null under a boundary whose value is null). */
+  unaryFrame: (layer: PlanLayer, root: Frame) => Frame | null;
   rootSlots: number;
   metaKeys: string[];
   write: Writer;
   /** The variables', context's and root value's slots in the root frame. */
   inputSlots: { variables: number; context: number; rootValue: number };
+}
+
+interface AsyncStep {
+  step: PlanStep;
+  slot: number;
+  layer: PlanLayer;
+  after: PlanStep[];
+  run: (frame: Frame) => Promise<unknown>;
 }
 
 /** Builds a plan's getters and writers; throws NotRunnable at the first thing the runner does not do. */
@@ -185,7 +229,7 @@ class PlanCompiler {
   private readonly slots = new Map<number, number>();
   private readonly slotCounts = new Map<PlanLayer, number>();
   private readonly upstreamSelects = new Map<number, PlanStep[]>();
-  readonly selects: { step: PlanStep; slot: number; after: PlanStep[] }[] = [];
+  readonly asyncSteps: Omit<AsyncStep, "run">[] = [];
   readonly metaKeys = new Set<string>();
   private readonly p: {
     variableValuesStep: PlanStep;
@@ -208,10 +252,14 @@ class PlanCompiler {
     return () => (count < 0 ? (count = this.slotCount(layer)) : count);
   }
 
+  /** The mutation fields' layers the plan's steps and output live in. */
+  readonly mutationLayers = new Set<PlanLayer>();
+
   slotOf(step: PlanStep): number {
     let slot = this.slots.get(step.id);
     if (slot === undefined) {
       checkLayer(step.layerPlan);
+      if (step.layerPlan.reason.type === "mutationField") this.mutationLayers.add(step.layerPlan);
       slot = this.slotCount(step.layerPlan);
       this.slotCounts.set(step.layerPlan, slot + 1);
       this.slots.set(step.id, slot);
@@ -232,6 +280,9 @@ class PlanCompiler {
     const slot = this.slotOf(step);
     const upstream = new Set<PlanStep>();
     for (const dep of step.dependencies) for (const s of this.selectsUnder(dep)) upstream.add(s);
+    // grafast runs a step after its layer's side effect (a mutation field's) even without a dependency on it.
+    const implicit = (step as { implicitSideEffectStep?: PlanStep | null }).implicitSideEffectStep;
+    if (implicit) for (const s of this.selectsUnder(implicit)) upstream.add(s);
     this.upstreamSelects.set(step.id, [...upstream]);
     let getter: Getter;
     const { p } = this;
@@ -248,16 +299,18 @@ class PlanCompiler {
         throw new NotRunnable("item layer");
       }
       getter = (frame) => frameOf(layer, frame).item;
-    } else if (step instanceof PgSelectStep) {
-      if (layer.reason.type !== "root" || !step._isUnary || (step as PgSelectStep).mode === "mutation") {
-        throw new NotRunnable("batched select");
+    } else if (step instanceof PgSelectStep || step instanceof SideEffectWithPgClientStep) {
+      const sideEffect = step instanceof SideEffectWithPgClientStep;
+      if (!isUnaryLayer(layer) || !step._isUnary || (sideEffect && layer.reason.type !== "mutationField")) {
+        throw new NotRunnable("batched step");
       }
-      this.selects.push({ step, slot, after: [...upstream] });
+      if (!sideEffect && (step as PgSelectStep).mode === "mutation") throw new NotRunnable("select mode");
+      this.asyncSteps.push({ step, slot, layer, after: [...upstream] });
       this.upstreamSelects.set(step.id, [...upstream, step]);
       // Run (and set) before anything is written.
       getter = (frame) => {
         const v = frameOf(layer, frame).values[slot];
-        if (v === UNSET) throw new NotRunnable("select not run");
+        if (v === UNSET) throw new NotRunnable("step not run");
         return v;
       };
     } else {
@@ -403,6 +456,14 @@ class PlanCompiler {
    */
   private entry(layer: PlanLayer, current: PlanLayer): (frame: Frame) => Frame | null {
     if (layer === current) return (frame) => frame;
+    if (layer.reason.type === "mutationField" && parentOf(layer) === current) {
+      this.mutationLayers.add(layer);
+      return (root) => {
+        const frame = root.unaryFrames.get(layer);
+        if (!frame) throw new NotRunnable("mutation frame");
+        return frame;
+      };
+    }
     const parentLayer = parentOf(layer);
     if (layer.reason.type !== "nullableBoundary" || !parentLayer) throw new NotRunnable("enter");
     const enterParent = this.entry(parentLayer, current);
@@ -411,21 +472,24 @@ class PlanCompiler {
     return (outer) => {
       const parent = enterParent(outer);
       if (parent === null) return null;
+      // Made already when asynchronous steps of the layer ran (see runPlan).
+      const made = rootOf(parent).unaryFrames.get(layer);
+      if (made !== undefined && made.parent === parent) return made;
       const v = parentValue(parent);
       return v == null || v === INHIBITED ? null : new Frame(layer, parent, undefined, slots(), parent.meta);
     };
   }
 
-  /** Runs a root select through its own `execute`, as grafast runs a unary step. */
-  selectRunner(step: PlanStep): (root: Frame) => Promise<unknown> {
+  /** Runs a unary select or side effect through its own `execute`, as grafast runs a unary step. */
+  asyncRunner(step: PlanStep): (frame: Frame) => Promise<unknown> {
     const deps = step.dependencies.map((d) => this.getter(d));
     const nullForbidden = step.dependencyForbiddenFlags.map((f) => (f & FLAG_NULL) !== 0);
     if (step.dependencyOnReject.some((r) => r !== undefined)) throw new NotRunnable("onReject");
-    const select = step as unknown as PgSelectStep;
-    return async (root) => {
+    const unary = step as unknown as PgSelectStep;
+    return async (frame) => {
       const values: unknown[] = [];
       for (let i = 0; i < deps.length; i++) {
-        const v = deps[i](root);
+        const v = deps[i](frame);
         if (v === INHIBITED || (v == null && nullForbidden[i])) return INHIBITED;
         values.push(unaryValue(v));
       }
@@ -437,12 +501,28 @@ class PlanCompiler {
         extra: { stopTime: null, meta: undefined, eventEmitter: undefined, stream: null },
         stream: null,
       };
-      const results = (await select.execute(details as never)) as unknown[];
+      const results = (await unary.execute(details as never)) as unknown[];
       const result = isPromiseLike(results[0]) ? await results[0] : results[0];
       if (isFlagged(result)) throw new NotRunnable("flagged");
       return result;
     };
   }
+}
+
+/** A layer with one instance per request: the root, a mutation field's, a non-null boundary under them. */
+function isUnaryLayer(layer: PlanLayer): boolean {
+  for (let l: PlanLayer | null = layer; l; l = parentOf(l)) {
+    if (l.reason.type === "root" || l.reason.type === "mutationField") return true;
+    if (l.reason.type !== "nullableBoundary") return false;
+  }
+  return false;
+}
+
+/** The mutation field's layer a unary layer is in, or the root's. */
+function fieldLayerOf(layer: PlanLayer): PlanLayer {
+  let l = layer;
+  while (l.reason.type === "nullableBoundary") l = parentOf(l)!;
+  return l;
 }
 
 function checkLayer(layer: PlanLayer): void {
@@ -486,7 +566,7 @@ export function runnablePlan(schema: GraphQLSchema, plan: OperationPlan): Runnab
     contextStep: PlanStep;
     rootValueStep: PlanStep;
   };
-  if (p.operation.operation !== "query") return null;
+  if (p.operation.operation !== "query" && p.operation.operation !== "mutation") return null;
   try {
     const compiler = new PlanCompiler(plan);
     const inputSlots = {
@@ -496,11 +576,37 @@ export function runnablePlan(schema: GraphQLSchema, plan: OperationPlan): Runnab
     };
     if (p.rootOutputPlan.type.mode !== "root") return null;
     const write = compiler.writer(p.rootOutputPlan, p.rootLayerPlan, false);
-    const selects = compiler.selects.map((s) => ({ ...s, run: compiler.selectRunner(s.step) }));
+    const asyncSteps = compiler.asyncSteps.map((s) => ({ ...s, run: compiler.asyncRunner(s.step) }));
+    // Only the root's and the mutation fields' (and their boundaries') asynchronous steps run before writing.
+    if (asyncSteps.some((s) => s.layer !== p.rootLayerPlan && fieldLayerOf(s.layer) === p.rootLayerPlan)) {
+      return null;
+    }
+    const mutationFields = [...compiler.mutationLayers]
+      .sort((a, b) => (a.reason.mutationIndex ?? 0) - (b.reason.mutationIndex ?? 0))
+      .map((layer) => ({
+        layer,
+        slots: compiler.finalSlotCount(layer),
+        steps: asyncSteps.filter((s) => s.layer !== p.rootLayerPlan && fieldLayerOf(s.layer) === layer),
+      }));
+    const unaryFrame = (layer: PlanLayer, root: Frame): Frame | null => {
+      if (layer === p.rootLayerPlan) return root;
+      const made = root.unaryFrames.get(layer);
+      if (made !== undefined) return made;
+      if (layer.reason.type !== "nullableBoundary") throw new NotRunnable("unary frame");
+      const parent = unaryFrame(parentOf(layer)!, root);
+      if (parent === null) return null;
+      const v = compiler.getter(layer.reason.parentStep!)(parent);
+      if (v == null || v === INHIBITED) return null;
+      const frame = new Frame(layer, parent, undefined, compiler.slotCount(layer), root.meta);
+      root.unaryFrames.set(layer, frame);
+      return frame;
+    };
     return {
+      unaryFrame,
+      mutationFields,
       schema,
       plan,
-      selects,
+      asyncSteps,
       rootSlots: compiler.slotCount(p.rootLayerPlan),
       metaKeys: [...compiler.metaKeys],
       write,
@@ -514,7 +620,9 @@ export function runnablePlan(schema: GraphQLSchema, plan: OperationPlan): Runnab
 
 /**
  * Runs a compiled plan for one request: the `data` JSON text grafast would write, or null when the run
- * meets something it does not answer exactly (the caller then runs the request through grafast).
+ * meets something it does not answer exactly before anything was written (the caller then runs the request
+ * through grafast). A mutation's run that fails once its statements went out throws RetryOnEngine or
+ * WrittenButNotAnswered (see them).
  */
 async function runPlan(
   compiled: RunnablePlan,
@@ -528,11 +636,12 @@ async function runPlan(
   root.values[compiled.inputSlots.variables] = variableValues;
   root.values[compiled.inputSlots.context] = context;
   root.values[compiled.inputSlots.rootValue] = undefined;
+  let wrote = false;
   try {
     const done = new Set<PlanStep>();
-    let pending = compiled.selects;
+    // The root layer's selects first; independent ones go out together (a request's reads share a round trip).
+    let pending = compiled.asyncSteps.filter((s) => s.layer === p.rootLayerPlan);
     while (pending.length) {
-      // Selects whose inputs are known go out together (a request's reads share one round trip).
       const ready = pending.filter((s) => s.after.every((d) => done.has(d)));
       if (!ready.length) return null;
       const results = await Promise.all(ready.map((s) => s.run(root)));
@@ -542,9 +651,28 @@ async function runPlan(
       });
       pending = pending.filter((s) => !done.has(s.step));
     }
-    return compiled.write(root);
-  } catch {
+    // Then each mutation field in the document's order, one step at a time, as grafast runs them.
+    for (const { layer, slots, steps } of compiled.mutationFields) {
+      root.unaryFrames.set(layer, new Frame(layer, root, undefined, slots(), meta));
+      for (const s of steps) {
+        if (!s.after.every((d) => done.has(d))) return null;
+        const frame = compiled.unaryFrame(s.layer, root);
+        // A step under a boundary whose value is null does not run (its output is null).
+        if (frame === null) continue;
+        if (s.step.hasSideEffects) wrote = true;
+        frame.values[s.slot] = await s.run(frame);
+        done.add(s.step);
+      }
+    }
+  } catch (e) {
     // NotRunnable, or a step or statement that failed: grafast reports it in its own way.
+    if (wrote) throw new RetryOnEngine("a mutation's statement failed", { cause: e });
+    return null;
+  }
+  try {
+    return compiled.write(root);
+  } catch (e) {
+    if (wrote) throw new WrittenButNotAnswered("a mutation's answer could not be written", { cause: e });
     return null;
   }
 }
@@ -689,16 +817,18 @@ export interface EngineFreeRequest {
 }
 
 /**
- * Answers a query request from its grafast plan without grafast's engine: the `data` JSON text, or null
- * when the request is for grafast (not a query, variables that do not coerce, a plan or a run the runner
- * does not answer exactly). The plan comes from grafast's own plan cache; it is checked once per operation.
+ * Answers a request from its grafast plan without grafast's engine: the `data` JSON text, or null when the
+ * request is for grafast (a subscription, variables that do not coerce, a plan or a run the runner does not
+ * answer exactly), with nothing written. The plan comes from grafast's own plan cache; it is checked once per
+ * plan. A mutation's context must hold the mutation-aware clients (`withMutationAwareClients`); its run may
+ * throw RetryOnEngine or WrittenButNotAnswered (see runPlan).
  */
 export async function runWithoutEngine(request: EngineFreeRequest): Promise<string | null> {
   const { schema, options } = request;
   // Explain output is written by grafast's engine.
   if (options?.explain) return null;
   const selected = operationOf(request.document, request.operationName);
-  if (!selected || selected.operation.operation !== "query") return null;
+  if (!selected || selected.operation.operation === "subscription") return null;
   const { operation, fragments } = selected;
   const coerced = coerceVariables(schema, operation, request.variables ?? {});
   if (coerced.errors) return null;
@@ -736,10 +866,17 @@ export async function runWithoutEngine(request: EngineFreeRequest): Promise<stri
     planRunnerCounts.notRunnable++;
     return null;
   }
-  const data = await runPlan(compiled.runnable, coerced.coerced, request.context);
-  if (data !== null) planRunnerCounts.answered++;
-  else planRunnerCounts.gaveUp++;
-  if (data !== null) compiled.hits++;
-  else if (++compiled.misses >= MAX_MISSES && compiled.misses > compiled.hits) compiled.runnable = null;
-  return data;
+  let data: string | null = null;
+  try {
+    data = await runPlan(compiled.runnable, coerced.coerced, request.context);
+    return data;
+  } finally {
+    if (data !== null) {
+      planRunnerCounts.answered++;
+      compiled.hits++;
+    } else {
+      planRunnerCounts.gaveUp++;
+      if (++compiled.misses >= MAX_MISSES && compiled.misses > compiled.hits) compiled.runnable = null;
+    }
+  }
 }
