@@ -24,21 +24,22 @@ import {
 } from "grafast/graphql";
 
 /**
- * A query's grafast plan, run without grafast's engine.
+ * A request's grafast plan, run without grafast's engine.
  *
- * Grafast plans an operation once and then, per request, runs that plan through its general engine:
- * buckets, phases, per-item step execution, the output plan walking the buckets. For the plans most
- * queries get — unary root selects (@dataplan/pg's statement, already kept per shape), and synchronous,
- * side-effect-free steps over their rows — the same steps can be run directly: each step's own
- * `unbatchedExecute` (a select's own `execute`) on its dependencies' values, the output written from the
- * plan's own output plans, with grafast's own rules for null and inhibited values and its leaf
- * serialisation. Nothing here knows pg_graphql's rules or the schema's shape: it reads them from the plan.
+ * Grafast plans an operation once (per set of values its constraints allow) and then, per request, runs that
+ * plan through its general engine: buckets, phases, per-item step execution, the output plan walking the
+ * buckets. For the plans most requests get — unary selects (@dataplan/pg's statement, already kept per shape),
+ * a mutation field's side effect, and side-effect-free steps over their rows — the same steps can be run
+ * directly: each step's own `unbatchedExecute` (a select's or side effect's own `execute`) on its
+ * dependencies' values, the output written from the plan's own output plans, with grafast's own rules for
+ * null and inhibited values and its leaf serialisation. Nothing here knows pg_graphql's rules or the schema's
+ * shape: it reads them from the plan.
  *
- * A plan with anything else (polymorphism, streams, defer, side effects, batched or asynchronous steps
- * other than a root select, plan constraints on variable values) is not compiled; a request whose run
- * meets anything unexpected (an error, a null where the output forbids one) gives up and the caller runs
- * the request through grafast, which answers it, errors included, as before. Both read the same data in
- * one transaction; giving up after the select only costs its repetition.
+ * A plan with anything else (polymorphism, streams, defer, batched asynchronous steps) is not compiled. A query
+ * whose run meets anything unexpected (an error, a null where the output forbids one) gives up and the caller
+ * runs it through grafast, which answers it, errors included; both read the same data, giving up after a
+ * select only costs its repetition. A mutation gives up that way only before its first statement; after it,
+ * see RetryOnEngine and WrittenButNotAnswered.
  */
 
 // grafast's value flags (constants.js): the rules for null and inhibited dependencies.
