@@ -454,6 +454,8 @@ export class PipelinedTransaction {
   private opened = false;
   /** Committed in the pipeline of its last statement (see `query`'s `commit`). */
   private committed = false;
+  /** Its only statement ran as an implicit transaction: committed with it, or rolled back by the server. */
+  private implicit = false;
   /** Parameterless statements (savepoints and their releases) waiting for the next statement or the commit. */
   private readonly deferred: string[] = [];
 
@@ -473,8 +475,19 @@ export class PipelinedTransaction {
     commit = false,
   ): Promise<pg.QueryResult> {
     // A caller that said "last" and was wrong: refused, not run outside the transaction it belonged to.
-    if (this.committed)
+    if (this.committed || this.implicit)
       throw new Error("A statement came after its transaction committed with its last statement");
+    if (!this.opened && commit && !this.scope.readOnly) {
+      // The transaction's only statement: it and the settings are one implicit transaction (everything up to
+      // the pipeline's Sync commits together, or nothing does), so neither BEGIN nor COMMIT is sent; the
+      // savepoints waiting for it (a mutation field's) have nothing to protect.
+      this.implicit = true;
+      this.deferred.length = 0;
+      const settings = [settingsPreamble(this.scope, preparedSet(this.client))];
+      const result = await pipelined(this.client, this.scope, settings, statement, rowMode);
+      this.committed = true;
+      return result;
+    }
     const preamble: Preamble[] = [];
     const plain = (text: string): Preamble => ({ text, name: "", values: [], parse: true });
     if (!this.opened) {
@@ -501,8 +514,9 @@ export class PipelinedTransaction {
 
   /** Undoes the work since the savepoint, at once (the transaction is unusable until then). */
   async rollbackTo(name: string): Promise<void> {
-    // Committed with its last statement: nothing is left to undo (the caller's error still fails the request).
-    if (this.committed || this.dropDeferred(`savepoint ${name}`)) return;
+    // Committed with its last statement, or ended with it: nothing is left to undo (the caller's error still
+    // fails the request).
+    if (this.committed || this.implicit || this.dropDeferred(`savepoint ${name}`)) return;
     this.deferred.length = 0;
     await this.client.query(`rollback to savepoint ${name}`);
   }
@@ -518,7 +532,7 @@ export class PipelinedTransaction {
 
   async rollback(): Promise<void> {
     this.deferred.length = 0;
-    if (this.opened && !this.committed) await rollback(this.client);
+    if (this.opened && !this.committed && !this.implicit) await rollback(this.client);
   }
 
   private dropDeferred(text: string): boolean {

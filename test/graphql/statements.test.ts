@@ -462,7 +462,7 @@ describe("GraphQL round trips", () => {
       },
     });
     expect(dataStatements(roundTrips)).toHaveLength(1);
-    // BEGIN, the settings, grafast's savepoint and the COMMIT travel with the request's only statement.
+    // The settings travel with the request's only statement, one implicit transaction (no BEGIN, savepoint or COMMIT).
     expect(roundTrips).toHaveLength(1);
     expect((await server.sql("select name from player where name = 'bo'")).rows).toHaveLength(1);
   });
