@@ -192,7 +192,7 @@ export async function executeGraphql(
     if (ctx.config.graphqlPlanRunner) {
       const context = contextOf(resolvedPreset, requestContext);
       if (context && isMutation) withMutationAwareClients(context, resolvedPreset.pgServices ?? []);
-      let data: string | null = null;
+      let data: string | null;
       try {
         data = context
           ? await runWithoutEngine({
