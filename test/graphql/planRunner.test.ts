@@ -124,6 +124,15 @@ async function post(server: TestServer, c: Case, auth: { key: string; token?: st
   return `${res.status} ${await res.text()}`;
 }
 
+/** A role's key (and, for a signed-in user, the token of the user whose books RLS shows) on `server`. */
+async function credentials(server: TestServer, role: "anon" | "service_role" | "authenticated") {
+  return {
+    key: role === "service_role" ? server.serviceKey : server.anonKey,
+    token:
+      role === "authenticated" ? await userToken(server, "00000000-0000-0000-0000-0000000000aa") : undefined,
+  };
+}
+
 describe("GraphQL plan runner", () => {
   let withRunner: TestServer;
   let engineOnly: TestServer;
@@ -141,21 +150,10 @@ describe("GraphQL plan runner", () => {
     for (const role of ["anon", "service_role", "authenticated"] as const) {
       for (const c of CORPUS) {
         for (let round = 0; round < 2; round++) {
-          const asRunner = {
-            key: role === "service_role" ? withRunner.serviceKey : withRunner.anonKey,
-            token:
-              role === "authenticated"
-                ? await userToken(withRunner, "00000000-0000-0000-0000-0000000000aa")
-                : undefined,
-          };
-          const asEngine = {
-            key: role === "service_role" ? engineOnly.serviceKey : engineOnly.anonKey,
-            token:
-              role === "authenticated"
-                ? await userToken(engineOnly, "00000000-0000-0000-0000-0000000000aa")
-                : undefined,
-          };
-          const [a, b] = [await post(withRunner, c, asRunner), await post(engineOnly, c, asEngine)];
+          const [a, b] = [
+            await post(withRunner, c, await credentials(withRunner, role)),
+            await post(engineOnly, c, await credentials(engineOnly, role)),
+          ];
           expect({ role, round, query: c.query, variables: c.variables, answer: a }).toEqual({
             role,
             round,
