@@ -200,11 +200,8 @@ function frameOf(layer: PlanLayer, frame: Frame): Frame {
 export interface RunnablePlan {
   schema: GraphQLSchema;
   plan: OperationPlan;
-  /**
-   * Steps that run asynchronously (selects in the root or a mutation field's layer, a mutation field's side
-   * effect), each after those it depends on, with those.
-   */
-  asyncSteps: AsyncStep[];
+  /** The root layer's selects, each after those it depends on, with those. */
+  rootSteps: AsyncStep[];
   /** The mutation fields' layers in the document's order, each with its asynchronous steps in order. */
   mutationFields: { layer: PlanLayer; slots: () => number; steps: AsyncStep[] }[];
   /** A unary layer's frame in this request (made on first use; null under a boundary whose value is null). */
@@ -229,7 +226,8 @@ class PlanCompiler {
   private readonly getters = new Map<number, Getter>();
   private readonly slots = new Map<number, number>();
   private readonly slotCounts = new Map<PlanLayer, number>();
-  private readonly upstreamSelects = new Map<number, PlanStep[]>();
+  /** Per step, the asynchronous steps it depends on, directly or not (itself included when it is one). */
+  private readonly upstreamAsync = new Map<number, PlanStep[]>();
   readonly asyncSteps: Omit<AsyncStep, "run">[] = [];
   readonly metaKeys = new Set<string>();
   private readonly p: {
@@ -268,10 +266,10 @@ class PlanCompiler {
     return slot;
   }
 
-  /** The selects a step depends on, directly or not. */
-  selectsUnder(step: PlanStep): PlanStep[] {
+  /** The asynchronous steps (selects, side effects) a step depends on, directly or not. */
+  asyncStepsUnder(step: PlanStep): PlanStep[] {
     this.getter(step);
-    return this.upstreamSelects.get(step.id)!;
+    return this.upstreamAsync.get(step.id)!;
   }
 
   getter(step: PlanStep): Getter {
@@ -280,11 +278,11 @@ class PlanCompiler {
     const layer = step.layerPlan;
     const slot = this.slotOf(step);
     const upstream = new Set<PlanStep>();
-    for (const dep of step.dependencies) for (const s of this.selectsUnder(dep)) upstream.add(s);
+    for (const dep of step.dependencies) for (const s of this.asyncStepsUnder(dep)) upstream.add(s);
     // grafast runs a step after its layer's side effect (a mutation field's) even without a dependency on it.
     const implicit = (step as { implicitSideEffectStep?: PlanStep | null }).implicitSideEffectStep;
-    if (implicit) for (const s of this.selectsUnder(implicit)) upstream.add(s);
-    this.upstreamSelects.set(step.id, [...upstream]);
+    if (implicit) for (const s of this.asyncStepsUnder(implicit)) upstream.add(s);
+    this.upstreamAsync.set(step.id, [...upstream]);
     let getter: Getter;
     const { p } = this;
     if (step === p.variableValuesStep || step === p.contextStep || step === p.rootValueStep) {
@@ -307,7 +305,7 @@ class PlanCompiler {
       }
       if (!sideEffect && (step as PgSelectStep).mode === "mutation") throw new NotRunnable("select mode");
       this.asyncSteps.push({ step, slot, layer, after: [...upstream] });
-      this.upstreamSelects.set(step.id, [...upstream, step]);
+      this.upstreamAsync.set(step.id, [...upstream, step]);
       // Run (and set) before anything is written.
       getter = (frame) => {
         const v = frameOf(layer, frame).values[slot];
@@ -578,6 +576,7 @@ export function runnablePlan(schema: GraphQLSchema, plan: OperationPlan): Runnab
     if (p.rootOutputPlan.type.mode !== "root") return null;
     const write = compiler.writer(p.rootOutputPlan, p.rootLayerPlan, false);
     const asyncSteps = compiler.asyncSteps.map((s) => ({ ...s, run: compiler.asyncRunner(s.step) }));
+    const rootSteps = asyncSteps.filter((s) => s.layer === p.rootLayerPlan);
     // Only the root's and the mutation fields' (and their boundaries') asynchronous steps run before writing.
     if (asyncSteps.some((s) => s.layer !== p.rootLayerPlan && fieldLayerOf(s.layer) === p.rootLayerPlan)) {
       return null;
@@ -607,7 +606,7 @@ export function runnablePlan(schema: GraphQLSchema, plan: OperationPlan): Runnab
       mutationFields,
       schema,
       plan,
-      asyncSteps,
+      rootSteps,
       rootSlots: compiler.slotCount(p.rootLayerPlan),
       metaKeys: [...compiler.metaKeys],
       write,
@@ -641,7 +640,7 @@ async function runPlan(
   try {
     const done = new Set<PlanStep>();
     // The root layer's selects first; independent ones go out together (a request's reads share a round trip).
-    let pending = compiled.asyncSteps.filter((s) => s.layer === p.rootLayerPlan);
+    let pending = compiled.rootSteps;
     while (pending.length) {
       const ready = pending.filter((s) => s.after.every((d) => done.has(d)));
       if (!ready.length) return null;
@@ -656,10 +655,14 @@ async function runPlan(
     for (const { layer, slots, steps } of compiled.mutationFields) {
       root.unaryFrames.set(layer, new Frame(layer, root, undefined, slots(), meta));
       for (const s of steps) {
-        if (!s.after.every((d) => done.has(d))) return null;
         const frame = compiled.unaryFrame(s.layer, root);
-        // A step under a boundary whose value is null does not run (its output is null).
-        if (frame === null) continue;
+        // A step under a boundary whose value is null does not run (its output is null), nor do its dependents.
+        if (frame === null) {
+          done.add(s.step);
+          continue;
+        }
+        // Thrown, not answered with null: after a side effect the request must not go to the engine as it is.
+        if (!s.after.every((d) => done.has(d))) throw new NotRunnable("order");
         if (s.step.hasSideEffects) wrote = true;
         frame.values[s.slot] = await s.run(frame);
         done.add(s.step);
