@@ -192,6 +192,15 @@ describe("GraphQL plan runner", () => {
     expect(await titles({ key: withRunner.anonKey, token: ann })).toEqual(["One", "Two"]);
     expect(planRunnerCounts.answered - before).toBe(5);
   });
+
+  it("leaves every request to grafast's engine with STRATA_GRAPHQL_PLAN_RUNNER=off", async () => {
+    const query = { query: "{ bookCollection { edges { node { title } } } }" };
+    const before = { ...planRunnerCounts };
+    const answer = await post(engineOnly, query, { key: engineOnly.serviceKey });
+    expect(answer).toMatch(/^200 \{"data":\{"bookCollection"/);
+    // The runner neither answered nor looked at it.
+    expect(planRunnerCounts).toEqual(before);
+  });
   it("runs mutations as grafast's engine does: the same answers, the same rows, nothing written twice", async () => {
     const before = { ...planRunnerCounts };
     const mutations: Case[] = [
