@@ -91,6 +91,25 @@ function boundFilter(applyFilter: ApplyFilter, alias: SQL): BoundFilter | null {
   return apply;
 }
 
+/**
+ * Whether two coerced input values are the same value: equal leaves, and lists and input objects with the
+ * same entries. Anything else (an object a scalar parsed into) is the same only when it is the same object.
+ */
+function sameInputValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a)) {
+    return Array.isArray(b) && a.length === b.length && a.every((item, i) => sameInputValue(item, b[i]));
+  }
+  // Input objects are made with a null prototype (grafast, graphql-js); a scalar's own object is not one.
+  if (Object.getPrototypeOf(a) !== null || Object.getPrototypeOf(b) !== null) return false;
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  const x = a as Record<string, unknown>;
+  const y = b as Record<string, unknown>;
+  return keys.every((key) => key in y && sameInputValue(x[key], y[key]));
+}
+
 /** A select's `filter` argument: applied at run time, once per request, as a bound filter (boundFilter). */
 class PgGqlFilterStep extends UnbatchedStep<BoundFilter | null> {
   static override $$export = { moduleName: "strata", exportName: "PgGqlFilterStep" };
@@ -98,21 +117,26 @@ class PgGqlFilterStep extends UnbatchedStep<BoundFilter | null> {
 
   constructor(
     $apply: Step<ApplyFilter>,
+    $value: Step,
     private readonly alias: SQL,
   ) {
     super();
     this.addUnaryDependency($apply);
+    this.addUnaryDependency($value);
   }
 
-  /** The last filter value applied: a filter written in the document comes as the same callback every time. */
-  private last: { applyFilter: ApplyFilter; bound: BoundFilter | null } | null = null;
+  /** The last filter value applied, and what it gave. */
+  private last: { applyFilter: ApplyFilter; value: unknown; bound: BoundFilter | null } | null = null;
 
-  unbatchedExecute(_extra: unknown, applyFilter: ApplyFilter): BoundFilter | null {
-    // The same callback applies the same conditions (one from variables is made per request): applied once.
+  unbatchedExecute(_extra: unknown, applyFilter: ApplyFilter, value: unknown): BoundFilter | null {
+    // The callback applies the value and nothing else: a value applied last time gives the same conditions.
+    // A filter written in the document is the same value on every request, and grafast makes its callback
+    // anew per request unless the whole value is a constant; one from variables is usually a new value.
     const last = this.last;
-    if (last !== null && last.applyFilter === applyFilter) return last.bound;
+    if (last !== null && (last.applyFilter === applyFilter || sameInputValue(last.value, value)))
+      return last.bound;
     const bound = boundFilter(applyFilter, this.alias);
-    this.last = { applyFilter, bound };
+    this.last = { applyFilter, value, bound };
     return bound;
   }
 }
@@ -130,6 +154,7 @@ export function filterApplyStep(fieldArgs: FieldArgs): Step<ApplyFilter> {
 /** The step that applies a field's `filter` argument to the select whose alias is `alias`. */
 export function filterStep(fieldArgs: FieldArgs, alias: SQL): Step<BoundFilter | null> {
   const $apply = filterApplyStep(fieldArgs);
+  const $value = fieldArgs.getRaw("filter");
   // At the root, beside the applyInput step: a nested select whose steps all live there can be inlined.
-  return operationPlan().withRootLayerPlan(() => new PgGqlFilterStep($apply, alias));
+  return operationPlan().withRootLayerPlan(() => new PgGqlFilterStep($apply, $value, alias));
 }
