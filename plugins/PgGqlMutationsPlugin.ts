@@ -126,7 +126,7 @@ function boundValueSql(attribute: PgCodecAttribute, text: unknown): SQL {
   return sql`(${sql.value(text as string)}::${attribute.codec.sqlType})`;
 }
 
-/** The row as JSON text, only with the columns the role may read (RETURNING needs SELECT on each). */
+/** The row as jsonb, only with the columns the role may read (RETURNING needs SELECT on each). */
 function rowJsonSql(codec: PgCodecWithAttributes, alias: SQL): SQL {
   const readable = Object.entries(codec.attributes).filter(
     ([, attribute]) => (attribute.extensions as { canSelect?: boolean } | undefined)?.canSelect !== false,
@@ -139,7 +139,7 @@ function rowJsonSql(codec: PgCodecWithAttributes, alias: SQL): SQL {
       .map(([name]) => sql`${sql.literal(name)}::text, ${alias}.${sql.identifier(name)}`);
     chunks.push(sql`jsonb_build_object(${sql.join(pairs, ", ")})`);
   }
-  return chunks.length ? sql`(${sql.join(chunks, " || ")})::text` : sql`'{}'`;
+  return chunks.length ? sql`(${sql.join(chunks, " || ")})` : sql`'{}'::jsonb`;
 }
 
 function pkJsonSql(resource: PgResource, column: (name: string) => SQL): SQL {
@@ -166,11 +166,12 @@ type PendingMutations = Map<string, PendingMutation>;
 const AT_MOST_SQLSTATE = "SGQ01";
 
 function mutationStatement(dml: SQL, atMost: number | null, kind: MutationKind): PendingMutation {
-  const rows = sql`coalesce(jsonb_agg(__row::jsonb), '[]'::jsonb)::text`;
+  const rows = sql`coalesce(jsonb_agg(__row), '[]'::jsonb)`;
+  // The function raises past `atMost`; within it, the comparison alone decides (no function call per statement).
   const limit =
     atMost === null
       ? sql.blank
-      : sql`having _strata_graphql.at_most(${sql.literal(kind)}, count(*), ${sql.literal(atMost)})`;
+      : sql`having count(*) <= ${sql.literal(atMost)} or _strata_graphql.at_most(${sql.literal(kind)}, count(*), ${sql.literal(atMost)})`;
   return sql.compile(
     sql`with __pgGqlAffected as (${dml}), __pgGqlRows(__json) as (select ${rows} from __pgGqlAffected ${limit})`,
   );
@@ -300,7 +301,8 @@ function filterSql(filter: AppliedFilter, alias: SQL): SQL {
  * nodeId, computed fields), in the order the statement returned them.
  */
 function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
-  // $rows is a pending mutation's token: the statement's rows JSON replaces it (withPendingMutation).
+  // $rows is a pending mutation's token: the statement's rows (jsonb) replace it (withPendingMutation). Bound as
+  // it is, never encoded (withPendingMutation finds the token among the values), and cast to jsonb, its type.
   const codec = resource.codec as PgCodecWithAttributes;
   const $select = pgSelect({
     resource,
@@ -309,12 +311,13 @@ function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
     // statement's text is built once per plan and reused (a from-expression step is SQL built per request).
     from: {
       callback: ($root) =>
-        sql`jsonb_populate_recordset(null::${codec.sqlType}, ${$root.placeholder($rows, TYPES.text)}::jsonb)`,
+        sql`jsonb_populate_recordset(null::${codec.sqlType}, ${($root as PgSelectStep).placeholder($rows, TYPES.jsonb, true)})`,
     },
     name: "records",
   }) as PgSelectStep;
-  const rowsPlaceholder = $select.placeholder($rows, TYPES.text);
-  const returnedKeys = sql`array(select ${pkJsonSql(resource, (a) => sql`__e -> ${sql.literal(a)}`)} from jsonb_array_elements(${rowsPlaceholder}::jsonb) as __e)`;
+  const rowsPlaceholder = $select.placeholder($rows, TYPES.jsonb, true);
+  // Not `with ordinality`: the row type of the alias must stay the table's (computed fields take it).
+  const returnedKeys = sql`array(select ${pkJsonSql(resource, (a) => sql`__e -> ${sql.literal(a)}`)} from jsonb_array_elements(${rowsPlaceholder}) as __e)`;
   $select.orderBy({
     fragment: sql`array_position(${returnedKeys}, ${pkJsonSql(resource, (a) => sql`${$select.alias}.${sql.identifier(a)}`)})`,
     codec: TYPES.int,
@@ -391,7 +394,7 @@ function recordsFor($mutation: Step): PgSelectStep {
 /** A mutation no selection reads the records of: its statement runs by itself. */
 async function runAlone(client: PgClient, mutation: PendingMutation): Promise<void> {
   const query = {
-    text: `${mutation.text} select __json from __pgGqlRows`,
+    text: `${mutation.text} select 1 from __pgGqlRows`,
     values: mutation.values as unknown[],
   };
   await client.query(mutation.sole ? asLastStatement(query) : query).catch((e: unknown) => {
