@@ -148,9 +148,9 @@ class Frame {
   readonly values: unknown[];
   /**
    * On the root frame: the frames of the layers that hold asynchronous steps besides the root's (mutation
-   * fields' layers, and non-null boundaries under them), made as those steps run.
+   * fields' layers, and non-null boundaries under them), made as those steps run. Null on every other frame.
    */
-  readonly unaryFrames = new Map<PlanLayer, Frame>();
+  readonly unaryFrames: Map<PlanLayer, Frame> | null;
   constructor(
     readonly layer: PlanLayer,
     readonly parent: Frame | null,
@@ -159,8 +159,22 @@ class Frame {
     /** Per request: the meta objects of steps that keep some (grafast's metaByMetaKey). */
     readonly meta: Record<string, Record<string, unknown>>,
   ) {
-    this.values = new Array<unknown>(slots).fill(UNSET);
+    this.values = unsetValues(slots);
+    this.unaryFrames = parent === null ? new Map() : null;
   }
+}
+
+/** Per slot count, a list of that many UNSET values (packed): a frame's values are a copy of it. */
+const unsetLists: unknown[][] = [];
+
+function unsetValues(slots: number): unknown[] {
+  let list = unsetLists[slots];
+  if (list === undefined) {
+    list = [];
+    for (let i = 0; i < slots; i++) list.push(UNSET);
+    unsetLists[slots] = list;
+  }
+  return list.slice();
 }
 
 /** A step's value in a frame (computed once per frame of its layer). */
@@ -458,7 +472,7 @@ class PlanCompiler {
     if (layer.reason.type === "mutationField" && parentOf(layer) === current) {
       this.mutationLayers.add(layer);
       return (root) => {
-        const frame = root.unaryFrames.get(layer);
+        const frame = root.unaryFrames!.get(layer);
         if (!frame) throw new NotRunnable("mutation frame");
         return frame;
       };
@@ -472,7 +486,7 @@ class PlanCompiler {
       const parent = enterParent(outer);
       if (parent === null) return null;
       // Made already when asynchronous steps of the layer ran (see runPlan).
-      const made = rootOf(parent).unaryFrames.get(layer);
+      const made = rootOf(parent).unaryFrames!.get(layer);
       if (made !== undefined && made.parent === parent) return made;
       const v = parentValue(parent);
       return v == null || v === INHIBITED ? null : new Frame(layer, parent, undefined, slots(), parent.meta);
@@ -590,7 +604,7 @@ export function runnablePlan(schema: GraphQLSchema, plan: OperationPlan): Runnab
       }));
     const unaryFrame = (layer: PlanLayer, root: Frame): Frame | null => {
       if (layer === p.rootLayerPlan) return root;
-      const made = root.unaryFrames.get(layer);
+      const made = root.unaryFrames!.get(layer);
       if (made !== undefined) return made;
       if (layer.reason.type !== "nullableBoundary") throw new NotRunnable("unary frame");
       const parent = unaryFrame(parentOf(layer)!, root);
@@ -598,7 +612,7 @@ export function runnablePlan(schema: GraphQLSchema, plan: OperationPlan): Runnab
       const v = compiler.getter(layer.reason.parentStep!)(parent);
       if (v == null || v === INHIBITED) return null;
       const frame = new Frame(layer, parent, undefined, compiler.slotCount(layer), root.meta);
-      root.unaryFrames.set(layer, frame);
+      root.unaryFrames!.set(layer, frame);
       return frame;
     };
     return {
@@ -653,7 +667,7 @@ async function runPlan(
     }
     // Then each mutation field in the document's order, one step at a time, as grafast runs them.
     for (const { layer, slots, steps } of compiled.mutationFields) {
-      root.unaryFrames.set(layer, new Frame(layer, root, undefined, slots(), meta));
+      root.unaryFrames!.set(layer, new Frame(layer, root, undefined, slots(), meta));
       for (const s of steps) {
         const frame = compiled.unaryFrame(s.layer, root);
         // A step under a boundary whose value is null does not run (its output is null), nor do its dependents.
