@@ -41,7 +41,13 @@ describe("the server", () => {
   it("serves Prometheus metrics", async () => {
     const res = await fetch(`${server.url}/metrics`);
     expect(res.status).toBe(200);
-    expect(await res.text()).toMatch(/strata_http_requests_total/);
+    const text = await res.text();
+    // The requests of the test before: GraphQL answered 401, counted and timed under their interface.
+    expect(text).toMatch(/^strata_http_requests_total\{interface="graphql",status="401"\} [1-9]\d*$/m);
+    expect(text).toMatch(/^strata_http_request_duration_seconds_count\{interface="graphql"\} [1-9]\d*$/m);
+    expect(text).toMatch(
+      /^strata_http_request_duration_seconds_bucket\{le="\+Inf",interface="graphql"\} [1-9]\d*$/m,
+    );
   });
 
   it("prints the default project's keys: legacy keys are HS256 JWTs of the project secret", async () => {
