@@ -182,12 +182,18 @@ function mutationStatement(dml: SQL, atMost: number | null, kind: MutationKind):
  * read the mutation's rows, the others are renumbered. Kept per text, token positions and offset: the same
  * operation sends the same records statement every time.
  */
-const recordsTexts = new Map<string, string>();
+const recordsTexts = new Map<string, Map<string, string>>();
 const MAX_RECORDS_TEXTS = 500;
 
 function recordsText(text: string, count: number, tokenAt: ReadonlySet<number>, offset: number): string {
-  const key = `${offset}\u0000${[...tokenAt].join(",")}\u0000${text}`;
-  let rewritten = recordsTexts.get(key);
+  // By the text first: the same string every time, whose hash V8 keeps, where a key joining it would be new.
+  let byPlaces = recordsTexts.get(text);
+  if (byPlaces === undefined) {
+    if (recordsTexts.size >= MAX_RECORDS_TEXTS) recordsTexts.clear();
+    recordsTexts.set(text, (byPlaces = new Map()));
+  }
+  const places = `${offset}|${[...tokenAt].join(",")}`;
+  let rewritten = byPlaces.get(places);
   if (rewritten === undefined) {
     // Placeholder n (1-based) becomes the number of values kept up to it, after the mutation's.
     const renumbered: number[] = [];
@@ -200,8 +206,7 @@ function recordsText(text: string, count: number, tokenAt: ReadonlySet<number>, 
       tokenAt.has(n - 1) ? "(select __json from __pgGqlRows)" : `$${renumbered[n - 1]}`,
     );
     rewritten = /^\s*with\s/i.test(body) ? `, ${body.replace(/^\s*with\s/i, "")}` : ` ${body}`;
-    if (recordsTexts.size >= MAX_RECORDS_TEXTS) recordsTexts.clear();
-    recordsTexts.set(key, rewritten);
+    byPlaces.set(places, rewritten);
   }
   return rewritten;
 }
