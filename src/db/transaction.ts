@@ -162,22 +162,33 @@ export function inlineValues(client: pg.ClientBase, text: string, values: readon
 }
 
 /**
- * The scope's settings as JSON text of `[name, value]` pairs, in the order they are set (role and claims last,
- * so they win over a setting of the same name): one string the driver sends as it is, where two text arrays
- * would be escaped element by element on every request.
+ * The scope's settings as `[name, value, name, value, ...]`, in the order they are set (role and claims last,
+ * so they win over a setting of the same name): plain text parameters, which the driver sends as they are.
  */
-function settingsJson(scope: TransactionScope): string {
-  const pairs: [string, string][] = [];
+function settingsValues(scope: TransactionScope): string[] {
+  const values: string[] = [];
   // First: a read-only transaction stays read-only whatever the statement calls.
-  if (scope.readOnly) pairs.push(["transaction_read_only", "on"]);
-  for (const name in scope.settings) pairs.push([name, scope.settings[name]]);
-  pairs.push(["role", scope.role], ["request.jwt.claims", JSON.stringify(scope.claims)]);
-  return JSON.stringify(pairs);
+  if (scope.readOnly) values.push("transaction_read_only", "on");
+  for (const name in scope.settings) values.push(name, scope.settings[name]!);
+  values.push("role", scope.role, "request.jwt.claims", JSON.stringify(scope.claims));
+  return values;
 }
 
-/** One statement sets them all, so its text never changes: prepared once per connection. */
-const SETTINGS_TEXT = "select set_config(s->>0, s->>1, true) from json_array_elements($1::json) as s";
-const SETTINGS_NAME = "strata_settings_json";
+/**
+ * The statement that sets `count` settings: one `set_config` per column, evaluated in order. Its text depends
+ * only on the count, so each is prepared once per connection (a set-returning function over JSON costs the
+ * database more per request).
+ */
+const settingsTexts: string[] = [];
+function settingsText(count: number): string {
+  let text = settingsTexts[count];
+  if (text === undefined) {
+    const calls = Array.from({ length: count }, (_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, true)`);
+    settingsTexts[count] = text = `select ${calls.join(", ")}`;
+  }
+  return text;
+}
+
 /** Statements a connection keeps prepared at most; a statement beyond them is parsed each time. */
 const MAX_PREPARED = 200;
 /** The names of the statements prepared on each connection (by this module). */
@@ -196,9 +207,13 @@ interface RowShape {
 }
 const rowShapesOn = new WeakMap<object, Map<string, RowShape>>();
 
-/** Statement names already digested: the same few texts come with nearly every request. */
-const statementNames = new Map<string, string>();
+/**
+ * Statement names already digested, by role, search_path and text: the same few texts come with nearly every
+ * request, as the same strings, whose hashes V8 keeps (a key joining them would be a new string to hash).
+ */
+const statementNames = new Map<string, Map<string, string>>();
 const MAX_NAMED = 500;
+let namedCount = 0;
 
 /**
  * The statement name of a text for a role and search_path: a digest, so equal texts share one prepared
@@ -206,13 +221,20 @@ const MAX_NAMED = 500;
  * it is only reused by the role and search_path it was parsed for.
  */
 function statementName(scope: TransactionScope, text: string): string {
-  const key = `${scope.role}\u0000${scope.settings?.search_path ?? ""}\u0000${text}`;
-  let name = statementNames.get(key);
+  const context = `${scope.role}\u0000${scope.settings?.search_path ?? ""}`;
+  let byText = statementNames.get(context);
+  if (byText === undefined) statementNames.set(context, (byText = new Map()));
+  let name = byText.get(text);
   if (name === undefined) {
-    name = "strata_" + createHash("sha1").update(key).digest("base64url");
+    name = "strata_" + createHash("sha1").update(`${context}\u0000${text}`).digest("base64url");
     // Bounded: a burst of distinct statements starts the memo over rather than growing it.
-    if (statementNames.size >= MAX_NAMED) statementNames.clear();
-    statementNames.set(key, name);
+    if (namedCount >= MAX_NAMED) {
+      statementNames.clear();
+      statementNames.set(context, (byText = new Map()));
+      namedCount = 0;
+    }
+    byText.set(text, name);
+    namedCount++;
   }
   return name;
 }
@@ -350,12 +372,10 @@ class PipelinedQuery extends BaseQuery {
 
 /** The settings statement as a preamble, parsed on connections that have not prepared it yet. */
 function settingsPreamble(scope: TransactionScope, known: Set<string>): Preamble {
-  return {
-    text: SETTINGS_TEXT,
-    name: SETTINGS_NAME,
-    values: [settingsJson(scope)],
-    parse: !known.has(SETTINGS_NAME),
-  };
+  const values = settingsValues(scope);
+  const count = values.length / 2;
+  const name = `strata_settings_${count}`;
+  return { text: settingsText(count), name, values, parse: !known.has(name) };
 }
 
 /** The statements prepared on a connection (by this module). */
