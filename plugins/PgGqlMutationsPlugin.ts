@@ -211,6 +211,23 @@ function recordsText(text: string, count: number, tokenAt: ReadonlySet<number>, 
   return rewritten;
 }
 
+/**
+ * A mutation's text followed by its records statement's, the same string for the same pair: the statement's
+ * name is looked up by its text on every request (see db/transaction), and a kept string keeps its hash.
+ */
+const joinedTexts = new Map<string, Map<string, string>>();
+
+function joinedText(mutation: string, records: string): string {
+  let byRecords = joinedTexts.get(mutation);
+  if (byRecords === undefined) {
+    if (joinedTexts.size >= MAX_RECORDS_TEXTS) joinedTexts.clear();
+    joinedTexts.set(mutation, (byRecords = new Map()));
+  }
+  let joined = byRecords.get(records);
+  if (joined === undefined) byRecords.set(records, (joined = mutation + records));
+  return joined;
+}
+
 /** The records statement of a pending mutation, with the mutation prepended; undefined for any other query. */
 function withPendingMutation(
   query: PgClientQuery,
@@ -224,7 +241,10 @@ function withPendingMutation(
   const tokenAt = new Set<number>();
   const kept: unknown[] = [];
   values.forEach((value, index) => (value === token ? tokenAt.add(index) : kept.push(value)));
-  const text = pending.text + recordsText(query.text, values.length, tokenAt, pending.values.length);
+  const text = joinedText(
+    pending.text,
+    recordsText(query.text, values.length, tokenAt, pending.values.length),
+  );
   const rewritten = { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
   return pending.sole ? asLastStatement(rewritten) : rewritten;
 }
