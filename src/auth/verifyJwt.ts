@@ -29,13 +29,18 @@ function reason(e: unknown): string {
  */
 const verifiedTokens = new LRUCache<string, JWTPayload>({ max: 10_000 });
 
+/** The claims of a token that verified with the project's secret and has not expired since, if it did. */
+function verifiedWithSecret(project: ProjectRuntime, token: string): JWTPayload | undefined {
+  const cached = verifiedTokens.get(`${project.record.jwtSecret}\u0000${token}`);
+  return cached && (cached.exp as number) > Math.floor(Date.now() / 1000) ? cached : undefined;
+}
+
 async function verifyWithSecret(project: ProjectRuntime, token: string): Promise<JWTPayload> {
-  const cacheKey = `${project.record.jwtSecret}\u0000${token}`;
-  const cached = verifiedTokens.get(cacheKey);
-  if (cached && (cached.exp as number) > Math.floor(Date.now() / 1000)) return cached;
+  const cached = verifiedWithSecret(project, token);
+  if (cached) return cached;
   const secret = new TextEncoder().encode(project.record.jwtSecret);
   const { payload } = await jwtVerify(token, secret, { algorithms: ["HS256"], ...REQUIRED });
-  verifiedTokens.set(cacheKey, payload);
+  verifiedTokens.set(`${project.record.jwtSecret}\u0000${token}`, payload);
   return payload;
 }
 
@@ -82,6 +87,9 @@ export async function verifyJwt(
   { thirdParty = true }: { thirdParty?: boolean } = {},
 ): Promise<JWTPayload> {
   try {
+    // A token that verified with the project secret is that token again: no header to decode.
+    const known = verifiedWithSecret(project, token);
+    if (known !== undefined) return known;
     const header = decodeProtectedHeader(token);
     const alg = header.alg ?? "none";
     if (alg !== "HS256" && !ASYMMETRIC.has(alg)) throw new JwtRejected(`unsupported algorithm ${alg}`);

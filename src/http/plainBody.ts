@@ -99,8 +99,11 @@ function isPlain(req: Request, limit: number): boolean {
 function parseJsonObject(body: Buffer): unknown {
   const text = body.toString("utf8");
   if (text.length === 0) return {};
-  const first = text.trimStart()[0];
-  if (first !== "{" && first !== "[") return undefined;
+  // The first character after JSON's whitespace (without copying the text as trimStart would).
+  let i = 0;
+  while (i < text.length && (text[i] === " " || text[i] === "\n" || text[i] === "\r" || text[i] === "\t"))
+    i++;
+  if (text[i] !== "{" && text[i] !== "[") return undefined;
   try {
     return JSON.parse(text) as unknown;
   } catch {
