@@ -27,6 +27,7 @@ import {
 import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
 import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
+import { KeptByPair } from "../src/db/keptByPair";
 import { replacePlaceholders } from "../src/db/placeholders";
 import { asLastStatement } from "../src/db/transaction";
 
@@ -182,19 +183,10 @@ function mutationStatement(dml: SQL, atMost: number | null, kind: MutationKind):
  * read the mutation's rows, the others are renumbered. Kept per text, token positions and offset: the same
  * operation sends the same records statement every time.
  */
-const recordsTexts = new Map<string, Map<string, string>>();
-const MAX_RECORDS_TEXTS = 500;
+const recordsTexts = new KeptByPair<string>(500);
 
 function recordsText(text: string, count: number, tokenAt: ReadonlySet<number>, offset: number): string {
-  // By the text first: the same string every time, whose hash V8 keeps, where a key joining it would be new.
-  let byPlaces = recordsTexts.get(text);
-  if (byPlaces === undefined) {
-    if (recordsTexts.size >= MAX_RECORDS_TEXTS) recordsTexts.clear();
-    recordsTexts.set(text, (byPlaces = new Map()));
-  }
-  const places = `${offset}|${[...tokenAt].join(",")}`;
-  let rewritten = byPlaces.get(places);
-  if (rewritten === undefined) {
+  return recordsTexts.get(text, `${offset}|${[...tokenAt].join(",")}`, () => {
     // Placeholder n (1-based) becomes the number of values kept up to it, after the mutation's.
     const renumbered: number[] = [];
     let kept = 0;
@@ -205,27 +197,18 @@ function recordsText(text: string, count: number, tokenAt: ReadonlySet<number>, 
     const body = replacePlaceholders(text, (n) =>
       tokenAt.has(n - 1) ? "(select __json from __pgGqlRows)" : `$${renumbered[n - 1]}`,
     );
-    rewritten = /^\s*with\s/i.test(body) ? `, ${body.replace(/^\s*with\s/i, "")}` : ` ${body}`;
-    byPlaces.set(places, rewritten);
-  }
-  return rewritten;
+    return /^\s*with\s/i.test(body) ? `, ${body.replace(/^\s*with\s/i, "")}` : ` ${body}`;
+  });
 }
 
 /**
  * A mutation's text followed by its records statement's, the same string for the same pair: the statement's
  * name is looked up by its text on every request (see db/transaction), and a kept string keeps its hash.
  */
-const joinedTexts = new Map<string, Map<string, string>>();
+const joinedTexts = new KeptByPair<string>(500);
 
 function joinedText(mutation: string, records: string): string {
-  let byRecords = joinedTexts.get(mutation);
-  if (byRecords === undefined) {
-    if (joinedTexts.size >= MAX_RECORDS_TEXTS) joinedTexts.clear();
-    joinedTexts.set(mutation, (byRecords = new Map()));
-  }
-  let joined = byRecords.get(records);
-  if (joined === undefined) byRecords.set(records, (joined = mutation + records));
-  return joined;
+  return joinedTexts.get(mutation, records, () => mutation + records);
 }
 
 /** The records statement of a pending mutation, with the mutation prepended; undefined for any other query. */

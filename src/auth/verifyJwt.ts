@@ -29,9 +29,13 @@ function reason(e: unknown): string {
  */
 const verifiedTokens = new LRUCache<string, JWTPayload>({ max: 10_000 });
 
+/** A token's key in verifiedTokens. */
+const secretTokenKey = (project: ProjectRuntime, token: string) =>
+  `${project.record.jwtSecret}\u0000${token}`;
+
 /** The claims of a token that verified with the project's secret and has not expired since, if it did. */
 function verifiedWithSecret(project: ProjectRuntime, token: string): JWTPayload | undefined {
-  const cached = verifiedTokens.get(`${project.record.jwtSecret}\u0000${token}`);
+  const cached = verifiedTokens.get(secretTokenKey(project, token));
   return cached && (cached.exp as number) > Math.floor(Date.now() / 1000) ? cached : undefined;
 }
 
@@ -40,7 +44,7 @@ async function verifyWithSecret(project: ProjectRuntime, token: string): Promise
   if (cached) return cached;
   const secret = new TextEncoder().encode(project.record.jwtSecret);
   const { payload } = await jwtVerify(token, secret, { algorithms: ["HS256"], ...REQUIRED });
-  verifiedTokens.set(`${project.record.jwtSecret}\u0000${token}`, payload);
+  verifiedTokens.set(secretTokenKey(project, token), payload);
   return payload;
 }
 

@@ -3,6 +3,7 @@ import { makeWithPgClientViaPgClientAlreadyInTransaction } from "@dataplan/pg/ad
 import { createHash } from "node:crypto";
 import pg from "pg";
 import { prepareValue } from "pg/lib/utils";
+import { KeptByPair } from "./keptByPair";
 import { replacePlaceholders } from "./placeholders";
 
 /**
@@ -207,13 +208,8 @@ interface RowShape {
 }
 const rowShapesOn = new WeakMap<object, Map<string, RowShape>>();
 
-/**
- * Statement names already digested, by role, search_path and text: the same few texts come with nearly every
- * request, as the same strings, whose hashes V8 keeps (a key joining them would be a new string to hash).
- */
-const statementNames = new Map<string, Map<string, string>>();
-const MAX_NAMED = 500;
-let namedCount = 0;
+/** Statement names already digested, by role and search_path, then text: the same few come with nearly every request. */
+const statementNames = new KeptByPair<string>(500);
 
 /**
  * The statement name of a text for a role and search_path: a digest, so equal texts share one prepared
@@ -222,21 +218,11 @@ let namedCount = 0;
  */
 function statementName(scope: TransactionScope, text: string): string {
   const context = `${scope.role}\u0000${scope.settings?.search_path ?? ""}`;
-  let byText = statementNames.get(context);
-  if (byText === undefined) statementNames.set(context, (byText = new Map()));
-  let name = byText.get(text);
-  if (name === undefined) {
-    name = "strata_" + createHash("sha1").update(`${context}\u0000${text}`).digest("base64url");
-    // Bounded: a burst of distinct statements starts the memo over rather than growing it.
-    if (namedCount >= MAX_NAMED) {
-      statementNames.clear();
-      statementNames.set(context, (byText = new Map()));
-      namedCount = 0;
-    }
-    byText.set(text, name);
-    namedCount++;
-  }
-  return name;
+  return statementNames.get(
+    context,
+    text,
+    () => "strata_" + createHash("sha1").update(`${context}\u0000${text}`).digest("base64url"),
+  );
 }
 
 /** What pg's Query does internally, which PipelinedRead builds on (not in pg's type declarations). */
