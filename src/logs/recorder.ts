@@ -56,14 +56,22 @@ function noEdges(): EdgeColumns {
 }
 
 /** The edge events of a batch as `platform.log_events` rows (message and metadata as `edge()` describes them). */
-const INSERT_EDGES = `insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
+/**
+ * The batch's projects, each locked once against deletion until the batch is written (the table has no foreign
+ * key, whose check would lock the project once per row): a project deleted meanwhile keeps none of its events.
+ */
+const LIVE_PROJECTS =
+  "with live as (select p.ref from platform.projects p where p.ref = any($1::text[]) for key share)";
+
+const INSERT_EDGES = `${LIVE_PROJECTS}
+  insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
   select e.ref, 'edge_logs', to_timestamp(e.at / 1000.0), e.method || ' | ' || e.status || ' | ' || e.path,
          jsonb_build_object('request', jsonb_build_object('method', e.method, 'path', e.path),
                             'response', jsonb_build_object('status_code', e.status),
                             'service', e.service, 'duration_ms', e.duration_ms)
     from unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::float8[], $7::float8[]) with ordinality
          as e(ref, method, path, status, service, duration_ms, at, n)
-   where exists (select 1 from platform.projects p where p.ref = e.ref)
+   where e.ref in (select ref from live)
    order by e.n`;
 
 /**
@@ -158,11 +166,12 @@ export class LogRecorder {
     const at = batch.map((e) => (typeof e.at === "number" ? new Date(e.at).toISOString() : e.at));
     try {
       await this.pool.query(
-        `insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
+        `${LIVE_PROJECTS}
+         insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
          select e.ref, e.source, e.at, e.message, e.metadata::jsonb
            from unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[]) with ordinality
                 as e(ref, source, at, message, metadata, n)
-          where exists (select 1 from platform.projects p where p.ref = e.ref)
+          where e.ref in (select ref from live)
           order by e.n`,
         [
           batch.map((e) => e.ref),

@@ -89,6 +89,15 @@ describe("Deleting a project", () => {
     ).rows[0].database_name as string;
     const storageRoot = path.join(server.strata.ctx.config.dataDir, "storage");
     expect(readdirSync(storageRoot).sort()).toEqual([ref, server.ref].sort());
+    const logEvents = async (project: string) =>
+      (
+        await server.controlSql("select count(*)::int as n from platform.log_events where project_ref = $1", [
+          project,
+        ])
+      ).rows[0].n as number;
+    // The storage requests' edge-log events are written within a second.
+    for (let i = 0; i < 50 && (await logEvents(ref)) === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    expect(await logEvents(ref)).toBeGreaterThan(0);
 
     expect((await mgmt(server, "DELETE", `/v1/projects/${ref}`)).status).toBe(200);
 
@@ -102,6 +111,7 @@ describe("Deleting a project", () => {
         .rowCount,
     ).toBe(0);
     expect(existsSync(path.join(storageRoot, ref))).toBe(false);
+    expect(await logEvents(ref)).toBe(0);
     // The default project keeps its object.
     const kept = await atHost(server, server.ref, "GET", "/storage/v1/object/kept/b.txt", {
       apikey: server.serviceKey,

@@ -158,8 +158,13 @@ export async function touchProject(db: Queryable, ref: string): Promise<void> {
   await db.query("update platform.projects set updated_at = now() where ref = $1", [ref]);
 }
 
+/**
+ * Deletes the project's row, then its log events (they have no foreign key, 920_log_events_unchecked.sql): the
+ * row's deletion waits for a log batch that locked it, so the second statement sees that batch's events.
+ */
 export async function deleteProjectRow(db: Queryable, ref: string): Promise<void> {
   await db.query("delete from platform.projects where ref = $1", [ref]);
+  await db.query("delete from platform.log_events where project_ref = $1", [ref]);
 }
 
 export async function clusterRegions(db: pg.Pool): Promise<string[]> {
