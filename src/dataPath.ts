@@ -39,11 +39,14 @@ export function dataPath(
   const rest: Handler[] = [parts.cors, restBody, (req, res) => void handleRest(ctx, req, res)];
   const { app } = parts;
 
+  // The request line holds method, path (never the query), status and time, nothing to redact: searching it
+  // for the logger's redacted paths took more than half of its cost.
+  const lineLog = ctx.log.child({}, { redact: [] });
   /** The request line, as pino-http writes it for the Express routes: method and path, never the query. */
   const logRequest = (req: IncomingMessage, res: ServerResponse, path: string, started: bigint) => {
     res.once("close", () => {
       const responseTime = Math.round(Number(process.hrtime.bigint() - started) / 1e6);
-      ctx.log.info(
+      lineLog.info(
         { req: { method: req.method, path }, res: { status: res.statusCode }, responseTime },
         "request",
       );
