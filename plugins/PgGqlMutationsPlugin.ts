@@ -487,53 +487,66 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
   const returning = returningRowSql(codec);
   const target = sql`${resource.from as SQL} as ${MUTATION_ALIAS}`;
   const kept = new Map<string, KeptDml>();
+  // The last statement by its `objects` value: a literal list is the same object in every request of a
+  // document, so its statement is read once (values from variables are new objects each time). The statement
+  // is only read later (its values are copied, never changed).
+  let last: { objects: unknown; statement: PendingMutation } | null = null;
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(resource, { objects: fieldArgs.getRaw("objects") }, ({ objects }) => {
-      const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
-        (o) => o != null,
-      );
-      if (list.length === 0) throw new PgGqlError("At least one record must be provided to objects");
-      const used = [...columns].filter(([field]) => list.some((o) => o[field] !== undefined));
-      // The text depends only on the columns given and which values are defaults: built once per such
-      // shape, the values (each a bind parameter, in row and column order) read per request.
-      const values: unknown[] = [];
-      let shape = used.map(([field]) => field).join(",");
-      for (const o of list) {
-        shape += "|";
-        for (const [field, attributeName] of used) {
-          if (o[field] === undefined) shape += "d";
-          else {
-            shape += "v";
-            values.push(valueText(codec.attributes[attributeName], o[field]));
-          }
+      if (last !== null && last.objects === objects && objects !== null && typeof objects === "object") {
+        return last.statement;
+      }
+      const statement = insertStatement(objects);
+      last = { objects, statement };
+      return statement;
+    });
+
+  function insertStatement(objects: unknown): PendingMutation {
+    const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
+      (o) => o != null,
+    );
+    if (list.length === 0) throw new PgGqlError("At least one record must be provided to objects");
+    const used = [...columns].filter(([field]) => list.some((o) => o[field] !== undefined));
+    // The text depends only on the columns given and which values are defaults: built once per such
+    // shape, the values (each a bind parameter, in row and column order) read per request.
+    const values: unknown[] = [];
+    let shape = used.map(([field]) => field).join(",");
+    for (const o of list) {
+      shape += "|";
+      for (const [field, attributeName] of used) {
+        if (o[field] === undefined) shape += "d";
+        else {
+          shape += "v";
+          values.push(valueText(codec.attributes[attributeName], o[field]));
         }
       }
-      return keptOrBuilt(kept, shape, values, [], () => {
-        // Built from the values read above, in the same order.
-        let next = 0;
-        const insert = used.length
-          ? sql`insert into ${target} (${sql.join(
-              used.map(([, attributeName]) => sql.identifier(attributeName)),
-              ", ",
-            )}) values ${sql.join(
-              list.map(
-                (o) =>
-                  sql`(${sql.join(
-                    used.map(([field, attributeName]) =>
-                      o[field] === undefined
-                        ? sql`default`
-                        : boundValueSql(codec.attributes[attributeName], values[next++]),
-                    ),
-                    ", ",
-                  )})`,
-              ),
-              ", ",
-            )} ${returning}`
-          : // No column given: every row takes its defaults.
-            sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
-        return mutationStatement(insert, null, "insert");
-      });
+    }
+    return keptOrBuilt(kept, shape, values, [], () => {
+      // Built from the values read above, in the same order.
+      let next = 0;
+      const insert = used.length
+        ? sql`insert into ${target} (${sql.join(
+            used.map(([, attributeName]) => sql.identifier(attributeName)),
+            ", ",
+          )}) values ${sql.join(
+            list.map(
+              (o) =>
+                sql`(${sql.join(
+                  used.map(([field, attributeName]) =>
+                    o[field] === undefined
+                      ? sql`default`
+                      : boundValueSql(codec.attributes[attributeName], values[next++]),
+                  ),
+                  ", ",
+                )})`,
+            ),
+            ", ",
+          )} ${returning}`
+        : // No column given: every row takes its defaults.
+          sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
+      return mutationStatement(insert, null, "insert");
     });
+  }
 }
 
 function updatePlan(build: GraphileBuild.Build, resource: PgResource) {

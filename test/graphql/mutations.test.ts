@@ -460,6 +460,24 @@ describe("GraphQL mutations (pg_graphql shape)", () => {
     await server.sql("delete from player where name in ('eve', 'fay', 'gus')");
   });
 
+  it("inserts a literal list again on each request of the same document, each time a new row", async () => {
+    const insert = `mutation { insertIntoPlayerCollection(objects: [{ teamId: 2, name: "hal" }]) { records { id name } } }`;
+    const ids: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await graphql(server, insert, asService());
+      const records = (
+        res.data as { insertIntoPlayerCollection: { records: { id: number; name: string }[] } }
+      ).insertIntoPlayerCollection.records;
+      expect(records).toHaveLength(1);
+      expect(records[0].name).toBe("hal");
+      ids.push(records[0].id);
+    }
+    expect(new Set(ids).size).toBe(3);
+    const written = await server.sql("select id from player where name = 'hal' order by id");
+    expect(written.rows.map((r) => r.id)).toEqual([...ids].sort((a, b) => a - b));
+    await server.sql("delete from player where name = 'hal'");
+  });
+
   it("updates and deletes through one statement text per shape, binding each request's values and operands", async () => {
     await server.sql(
       "insert into player(team_id, name, goals) values (2, 'hal', 1), (2, 'ida', 2), (2, 'jo', 3), (2, 'kim', 4)",
