@@ -163,29 +163,69 @@ export function inlineValues(client: pg.ClientBase, text: string, values: readon
 }
 
 /**
- * The scope's settings as `[name, value, name, value, ...]`, in the order they are set (role and claims last,
- * so they win over a setting of the same name): plain text parameters, which the driver sends as they are.
+ * The scope's settings in the order they are set (role and claims last, so they win over a setting of the same
+ * name), as names and values: plain text parameters, which the driver sends as they are.
  */
-function settingsValues(scope: TransactionScope): string[] {
+function settingsOf(scope: TransactionScope): { names: string[]; values: string[] } {
+  const names: string[] = [];
   const values: string[] = [];
   // First: a read-only transaction stays read-only whatever the statement calls.
-  if (scope.readOnly) values.push("transaction_read_only", "on");
-  for (const name in scope.settings) values.push(name, scope.settings[name]!);
-  values.push("role", scope.role, "request.jwt.claims", JSON.stringify(scope.claims));
-  return values;
+  if (scope.readOnly) {
+    names.push("transaction_read_only");
+    values.push("on");
+  }
+  for (const name in scope.settings) {
+    names.push(name);
+    values.push(scope.settings[name]!);
+  }
+  names.push("role", "request.jwt.claims");
+  values.push(scope.role, JSON.stringify(scope.claims));
+  return { names, values };
 }
 
 /**
- * The statement that sets `count` settings: one `set_config` per column, evaluated in order. Its text depends
- * only on the count, so each is prepared once per connection (a set-returning function over JSON costs the
- * database more per request).
+ * The statement that sets these settings: one `set_config` per column, evaluated in order, the names written
+ * in its text and only the values bound. Kept by the sequence of names (a tree, so no key is built per
+ * request), each prepared once per connection; past MAX_SETTINGS_STATEMENTS sequences, names are bound too,
+ * in a statement per count.
  */
-const settingsTexts: string[] = [];
-function settingsText(count: number): string {
-  let text = settingsTexts[count];
+interface SettingsStatement {
+  name: string;
+  text: string;
+}
+interface NamesNode {
+  statement?: SettingsStatement;
+  next: Map<string, NamesNode>;
+}
+const MAX_SETTINGS_STATEMENTS = 64;
+const settingsByNames: NamesNode = { next: new Map() };
+let settingsStatements = 0;
+
+function settingsStatement(names: readonly string[]): SettingsStatement | null {
+  let node = settingsByNames;
+  for (const name of names) {
+    let next = node.next.get(name);
+    if (next === undefined) {
+      if (settingsStatements >= MAX_SETTINGS_STATEMENTS) return null;
+      node.next.set(name, (next = { next: new Map() }));
+    }
+    node = next;
+  }
+  if (node.statement === undefined) {
+    if (settingsStatements >= MAX_SETTINGS_STATEMENTS) return null;
+    const calls = names.map((n, i) => `set_config('${n.replaceAll("'", "''")}', $${i + 1}, true)`);
+    node.statement = { name: `strata_settings_${settingsStatements++}`, text: `select ${calls.join(", ")}` };
+  }
+  return node.statement;
+}
+
+/** The statement that sets `count` settings with names and values bound (when too many sequences were seen). */
+const boundSettingsTexts: string[] = [];
+function boundSettingsText(count: number): string {
+  let text = boundSettingsTexts[count];
   if (text === undefined) {
     const calls = Array.from({ length: count }, (_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, true)`);
-    settingsTexts[count] = text = `select ${calls.join(", ")}`;
+    boundSettingsTexts[count] = text = `select ${calls.join(", ")}`;
   }
   return text;
 }
@@ -358,10 +398,12 @@ class PipelinedQuery extends BaseQuery {
 
 /** The settings statement as a preamble, parsed on connections that have not prepared it yet. */
 function settingsPreamble(scope: TransactionScope, known: Set<string>): Preamble {
-  const values = settingsValues(scope);
-  const count = values.length / 2;
-  const name = `strata_settings_${count}`;
-  return { text: settingsText(count), name, values, parse: !known.has(name) };
+  const { names, values } = settingsOf(scope);
+  const statement = settingsStatement(names);
+  if (statement !== null) return { ...statement, values, parse: !known.has(statement.name) };
+  const bound = names.flatMap((n, i) => [n, values[i]!]);
+  const name = `strata_settings_bound_${names.length}`;
+  return { text: boundSettingsText(names.length), name, values: bound, parse: !known.has(name) };
 }
 
 /** The statements prepared on a connection (by this module). */
