@@ -4,6 +4,22 @@ import type { ProjectRuntime } from "../projects/runtime";
 const ROLES_TTL_MS = 5_000;
 const cached = new WeakMap<ProjectRuntime, { at: number; roles: Set<string> }>();
 
+/**
+ * A read of a project's memberships under way: when the known roles expire, the requests arriving meanwhile
+ * wait for it instead of each reading (all of a pool's connections at once).
+ */
+const reading = new WeakMap<ProjectRuntime, Promise<Set<string>>>();
+
+/** The roles `authenticator` may switch to, read once for every request that needs them at the same moment. */
+function assumableRoles(project: ProjectRuntime): Promise<Set<string>> {
+  let read = reading.get(project);
+  if (read === undefined) {
+    read = readAssumableRoles(project).finally(() => reading.delete(project));
+    reading.set(project, read);
+  }
+  return read;
+}
+
 /** The roles `authenticator` may switch to (its memberships), read from pg_auth_members. */
 async function readAssumableRoles(project: ProjectRuntime): Promise<Set<string>> {
   const { rows } = await project.adminPool.query(
@@ -21,5 +37,7 @@ async function readAssumableRoles(project: ProjectRuntime): Promise<Set<string>>
 export async function canAssume(project: ProjectRuntime, role: string): Promise<boolean> {
   const hit = cached.get(project);
   if (hit && Date.now() - hit.at < ROLES_TTL_MS && hit.roles.has(role)) return true;
-  return (await readAssumableRoles(project)).has(role);
+  // A known role past its time joins a read under way; an unknown one reads afresh (granted a moment ago).
+  const roles = hit?.roles.has(role) ? await assumableRoles(project) : await readAssumableRoles(project);
+  return roles.has(role);
 }
