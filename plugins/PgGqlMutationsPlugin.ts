@@ -493,9 +493,8 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
   let last: { objects: unknown; statement: PendingMutation } | null = null;
   return (_$root: Step, fieldArgs: FieldArgs) =>
     mutationStep(resource, { objects: fieldArgs.getRaw("objects") }, ({ objects }) => {
-      if (last !== null && last.objects === objects && objects !== null && typeof objects === "object") {
-        return last.statement;
-      }
+      // Only a list with a row is kept (an empty one throws), so an equal value is that very object.
+      if (last !== null && last.objects === objects) return last.statement;
       const statement = insertStatement(objects);
       last = { objects, statement };
       return statement;

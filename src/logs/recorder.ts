@@ -55,7 +55,6 @@ function noEdges(): EdgeColumns {
   return { ref: [], method: [], path: [], status: [], service: [], durationMs: [], at: [] };
 }
 
-/** The edge events of a batch as `platform.log_events` rows (message and metadata as `edge()` describes them). */
 /**
  * The batch's projects, each locked once against deletion until the batch is written (the table has no foreign
  * key, whose check would lock the project once per row): a project deleted meanwhile keeps none of its events.
@@ -63,6 +62,7 @@ function noEdges(): EdgeColumns {
 const LIVE_PROJECTS =
   "with live as (select p.ref from platform.projects p where p.ref = any($1::text[]) for key share)";
 
+/** The edge events of a batch as `platform.log_events` rows (message and metadata as `edge()` describes them). */
 const INSERT_EDGES = `${LIVE_PROJECTS}
   insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
   select e.ref, 'edge_logs', to_timestamp(e.at / 1000.0), e.method || ' | ' || e.status || ' | ' || e.path,
