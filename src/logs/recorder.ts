@@ -59,17 +59,21 @@ function noEdges(): EdgeColumns {
  * The batch's projects, each locked once against deletion until the batch is written (the table has no foreign
  * key, whose check would lock the project once per row): a project deleted meanwhile keeps none of its events.
  */
-const LIVE_PROJECTS =
-  "with live as (select p.ref from platform.projects p where p.ref = any($1::text[]) for key share)";
+function liveProjects(refs: string): string {
+  return `with live as (select p.ref from platform.projects p where p.ref in (${refs}) for key share)`;
+}
 
 /** The edge events of a batch as `platform.log_events` rows (message and metadata as `edge()` describes them). */
-const INSERT_EDGES = `${LIVE_PROJECTS}
+const INSERT_EDGES = `${liveProjects("select json_array_elements_text($1::json)")}
   insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
-  select e.ref, 'edge_logs', to_timestamp(e.at / 1000.0), e.method || ' | ' || e.status || ' | ' || e.path,
+  select e.ref, 'edge_logs', to_timestamp(e.at::float8 / 1000.0), e.method || ' | ' || e.status || ' | ' || e.path,
          jsonb_build_object('request', jsonb_build_object('method', e.method, 'path', e.path),
-                            'response', jsonb_build_object('status_code', e.status),
-                            'service', e.service, 'duration_ms', e.duration_ms)
-    from unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::float8[], $7::float8[]) with ordinality
+                            'response', jsonb_build_object('status_code', e.status::int),
+                            'service', e.service, 'duration_ms', e.duration_ms::float8)
+    from rows from (json_array_elements_text($1::json), json_array_elements_text($2::json),
+                    json_array_elements_text($3::json), json_array_elements_text($4::json),
+                    json_array_elements_text($5::json), json_array_elements_text($6::json),
+                    json_array_elements_text($7::json)) with ordinality
          as e(ref, method, path, status, service, duration_ms, at, n)
    where e.ref in (select ref from live)
    order by e.n`;
@@ -146,7 +150,12 @@ export class LogRecorder {
     const { ref, method, path, status, service, durationMs, at } = this.edges;
     this.edges = noEdges();
     this.edgesWriting = this.pool
-      .query(INSERT_EDGES, [ref, method, path, status, service, durationMs, at])
+      // Each column as JSON text (V8's own serializer), not as an array pg's driver writes element by element
+      // in JavaScript: the statement goes on the thread that serves the requests.
+      .query(
+        INSERT_EDGES,
+        [ref, method, path, status, service, durationMs, at].map((column) => JSON.stringify(column)),
+      )
       .then(
         () => undefined,
         (e: Error) => this.log.warn({ err: e.message }, "log events could not be saved"),
@@ -166,7 +175,7 @@ export class LogRecorder {
     const at = batch.map((e) => (typeof e.at === "number" ? new Date(e.at).toISOString() : e.at));
     try {
       await this.pool.query(
-        `${LIVE_PROJECTS}
+        `${liveProjects("select unnest($1::text[])")}
          insert into platform.log_events (project_ref, source, timestamp, event_message, metadata)
          select e.ref, e.source, e.at, e.message, e.metadata::jsonb
            from unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[]) with ordinality
