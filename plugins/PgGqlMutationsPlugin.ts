@@ -11,7 +11,7 @@ import {
   type PgResource,
   type PgSelectStep,
 } from "@dataplan/pg";
-import { randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { access, lambda, type FieldArgs, type Step } from "grafast";
 import { Kind, type DocumentNode, type GraphQLInputType, type GraphQLOutputType } from "grafast/graphql";
 import type { PgAttribute, PgClass } from "pg-introspection";
@@ -251,6 +251,13 @@ export function isMutationOperation(
   return false;
 }
 
+/**
+ * A pending mutation's token: a secret of the process and a counter, so no value a client sends can be taken
+ * for one (a token stands among the records select's bound values), without a random UUID per mutation.
+ */
+const TOKEN_PREFIX = `pgGqlMutation:${randomBytes(16).toString("hex")}:`;
+let tokenCount = 0;
+
 /** A client of one request that holds its pending mutations and runs each with its records statement. */
 interface MutationAwareClient extends PgClient {
   pendMutation(mutation: PendingMutation): string;
@@ -263,7 +270,7 @@ interface MutationAwareClient extends PgClient {
 function mutationAwareClient<TClient extends PgClient>(client: TClient, pending: PendingMutations): TClient {
   const aware = {
     pendMutation(mutation: PendingMutation): string {
-      const token = `pgGqlMutation:${randomUUID()}`;
+      const token = `${TOKEN_PREFIX}${++tokenCount}`;
       pending.set(token, mutation);
       return token;
     },
