@@ -102,6 +102,22 @@ describe("Logs and log drains", () => {
     ]);
   });
 
+  it("deletes the events older than the retention when it sweeps, and keeps the others", async () => {
+    const insert = (marker: string, age: string) =>
+      server.controlSql(
+        `insert into platform.log_events (project_ref, source, timestamp, event_message)
+         values ($1, 'edge_logs', now() - $2::interval, $3)`,
+        [server.ref, age, marker],
+      );
+    await insert("sweep-expired", "3 days");
+    await insert("sweep-kept", "1 minute");
+    await server.strata.ctx.logs!.expire();
+    const left = await server.controlSql(
+      "select event_message from platform.log_events where event_message like 'sweep-%' order by 1",
+    );
+    expect(left.rows).toEqual([{ event_message: "sweep-kept" }]);
+  });
+
   it("refuses what is not a query over the log sources, and ranges over 24 hours", async () => {
     for (const sql of [
       "select jwt_secret from platform.projects",
