@@ -34,6 +34,9 @@ export interface ProjectRecord {
   rowVersion?: string;
 }
 
+/** Startup options of Strata's superuser sessions on a project's database (see `adminPool`). */
+export const SUPERUSER_SESSION_OPTIONS = "-c search_path=pg_catalog,pg_temp";
+
 /** Data pool size of a project whose pooler settings do not say. */
 export const DEFAULT_POOL_SIZE = 10;
 /** A pooled connection idle this long is closed. */
@@ -104,16 +107,22 @@ export class ProjectRuntime {
     return this.replicaPoolInstances[this.nextReplica];
   }
 
-  /** Small superuser pool for management work on the project's database. */
+  /**
+   * Small superuser pool for management work on the project's database. Its sessions resolve names from
+   * pg_catalog only: the tenant may create functions and operators in its own schemas (`public`), and one
+   * with a closer argument type (`public.lower(varchar)`) would otherwise be chosen over the built-in and
+   * run with the superuser's rights. Strata's own objects are always named with their schema.
+   */
   get adminPool(): pg.Pool {
-    this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3);
+    this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3, SUPERUSER_SESSION_OPTIONS);
     return this.adminPoolInstance;
   }
 
-  private makePool(connectionString: string, max: number): pg.Pool {
+  private makePool(connectionString: string, max: number, options?: string): pg.Pool {
     // A request waits a bounded time for a connection, then fails (503) instead of queueing forever.
     const pool = new pg.Pool({
       connectionString,
+      options,
       max,
       idleTimeoutMillis: POOL_IDLE_MS,
       connectionTimeoutMillis: this.poolWaitMs,
