@@ -25,6 +25,12 @@ export interface Principal {
   oauthAppId: string | null;
   /** An OAuth token acts in the one organization its user chose when authorising the application. */
   organizationId: string | null;
+  /**
+   * The caller may act on what every project of a cluster shares (see `Access.installationAdmin`): a user the
+   * operator made an installation administrator, through one of its own tokens. An OAuth token never is: an
+   * application granted a scope acts on the user's projects, not as the installation's operator.
+   */
+  installationAdmin: boolean;
 }
 
 /** A member's role, and the project or organization whose membership was checked for this request. */
@@ -41,6 +47,11 @@ export type PermissionRule = string | { and: string[] } | { or: string[] };
 export interface Access {
   permission?: PermissionRule;
   scope?: string;
+  /**
+   * The operation acts on the whole PostgreSQL cluster (its files, slots, processes), which every project on it
+   * shares: only installation administrators, besides the permission and role above.
+   */
+  installationAdmin?: true;
 }
 
 declare module "express-serve-static-core" {
@@ -67,9 +78,10 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
         return next();
       }
       const { rows } = await ctx.platformPool.query(
-        `update platform.access_tokens set last_used_at = now()
-          where token_hash = $1 and (expires_at is null or expires_at > now())
-          returning id, user_id, permissions, scopes, oauth_app_id, organization_id`,
+        `update platform.access_tokens t set last_used_at = now() from platform.users u
+          where t.token_hash = $1 and (t.expires_at is null or t.expires_at > now()) and u.id = t.user_id
+          returning t.id, t.user_id, t.permissions, t.scopes, t.oauth_app_id, t.organization_id,
+                    u.is_installation_admin`,
         [sha256(token)],
       );
       if (rows.length === 0) req.authFailure = "Unauthorized: invalid access token";
@@ -81,6 +93,8 @@ export function identifyCaller(ctx: AppContext): RequestHandler {
           scopes: rows[0].scopes,
           oauthAppId: rows[0].oauth_app_id,
           organizationId: rows[0].organization_id,
+          installationAdmin:
+            rows[0].is_installation_admin && rows[0].scopes === null && rows[0].oauth_app_id === null,
         };
       next();
     } catch (e) {
@@ -142,6 +156,20 @@ export function checkAccess(principal: Principal, access: Access, membership?: {
     throw new HttpError(403, `Forbidden: this token lacks the permission ${describe(access.permission)}`);
   }
   if (membership && access.permission) checkRole(membership.role, access.permission);
+  if (access.installationAdmin) requireInstallationAdmin(principal, "This operation");
+}
+
+/**
+ * Refuses (403) a caller who is not an installation administrator: `what` acts on the whole PostgreSQL cluster,
+ * and every cluster Strata serves can hold other projects, so it is the installation's, not one project's.
+ */
+export function requireInstallationAdmin(principal: Principal, what: string): void {
+  if (!principal.installationAdmin)
+    throw new HttpError(
+      403,
+      `Forbidden: ${what} acts on the whole PostgreSQL cluster, which this project shares with the ` +
+        "installation's other projects; only the installation's administrators may do it",
+    );
 }
 
 /** Reading keys is what the spec names for secrets: `secrets:read` for OAuth tokens, `api_gateway_keys_read` otherwise. */

@@ -80,9 +80,10 @@ export async function ensureFirstStart(
       );
     }
 
+    // The bootstrap admin is the operator's own user: an installation administrator (cluster-wide powers).
     const user = await client.query(
-      `insert into platform.users (email, username) values ($1, 'admin')
-       on conflict (email) do update set email = excluded.email returning id`,
+      `insert into platform.users (email, username, is_installation_admin) values ($1, 'admin', true)
+       on conflict (email) do update set is_installation_admin = true returning id`,
       [BOOTSTRAP_ADMIN_EMAIL],
     );
     const userId: string = user.rows[0].id;

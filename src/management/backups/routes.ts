@@ -1,7 +1,7 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { HttpError } from "../http";
+import { HttpError, requireInstallationAdmin } from "../http";
 import { route } from "../route";
 import { requireFeature } from "../billing/plans";
 import { pitrDays } from "../billing/routes";
@@ -105,16 +105,18 @@ export function backupRoutes(ctx: AppContext): Router {
       project: "any",
       path: base,
       summary:
-        "Lists the project's backups: logical backups written by Strata and, for a project on the embedded " +
-        "cluster (which archives its WAL: archiver_enabled), the cluster's base backups (is_physical_backup); " +
-        "pitr_enabled once a base backup exists (restore-pitr then replays WAL to the second)",
+        "Lists the project's backups: logical backups written by Strata and, for an installation " +
+        "administrator and a project on the embedded cluster (which archives its WAL: archiver_enabled), the " +
+        "cluster's base backups (is_physical_backup); pitr_enabled once a base backup exists (restore-pitr " +
+        "then replays WAL to the second)",
       access: read,
       status: 200,
       response: Backups,
     },
-    async ({ project }) => {
+    async ({ req, project }) => {
       const backups = service();
-      const archives = backups.archives(project.record.clusterId);
+      // The cluster's base backups hold every project: the installation's, shown to its administrators only.
+      const archives = backups.archives(project.record.clusterId) && req.principal!.installationAdmin;
       const physical = archives ? await backups.physical!.list() : [];
       const window = archives ? await backups.physical!.window() : {};
       const pitr = physical.some((b) => b.status === "COMPLETED");
@@ -146,14 +148,16 @@ export function backupRoutes(ctx: AppContext): Router {
       summary:
         "Takes a backup of the project's database now (Strata's own endpoint); answers it RUNNING, and the " +
         "list shows its progress, size and status. With is_physical_backup: a base backup of the whole " +
-        "embedded cluster (every project on it), the start of WAL replay for restore-pitr",
+        "embedded cluster (every project on it), the start of WAL replay for restore-pitr; installation " +
+        "administrators only (403 for others)",
       access: write,
       body: z.object({ is_physical_backup: z.boolean().optional() }).strict(),
       status: 201,
       response: BackupItem,
     },
-    async ({ project, body }) => {
+    async ({ req, project, body }) => {
       if (body.is_physical_backup) {
+        requireInstallationAdmin(req.principal!, "A physical backup (a copy of every project's files)");
         if (!service().archives(project.record.clusterId))
           throw new HttpError(
             400,
@@ -245,15 +249,15 @@ export function backupRoutes(ctx: AppContext): Router {
       path: `${base}/restore-pitr`,
       summary:
         "Restores the project's database as it was at the target time, in one transaction (the database is " +
-        "never half-restored): on the embedded cluster by WAL replay from the latest base backup before it " +
-        "(to the second), else (or when the archived WAL has a gap) from the latest logical backup taken at or " +
-        "before it; progress in GET .../backups/restores",
+        "never half-restored): on the embedded cluster, for an installation administrator, by WAL replay from " +
+        "the latest base backup before it (to the second), else (or when the archived WAL has a gap) from the " +
+        "latest logical backup taken at or before it; progress in GET .../backups/restores",
       access: write,
       body: z.object({ recovery_time_target_unix: z.number().int().nonnegative() }).strict(),
       status: 201,
       response: z.object({}),
     },
-    async ({ project, body }) => {
+    async ({ req, project, body }) => {
       const target = new Date(body.recovery_time_target_unix * 1000);
       if (target.getTime() > Date.now())
         throw new HttpError(400, "recovery_time_target_unix is in the future");
@@ -262,7 +266,8 @@ export function backupRoutes(ctx: AppContext): Router {
       const days = await pitrDays(ctx, project.ref);
       if (days !== undefined && target.getTime() < Date.now() - days * 86_400_000)
         throw new HttpError(400, `The pitr add-on restores the last ${days} days only`);
-      await service().beginRestore(project.ref, target);
+      // WAL replay restores from the cluster's base backups: the installation's administrators only.
+      await service().beginRestore(project.ref, target, req.principal!.installationAdmin);
       return {};
     },
   );

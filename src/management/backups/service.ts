@@ -227,25 +227,31 @@ export class BackupService {
 
   /**
    * Restores the project as it was at `target`, from the latest completed backup taken at or before it
-   * (logical backups: no WAL replay, so the project comes back as of that backup). Answers the restore's
-   * row at once; the work goes on in the background and is recorded in it.
+   * (logical backups: no WAL replay, so the project comes back as of that backup), or, with `walReplay` (an
+   * installation administrator's), by WAL replay from the cluster's latest base backup before it. Answers
+   * the restore's row at once; the work goes on in the background and is recorded in it.
    */
-  async beginRestore(ref: string, target: Date): Promise<{ id: string; done: Promise<void> }> {
+  async beginRestore(
+    ref: string,
+    target: Date,
+    walReplay: boolean,
+  ): Promise<{ id: string; done: Promise<void> }> {
     const { rows: backups } = await this.ctx.platformPool.query(
       `select * from platform.database_backups where project_ref = $1 and status = 'COMPLETED' and taken_at <= $2
         order by taken_at desc limit 1`,
       [ref, target],
     );
     const project = await this.ctx.registry.get(ref);
-    const base =
-      project && this.archives(project.record.clusterId)
-        ? await this.physical!.baseBackupFor(target)
-        : undefined;
+    const archives = project !== undefined && this.archives(project.record.clusterId);
+    const base = archives && walReplay ? await this.physical!.baseBackupFor(target) : undefined;
     if (!backups[0] && !base) {
+      const lacking = walReplay
+        ? "neither a base backup with archived WAL nor a logical backup"
+        : "no logical backup; WAL replay from the cluster's base backups is for the installation's administrators";
       throw new HttpError(
         400,
         `No completed backup of project ${ref} was taken at or before ${target.toISOString()}` +
-          (this.physical ? " (neither a base backup with archived WAL nor a logical backup)" : ""),
+          (archives ? ` (${lacking})` : ""),
       );
     }
     const plan: RestorePlan = base

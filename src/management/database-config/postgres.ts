@@ -10,7 +10,9 @@ import { HttpError } from "../http";
  * limits (pg_settings: min_val, max_val, enumvals) and applied where PostgreSQL allows it: per database
  * (`ALTER DATABASE ... SET`) for settings a session may change, cluster-wide (`ALTER SYSTEM` and a reload)
  * for reload-time ones, and with a restart of the embedded cluster for start-time ones when
- * `restart_database` is true. GET answers the effective values a new session of the database sees.
+ * `restart_database` is true. Cluster-wide settings and restarts are for the installation's administrators only
+ * (every project of the cluster shares them); per-database ones are the project's. GET answers the effective
+ * values a new session of the database sees.
  */
 const STRING_FIELDS = [
   "effective_cache_size",
@@ -197,26 +199,60 @@ function onEmbeddedCluster(ctx: AppContext, project: ProjectRuntime): boolean {
   return a.hostname === b.hostname && (a.port || "5432") === (b.port || "5432");
 }
 
+/** Where a setting is applied: the project's database, or the whole cluster (with a reload or a restart). */
+type Reach = "database" | "reload" | "restart";
+
+/** Where PostgreSQL lets a setting of this context be set; 400 for one no session or file may change. */
+function reachOf(setting: Setting): Reach {
+  if (setting.context === "user" || setting.context === "superuser") return "database";
+  if (setting.context === "sighup") return "reload";
+  if (setting.context === "postmaster") return "restart";
+  throw new HttpError(400, `${setting.name} cannot be changed (PostgreSQL context ${setting.context})`);
+}
+
+/**
+ * Cluster-wide settings and restarts are the installation's (every project on the cluster shares them): 403
+ * naming them for a caller who is not an installation administrator.
+ */
+function refuseClusterWide(fields: { name: string; reach: Reach }[], restart: boolean): void {
+  const named = fields
+    .filter((f) => f.reach !== "database")
+    .map((f) => `${f.name} (${f.reach === "reload" ? "ALTER SYSTEM" : "a restart"})`);
+  if (restart) named.push("restart_database (a restart of the cluster)");
+  if (!named.length) return;
+  throw new HttpError(
+    403,
+    `Forbidden: ${named.join(", ")}: ${named.length > 1 ? "these act" : "this acts"} on the whole PostgreSQL ` +
+      "cluster, which this project shares with the installation's other projects; only the installation's " +
+      "administrators may do that. Settings a session may change (statement_timeout, work_mem, ...) are " +
+      "applied to this project's database and stay yours",
+  );
+}
+
 /**
  * Validates every field first (nothing is applied when one is refused), then applies them: per database,
- * cluster-wide with a reload, or cluster-wide with a restart.
+ * cluster-wide with a reload, or cluster-wide with a restart. Only an installation administrator
+ * (`clusterWide`) may change cluster-wide settings or restart.
  */
 export async function applyConfig(
   ctx: AppContext,
   project: ProjectRuntime,
   body: Record<string, unknown>,
+  clusterWide: boolean,
 ): Promise<void> {
   const { restart_database: restart, ...fields } = body;
   const entries = Object.entries(fields).filter(([, v]) => v !== undefined);
-  if (!entries.length) return;
+  if (!entries.length) {
+    if (!clusterWide) refuseClusterWide([], restart === true);
+    return;
+  }
   const client = await project.adminPool.connect();
   try {
     const settings = await settingsOf(
       client,
       entries.map(([k]) => k),
     );
-    const plan: { name: string; value: string; how: "database" | "reload" | "restart" }[] = [];
-    for (const [name, raw] of entries) {
+    const reached = entries.map(([name, raw]) => {
       const setting = settings.get(name);
       if (!setting) {
         throw new HttpError(
@@ -226,6 +262,11 @@ export async function applyConfig(
             : `${name} is not a setting of this PostgreSQL server`,
         );
       }
+      return { name, raw, setting, reach: reachOf(setting) };
+    });
+    if (!clusterWide) refuseClusterWide(reached, restart === true);
+    const plan: { name: string; value: string; reach: Reach }[] = [];
+    for (const { name, raw, setting, reach } of reached) {
       const value = validated(setting, raw);
       if (setting.source === "command line") {
         throw new HttpError(
@@ -233,11 +274,7 @@ export async function applyConfig(
           `${name} cannot be changed: Strata starts the cluster with it set on the command line (it needs that value)`,
         );
       }
-      if (setting.context === "user" || setting.context === "superuser") {
-        plan.push({ name, value, how: "database" });
-      } else if (setting.context === "sighup") {
-        plan.push({ name, value, how: "reload" });
-      } else if (setting.context === "postmaster") {
+      if (reach === "restart") {
         if (!onEmbeddedCluster(ctx, project)) {
           throw new HttpError(
             400,
@@ -250,19 +287,17 @@ export async function applyConfig(
             `${name} takes effect only when the server restarts: send restart_database: true to restart the database (every project on its cluster is briefly disconnected)`,
           );
         }
-        plan.push({ name, value, how: "restart" });
-      } else {
-        throw new HttpError(400, `${name} cannot be changed (PostgreSQL context ${setting.context})`);
       }
+      plan.push({ name, value, reach });
     }
     const db: string = (await client.query("select current_database() as d")).rows[0].d;
     for (const p of plan) {
-      if (p.how === "database")
+      if (p.reach === "database")
         await runUtilityStatement(client, "alter database %I set %I = %L", [db, p.name, p.value]);
       else await runUtilityStatement(client, "alter system set %I = %L", [p.name, p.value]);
     }
-    if (plan.some((p) => p.how === "reload")) await client.query("select pg_reload_conf()");
-    if (plan.some((p) => p.how === "restart")) {
+    if (plan.some((p) => p.reach === "reload")) await client.query("select pg_reload_conf()");
+    if (plan.some((p) => p.reach === "restart")) {
       client.release();
       await ctx.restartCluster!();
       return;

@@ -9,9 +9,10 @@ import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody 
 import { AutoscaleAnswer, AutoscaleBody, readAutoscale, writeAutoscale } from "./autoscale";
 
 /**
- * Database configuration: PostgreSQL settings applied for real (per database, ALTER SYSTEM, or a restart of
- * the embedded cluster), read-only mode (manual and past the disk threshold), disk figures measured from the
- * database and the volume, database context. Pooler, SSL and JIT have their own families.
+ * Database configuration: PostgreSQL settings applied for real (per database, or, for the installation's
+ * administrators, ALTER SYSTEM or a restart of the embedded cluster), read-only mode (manual and past the
+ * disk threshold), disk figures measured from the database and the volume, database context. Pooler, SSL
+ * and JIT have their own families.
  */
 export function databaseConfigRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
@@ -41,14 +42,16 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       summary:
         "Applies PostgreSQL settings, validated against the server's limits: per database where PostgreSQL " +
         "allows it, else cluster-wide (ALTER SYSTEM and a reload, or a restart of the embedded cluster when " +
-        "restart_database is true); a setting that cannot be applied answers 400 with the reason",
+        "restart_database is true; cluster-wide settings and restarts are for the installation's " +
+        "administrators only: 403 naming them for others); a setting that cannot be applied answers 400 " +
+        "with the reason",
       access: { permission: "database_config_write", scope: "database:write" },
       body: PostgresConfigBody,
       status: 200,
       response: PostgresConfigAnswer,
     },
-    async ({ project, body }) => {
-      await applyConfig(ctx, project, body);
+    async ({ req, project, body }) => {
+      await applyConfig(ctx, project, body, req.principal!.installationAdmin);
       return effectiveConfig(project);
     },
   );

@@ -26,12 +26,14 @@ const Replica = z.object({
 
 /**
  * Read replicas (beta): streaming physical standbys of the embedded cluster (projects/replicas.ts). A
- * standby holds the whole cluster; the project that set it up sends its REST reads (GET and HEAD of
- * /rest/v1) to its ACTIVE_HEALTHY replicas in turn.
+ * standby holds the whole cluster, so only installation administrators set one up or remove it; the project
+ * it was set up for sends its REST reads (GET and HEAD of /rest/v1) to its ACTIVE_HEALTHY replicas in turn.
  */
 export function replicaRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   const write = { permission: "infra_read_replicas_write" } as const;
+  // A standby copies the whole cluster and holds a slot of it: the installation's, not one project's.
+  const clusterWide = { ...write, installationAdmin: true } as const;
   const manager = (project: ProjectRuntime) => {
     if (!ctx.replicas?.serves(project.record.clusterId))
       throw new HttpError(
@@ -51,8 +53,9 @@ export function replicaRoutes(ctx: AppContext): Router {
         "Sets up a read replica: a streaming physical standby of the project's (embedded) cluster on this " +
         "machine, from a base backup, with a replication slot of its own. It comes up in the background " +
         "(COMING_UP, then ACTIVE_HEALTHY in GET .../read-replicas); it replicates every project of the " +
-        "cluster, and this project's REST GET and HEAD requests then go to it",
-      access: write,
+        "cluster, and this project's REST GET and HEAD requests then go to it. Installation administrators " +
+        "only (403 for others)",
+      access: clusterWide,
       project: "database",
       body: z
         .object({
@@ -85,8 +88,8 @@ export function replicaRoutes(ctx: AppContext): Router {
       path: "/v1/projects/:ref/read-replicas/remove",
       summary:
         "Removes a read replica: its reads go back to the primary, the standby stops, its replication slot " +
-        "and role are dropped and its files deleted",
-      access: write,
+        "and role are dropped and its files deleted. Installation administrators only (403 for others)",
+      access: clusterWide,
       project: "any",
       body: z.object({ database_identifier: z.string().min(1) }).strict(),
       status: 204,
