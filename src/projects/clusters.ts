@@ -27,6 +27,9 @@ export function clusterOfRow(
   };
 }
 
+/** The login a project's data requests use (a member of the cluster-wide `authenticator`). */
+export const projectAuthenticator = (ref: string): string => `authenticator_${ref}`;
+
 /** Runs `work` on a superuser connection to the cluster's maintenance database. */
 async function onCluster<T>(cluster: Cluster, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = oneOffClient({ connectionString: cluster.adminUrl, connectionTimeoutMillis: 10_000 });
@@ -70,11 +73,13 @@ export async function createProjectDatabase(cluster: Cluster, database: string):
 
 /**
  * Brings an opened project's database up to date: bootstrap files added since it was created, then its own
- * roles (sql/project/010_project_roles.sql): owner, SQL login and read-only login, CONNECT for them only.
+ * roles (sql/project/010_project_roles.sql): owner, SQL login and read-only login, CONNECT for them only; and
+ * the login its data requests use (sql/project/650_project_authenticator.sql), with the cluster's
+ * authenticator password.
  */
 export async function prepareProjectDatabase(
   databaseUrl: string,
-  roles: { ref: string; sqlPassword: string; readPassword: string },
+  roles: { ref: string; sqlPassword: string; readPassword: string; authenticatorPassword: string },
 ): Promise<void> {
   await retryingRoleChanges(() => applyBootstrap(databaseUrl, ["project"]));
   await retryingRoleChanges(async () => {
@@ -85,6 +90,10 @@ export async function prepareProjectDatabase(
         roles.ref,
         roles.sqlPassword,
         roles.readPassword,
+      ]);
+      await client.query("select _strata.ensure_project_authenticator($1, $2)", [
+        roles.ref,
+        roles.authenticatorPassword,
       ]);
       // The owner adds its tables to realtime's publication (`alter publication supabase_realtime add table`),
       // as the platform's postgres does: that needs the publication to be the owner's.
@@ -125,7 +134,7 @@ export async function dropProjectDatabase(cluster: Cluster, database: string): P
 }
 
 /**
- * Drops a deleted project's roles (after its database): owner, SQL and read-only logins, temporary and
+ * Drops a deleted project's roles (after its database): owner, SQL, read-only and data logins, temporary and
  * just-in-time logins.
  */
 export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<void> {
@@ -133,7 +142,11 @@ export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<v
     const { rows } = await c.query(
       `select rolname from pg_roles
         where rolname = any($1) or starts_with(rolname, $2) or starts_with(rolname, $3)`,
-      [[`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`], `cli_login_${ref}_`, `jit_${ref}_`],
+      [
+        [`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`, projectAuthenticator(ref)],
+        `cli_login_${ref}_`,
+        `jit_${ref}_`,
+      ],
     );
     for (const { rolname } of rows) await runUtilityStatement(c, "drop role if exists %I", [rolname]);
   });

@@ -4,7 +4,7 @@ import type { Logger } from "../log";
 import { withCredentials, withDatabase } from "../db/urls";
 import { randomSecret } from "../platform/ids";
 import { kekOf, type KeyEncryptionKey } from "../platform/kek";
-import { prepareProjectDatabase } from "./clusters";
+import { prepareProjectDatabase, projectAuthenticator } from "./clusters";
 import { DEFAULT_POOL_SIZE, ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
 
 const PROJECT_SELECT = `
@@ -35,7 +35,7 @@ function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
     adminUrl,
     dataUrl: withCredentials(
       adminUrl,
-      "authenticator",
+      projectAuthenticator(row.ref),
       open(row.authenticator_password, "platform.clusters.authenticator_password"),
     ),
     ownerRole: `postgres_${row.ref}`,
@@ -258,6 +258,7 @@ export class ProjectRegistry {
       ref: row.ref,
       sqlPassword: kek.open(row.sql_role_password, "platform.projects.sql_role_password"),
       readPassword: kek.open(row.read_role_password, "platform.projects.read_role_password"),
+      authenticatorPassword: kek.open(row.authenticator_password, "platform.clusters.authenticator_password"),
     });
   }
 

@@ -20,7 +20,7 @@ export interface ProjectRecord {
   legacyKeysEnabled: boolean;
   /** Superuser URL of the project's database. */
   adminUrl: string;
-  /** URL of the project's database as `authenticator`, the role data requests log in as. */
+  /** URL of the project's database as `authenticator_<ref>`, the role data requests log in as. */
   dataUrl: string;
   /** The project's owner role (`postgres_<ref>`, not a superuser). */
   ownerRole: string;
@@ -63,7 +63,7 @@ export class ProjectRuntime {
   /** Data pools replaced after a schema change, ending after RETIRE_GRACE_MS (or at close). */
   private readonly retiredPools = new Set<pg.Pool>();
   private adminPoolInstance: pg.Pool | undefined;
-  /** `authenticator` pools on the read replicas, taken in turn by readPool. */
+  /** Data-login pools on the read replicas, taken in turn by readPool. */
   private replicaPoolInstances: pg.Pool[] | undefined;
   private nextReplica = 0;
   private listener: pg.Client | undefined;
@@ -86,7 +86,7 @@ export class ProjectRuntime {
     return this.record.ref;
   }
 
-  /** Pool of `authenticator` connections for data requests. */
+  /** Pool of the project's data login (`authenticator_<ref>`) for data requests. */
   get dataPool(): pg.Pool {
     this.dataPoolInstance ??= this.makePool(this.record.dataUrl, this.record.poolSize);
     return this.dataPoolInstance;
@@ -94,7 +94,7 @@ export class ProjectRuntime {
 
   /**
    * The pool a read-only data request runs on: the project's read replicas in turn when it has any (the same
-   * `authenticator` login, role and claims: the standby has every role and grant of the primary), else the
+   * data login, role and claims: the standby has every role and grant of the primary), else the
    * data pool.
    */
   get readPool(): pg.Pool {

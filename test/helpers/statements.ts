@@ -7,7 +7,7 @@ export interface SentStatement {
 }
 
 /**
- * The messages sent on `authenticator` connections (data requests) while `work` runs: the server's own
+ * The messages sent on the data logins (`authenticator_<ref>`: data requests) while `work` runs: the server's own
  * bookkeeping (usage, logs, webhooks) logs in otherwise and is not counted.
  */
 export async function authenticatorMessagesDuring(work: () => Promise<unknown>): Promise<SentStatement[]> {
@@ -16,7 +16,7 @@ export async function authenticatorMessagesDuring(work: () => Promise<unknown>):
   pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
     const config = args[0] as string | { text?: string; values?: unknown[] };
     const user = (this as unknown as { connectionParameters?: { user?: string } }).connectionParameters?.user;
-    if (user === "authenticator") {
+    if (user?.startsWith("authenticator_")) {
       seen.push(
         typeof config === "string"
           ? { text: config, values: args[1] as unknown[] | undefined }

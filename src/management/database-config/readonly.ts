@@ -5,6 +5,7 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { touchProject } from "../projects/store";
 import { withOneOffClient } from "../../db/client";
 import { runUtilityStatement } from "../../db/utility";
+import { projectAuthenticator } from "../../projects/clusters";
 import { readSettings, writeSettings } from "../settings";
 import { autoscaleDisk, grownSize } from "./autoscale";
 
@@ -35,7 +36,10 @@ export const DISK_DEFAULTS = {
 async function projectRoles(project: ProjectRuntime): Promise<string[]> {
   const { rows } = await project.adminPool.query(
     `select rolname from pg_roles where rolname = any($1) or starts_with(rolname, $2)`,
-    [["authenticator", `postgres_${project.ref}`, `strata_sql_${project.ref}`], `cli_login_${project.ref}_`],
+    [
+      [projectAuthenticator(project.ref), `postgres_${project.ref}`, `strata_sql_${project.ref}`],
+      `cli_login_${project.ref}_`,
+    ],
   );
   return rows.map((r) => r.rolname);
 }
@@ -45,8 +49,9 @@ export async function readOnlyApplied(project: ProjectRuntime): Promise<boolean>
   const { rows } = await project.adminPool.query(
     `select exists (select from pg_db_role_setting s join pg_database d on d.oid = s.setdatabase
                      join pg_roles r on r.oid = s.setrole
-                    where d.datname = current_database() and r.rolname = 'authenticator'
+                    where d.datname = current_database() and r.rolname = $1
                       and 'default_transaction_read_only=on' = any(s.setconfig)) as on`,
+    [projectAuthenticator(project.ref)],
   );
   return rows[0].on;
 }

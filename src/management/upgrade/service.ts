@@ -189,6 +189,7 @@ async function runUpgrade(
       ref,
       sqlPassword: kek.open(rows[0].sql_role_password, "platform.projects.sql_role_password"),
       readPassword: kek.open(rows[0].read_role_password, "platform.projects.read_role_password"),
+      authenticatorPassword: targetCluster.authenticatorPassword,
     });
     await step(ctx, id, "2_launched_upgraded_instance");
 
