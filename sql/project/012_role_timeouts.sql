@@ -1,5 +1,6 @@
--- Requests as anon or authenticated end after the platform's statement timeouts (3 s, 8 s), so a slow or
--- hostile query cannot hold the data connections; a project changes them with `alter role ... set`.
+-- The platform's statement timeouts of anon and authenticated (3 s, 8 s), as the platform writes them. Strata's
+-- data requests apply these defaults themselves (src/catalog/roleSettings.ts): the roles are shared by every
+-- project of the cluster and any of them may change their settings, so Strata does not read them back.
 -- Roles are cluster-wide: only set them when no value is there yet.
 do $$
 begin
