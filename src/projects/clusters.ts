@@ -70,11 +70,13 @@ export async function createProjectDatabase(cluster: Cluster, database: string):
 
 /**
  * Brings an opened project's database up to date: bootstrap files added since it was created, then its own
- * roles (sql/project/010_project_roles.sql): owner, SQL login and read-only login, CONNECT for them only.
+ * roles (sql/project/010_project_roles.sql): owner, SQL login and read-only login, CONNECT for them only;
+ * given its password, also the auth service's login (sql/project/640_auth_role.sql; a project moved to
+ * another cluster gets it when it is next opened).
  */
 export async function prepareProjectDatabase(
   databaseUrl: string,
-  roles: { ref: string; sqlPassword: string; readPassword: string },
+  roles: { ref: string; sqlPassword: string; readPassword: string; authPassword?: string },
 ): Promise<void> {
   await retryingRoleChanges(() => applyBootstrap(databaseUrl, ["project"]));
   await retryingRoleChanges(async () => {
@@ -86,6 +88,9 @@ export async function prepareProjectDatabase(
         roles.sqlPassword,
         roles.readPassword,
       ]);
+      if (roles.authPassword !== undefined) {
+        await client.query("select _strata.ensure_auth_role($1, $2)", [roles.ref, roles.authPassword]);
+      }
       // The owner adds its tables to realtime's publication (`alter publication supabase_realtime add table`),
       // as the platform's postgres does: that needs the publication to be the owner's.
       const { rows } = await client.query(
@@ -125,7 +130,7 @@ export async function dropProjectDatabase(cluster: Cluster, database: string): P
 }
 
 /**
- * Drops a deleted project's roles (after its database): owner, SQL and read-only logins, temporary and
+ * Drops a deleted project's roles (after its database): owner, SQL, read-only and auth logins, temporary and
  * just-in-time logins.
  */
 export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<void> {
@@ -133,7 +138,11 @@ export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<v
     const { rows } = await c.query(
       `select rolname from pg_roles
         where rolname = any($1) or starts_with(rolname, $2) or starts_with(rolname, $3)`,
-      [[`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`], `cli_login_${ref}_`, `jit_${ref}_`],
+      [
+        [`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`, `strata_auth_${ref}`],
+        `cli_login_${ref}_`,
+        `jit_${ref}_`,
+      ],
     );
     for (const { rolname } of rows) await runUtilityStatement(c, "drop role if exists %I", [rolname]);
   });
