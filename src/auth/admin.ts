@@ -108,7 +108,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
       metadata: body.data ?? {},
       invited: true,
     }))!;
-    await beforeUserCreated(project.adminPool, settings, user, ip);
+    await beforeUserCreated(project.authPool, settings, user, ip);
     return user;
   }
 
@@ -119,7 +119,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
   }
 
   async function userOf(project: ProjectRuntime, id: string): Promise<UserRow> {
-    const user = uuid.safeParse(id).success ? await userById(project.adminPool, id) : undefined;
+    const user = uuid.safeParse(id).success ? await userById(project.authPool, id) : undefined;
     if (!user) throw userNotFound();
     return user;
   }
@@ -139,14 +139,14 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
         Math.max(1, Number.parseInt(String(req.query.per_page ?? ""), 10) || DEFAULT_PER_PAGE),
       );
       const total = Number(
-        (await project.adminPool.query("select count(*)::int as n from auth.users")).rows[0].n,
+        (await project.authPool.query("select count(*)::int as n from auth.users")).rows[0].n,
       );
-      const { rows } = await project.adminPool.query(
+      const { rows } = await project.authPool.query(
         "select * from auth.users order by created_at, id limit $1 offset $2",
         [perPage, (page - 1) * perPage],
       );
       const users = [];
-      for (const row of rows) users.push(await apiUser(project.adminPool, row));
+      for (const row of rows) users.push(await apiUser(project.authPool, row));
       const lastPage = Math.max(1, Math.ceil(total / perPage));
       const base = `${tk.apiUrl(req)}/admin/users`;
       const links = [];
@@ -213,7 +213,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
       }
       const phone = body.phone ? validatePhone(body.phone) : undefined;
       const passwordHash = body.password === undefined ? null : await hashPassword(body.password);
-      const row = await withAdminTransaction(project.adminPool, async (db) => {
+      const row = await withAdminTransaction(project.authPool, async (db) => {
         const user = body.email
           ? await insertUser(db, {
               email: body.email,
@@ -237,13 +237,13 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
         });
         return (await userById(db, user.id))!;
       }).catch(uniqueViolation);
-      return apiUser(project.adminPool, row);
+      return apiUser(project.authPool, row);
     }),
   );
 
   router.get(
     "/admin/users/:id",
-    admin(async (project, req) => apiUser(project.adminPool, await userOf(project, String(req.params.id)))),
+    admin(async (project, req) => apiUser(project.authPool, await userOf(project, String(req.params.id)))),
   );
 
   router.put(
@@ -251,11 +251,11 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
     admin(async (project, req) => {
       const user = await userOf(project, String(req.params.id));
       const body = parseBody(updateBody, req.body);
-      const row = await withAdminTransaction(project.adminPool, async (db) => {
+      const row = await withAdminTransaction(project.authPool, async (db) => {
         await applyFields(db, user, body);
         return (await userById(db, user.id))!;
       }).catch(uniqueViolation);
-      return apiUser(project.adminPool, row);
+      return apiUser(project.authPool, row);
     }),
   );
 
@@ -263,7 +263,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
     "/admin/users/:id",
     admin(async (project, req) => {
       const user = await userOf(project, String(req.params.id));
-      await project.adminPool.query("delete from auth.users where id = $1", [user.id]);
+      await project.authPool.query("delete from auth.users where id = $1", [user.id]);
       return {};
     }),
   );
@@ -272,7 +272,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
     "/admin/users/:id/factors",
     admin(async (project, req) => {
       const user = await userOf(project, String(req.params.id));
-      const { rows } = await project.adminPool.query(
+      const { rows } = await project.authPool.query(
         "select * from auth.mfa_factors where user_id = $1 order by created_at",
         [user.id],
       );
@@ -286,7 +286,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
       const user = await userOf(project, String(req.params.id));
       const factorId = String(req.params.factorId);
       const { rows } = uuid.safeParse(factorId).success
-        ? await project.adminPool.query(
+        ? await project.authPool.query(
             "delete from auth.mfa_factors where id = $1 and user_id = $2 returning *",
             [factorId, user.id],
           )
@@ -303,7 +303,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
       const body = parseBody(inviteBody, req.body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to ?? req.body?.redirect_to);
       let created: UserRow | undefined;
-      const row = await withAdminTransaction(project.adminPool, async (db) => {
+      const row = await withAdminTransaction(project.authPool, async (db) => {
         let user = await userByEmail(db, body.email);
         if (user?.email_confirmed_at) throw emailExists();
         if (!user) {
@@ -320,8 +320,8 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
         });
         return (await userById(db, user.id))!;
       });
-      if (created) await afterUserCreated(project.adminPool, settings, created, req.ip);
-      return apiUser(project.adminPool, row);
+      if (created) await afterUserCreated(project.authPool, settings, created, req.ip);
+      return apiUser(project.authPool, row);
     }),
   );
 
@@ -333,7 +333,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
       const body = parseBody(generateLinkBody, req.body);
       const redirectTo = redirectTarget(settings, body.redirect_to ?? req.query.redirect_to);
       const common = { apiUrl: tk.apiUrl(req), redirectTo, send: false };
-      const outcome = await withAdminTransaction(project.adminPool, async (db) => {
+      const outcome = await withAdminTransaction(project.authPool, async (db) => {
         let user = await userByEmail(db, body.email);
         let issued;
         switch (body.type) {
@@ -346,7 +346,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
                 confirmed: false,
                 metadata: body.data ?? {},
               }))!;
-              await beforeUserCreated(project.adminPool, settings, user, req.ip);
+              await beforeUserCreated(project.authPool, settings, user, req.ip);
             }
             issued = await issueToken(db, settings, user, "confirmation", common);
             break;
@@ -386,7 +386,7 @@ export function adminRoutes(tk: AuthToolkit, handle: Handle): Router {
         return { issued, user: (await userById(db, user.id))! };
       });
       return {
-        ...(await apiUser(project.adminPool, outcome.user)),
+        ...(await apiUser(project.authPool, outcome.user)),
         action_link: outcome.issued.link,
         email_otp: outcome.issued.otp,
         hashed_token: outcome.issued.hashedToken,

@@ -104,36 +104,34 @@ export async function runHook(
   }
   const call = `select "${match[1]}"."${match[2]}"($1::jsonb) as output`;
   let output: { error?: { http_code?: number; message?: string } } | null;
-  if (!("totalCount" in pool)) {
-    // A client inside the caller's transaction (the send-email hook): the function sees its writes, and
-    // its failure rolls them back; the timeout applies to the call only.
-    try {
-      const { rows: before } = await pool.query(
-        "select current_setting('statement_timeout') as t, set_config('statement_timeout', $1, true)",
-        [String(PG_HOOK_TIMEOUT_MS)],
-      );
-      const { rows } = await pool.query(call, [JSON.stringify(input)]);
-      await pool.query("select set_config('statement_timeout', $1, true)", [before[0].t]);
-      output = rows[0]?.output ?? null;
-    } catch {
-      throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
-    }
-  } else {
-    try {
-      const { rows } = await withAdminTransaction(pool, async (client) => {
-        await client.query(`set local statement_timeout = ${PG_HOOK_TIMEOUT_MS}`);
-        return client.query(call, [JSON.stringify(input)]);
-      });
-      output = rows[0]?.output ?? null;
-    } catch {
-      throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
-    }
+  try {
+    // A client inside the caller's transaction (the send-email hook): the function sees its writes, and its
+    // failure rolls them back. Otherwise a transaction of its own on the pool.
+    output =
+      "totalCount" in pool
+        ? await withAdminTransaction(pool, (client) => callPgHook(client, call, input))
+        : await callPgHook(pool, call, input);
+  } catch {
+    throw new AuthApiError(500, "unexpected_failure", "Error running hook URI: " + uri);
   }
   if (output?.error?.message) {
     const status = Number(output.error.http_code) || 500;
     throw new AuthApiError(status, "hook_error", String(output.error.message));
   }
   return output as Record<string, unknown> | null;
+}
+
+/**
+ * Calls a pg-functions hook inside the transaction open on `client` (the auth service's login, so the
+ * function runs as that role), with the hook timeout for the call only. Whatever the function set for the
+ * session (search_path, timeouts, a role) is undone before the next statement: the connection's later
+ * statements are the auth service's, resolved as its pool pinned them.
+ */
+async function callPgHook(client: pg.PoolClient, call: string, input: unknown) {
+  await client.query("select set_config('statement_timeout', $1, true)", [String(PG_HOOK_TIMEOUT_MS)]);
+  const { rows } = await client.query(call, [JSON.stringify(input)]);
+  await client.query("reset all; reset role");
+  return rows[0]?.output ?? null;
 }
 
 /**

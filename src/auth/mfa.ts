@@ -67,14 +67,14 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
         "This endpoint requires a session of the project's user",
       );
     }
-    const assurance = await sessionAssurance(project.adminPool, current.sessionId);
+    const assurance = await sessionAssurance(project.authPool, current.sessionId);
     return { user: current.user, sessionId: current.sessionId, aal: assurance?.aal ?? "aal1" };
   }
 
   async function factorOf(project: ProjectRuntime, userId: string, id: string): Promise<FactorRow> {
     const factor = uuid.safeParse(id).success
       ? (
-          await project.adminPool.query("select * from auth.mfa_factors where id = $1 and user_id = $2", [
+          await project.authPool.query("select * from auth.mfa_factors where id = $1 and user_id = $2", [
             id,
             userId,
           ])
@@ -85,7 +85,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
   }
 
   async function checkFactorLimits(project: ProjectRuntime, userId: string, aal: string, max: number) {
-    const factors = await factorsOf(project.adminPool, userId);
+    const factors = await factorsOf(project.authPool, userId);
     if (factors.some((f) => f.status === "verified") && aal !== "aal2") {
       throw new AuthApiError(422, "insufficient_aal", "AAL2 required to enroll a new factor");
     }
@@ -124,7 +124,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       throw new AuthApiError(400, "validation_failed", "Phone number required to enroll Phone factor");
     }
     const phone = validatePhone(body.phone);
-    const same = (await factorsOf(project.adminPool, userId)).filter(
+    const same = (await factorsOf(project.authPool, userId)).filter(
       (f) => f.factor_type === "phone" && f.phone === phone,
     );
     if (same.some((f) => f.status === "verified")) {
@@ -135,12 +135,12 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       );
     }
     // An unverified factor of the same number is replaced.
-    await project.adminPool.query("delete from auth.mfa_factors where id = any($1::uuid[])", [
+    await project.authPool.query("delete from auth.mfa_factors where id = any($1::uuid[])", [
       same.map((f) => f.id),
     ]);
     await checkFactorLimits(project, userId, aal, Number(settings.mfa_max_enrolled_factors ?? 10));
     const friendlyName = body.friendly_name ?? "";
-    const { rows } = await project.adminPool
+    const { rows } = await project.authPool
       .query(
         `insert into auth.mfa_factors (user_id, friendly_name, factor_type, status, phone)
          values ($1, $2, 'phone', 'unverified', $3) returning *`,
@@ -179,7 +179,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
         }
       }
       const uri = new OTPAuth.TOTP({ issuer, label: user.email || user.id, secret }).toString();
-      const { rows } = await project.adminPool
+      const { rows } = await project.authPool
         .query(
           `insert into auth.mfa_factors (user_id, friendly_name, factor_type, status, secret)
            values ($1, $2, 'totp', 'unverified', $3) returning *`,
@@ -212,7 +212,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
     checkFrequency(factor.last_challenged_at, Number(settings.mfa_phone_max_frequency ?? 60));
     const phone = factor.phone ?? "";
     const otp = randomDigits(otpLength(settings.mfa_phone_otp_length));
-    const { rows } = await withAdminTransaction(project.adminPool, async (db) => {
+    const { rows } = await withAdminTransaction(project.authPool, async (db) => {
       const created = await db.query(
         `with c as (insert into auth.mfa_challenges (factor_id, ip_address, otp_code) values ($1, $2, $3)
                     returning *),
@@ -243,7 +243,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       if (settings.mfa_totp_verify_enabled === false) {
         throw new AuthApiError(422, "mfa_totp_verify_not_enabled", "MFA verification is disabled for TOTP");
       }
-      const { rows } = await project.adminPool.query(
+      const { rows } = await project.authPool.query(
         `with c as (insert into auth.mfa_challenges (factor_id, ip_address) values ($1, $2) returning *),
               f as (update auth.mfa_factors set last_challenged_at = now() where id = $1)
          select id, extract(epoch from created_at)::bigint + $3 as expires_at from c`,
@@ -267,7 +267,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
         throw new AuthApiError(422, "mfa_totp_verify_not_enabled", "MFA verification is disabled for TOTP");
       }
       const body = parseBody(verifyBody, req.body);
-      const { rows } = await project.adminPool.query(
+      const { rows } = await project.authPool.query(
         `select id, verified_at, otp_code, host(ip_address) as ip, extract(epoch from now() - created_at) as age
            from auth.mfa_challenges where id = $1 and factor_id = $2`,
         [body.challenge_id, factor.id],
@@ -275,7 +275,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       const challenge = rows[0];
       if (!challenge) throw new AuthApiError(404, "mfa_challenge_not_found", "Challenge not found");
       if (challenge.verified_at || Number(challenge.age) > CHALLENGE_SECONDS) {
-        await project.adminPool.query("delete from auth.mfa_challenges where id = $1", [challenge.id]);
+        await project.authPool.query("delete from auth.mfa_challenges where id = $1", [challenge.id]);
         throw new AuthApiError(
           422,
           "mfa_challenge_expired",
@@ -303,7 +303,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
           valid = challenge.otp_code === tokenHash(factor.phone ?? "", body.code.trim());
         }
         await checkVerificationAttempt(
-          project.adminPool,
+          project.authPool,
           settings,
           "mfa_verification_attempt",
           { user_id: user.id, factor_id: factor.id, factor_type: "phone", valid },
@@ -311,7 +311,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
         );
         if (!valid) throw new AuthApiError(422, "mfa_verification_failed", "Invalid MFA Phone code entered");
         // The challenge is spent at once: a code verifies one session once.
-        const spent = await project.adminPool.query(
+        const spent = await project.authPool.query(
           "update auth.mfa_challenges set verified_at = now() where id = $1 and verified_at is null",
           [challenge.id],
         );
@@ -324,7 +324,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       const now = Date.now();
       const delta = totp.validate({ token: body.code.trim(), timestamp: now, window: TOTP_WINDOW });
       await checkVerificationAttempt(
-        project.adminPool,
+        project.authPool,
         settings,
         "mfa_verification_attempt",
         { user_id: user.id, factor_id: factor.id, factor_type: "totp", valid: delta !== null },
@@ -336,7 +336,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       // Each time step's code verifies once: the step is claimed atomically, so a replayed code (or a
       // concurrent second use) is refused like a wrong one.
       const step = totp.counter({ timestamp: now }) + delta;
-      const claimed = await project.adminPool.query(
+      const claimed = await project.authPool.query(
         `update auth.mfa_factors set last_totp_step = $2
           where id = $1 and (last_totp_step is null or last_totp_step < $2)`,
         [factor.id, step],
@@ -344,7 +344,7 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
       if (claimed.rowCount !== 1) {
         throw new AuthApiError(422, "mfa_verification_failed", "Invalid TOTP code entered");
       }
-      await project.adminPool.query("update auth.mfa_challenges set verified_at = now() where id = $1", [
+      await project.authPool.query("update auth.mfa_challenges set verified_at = now() where id = $1", [
         challenge.id,
       ]);
       return verified(project, req, user.id, sessionId, factor.id, "totp", settings);
@@ -361,16 +361,16 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
     method: string,
     settings: AuthSettings,
   ) {
-    await project.adminPool.query(
+    await project.authPool.query(
       "update auth.mfa_factors set status = 'verified', updated_at = now() where id = $1",
       [factorId],
     );
-    await elevateSession(project.adminPool, sessionId, factorId, method);
-    const refreshToken = await addRefreshToken(project.adminPool, sessionId, userId, null);
+    await elevateSession(project.authPool, sessionId, factorId, method);
+    const refreshToken = await addRefreshToken(project.authPool, sessionId, userId, null);
     return tk.sessionResponse(
       project,
       req,
-      (await userById(project.adminPool, userId))!,
+      (await userById(project.authPool, userId))!,
       { sessionId, refreshToken },
       settings,
       method,
@@ -382,11 +382,11 @@ export function mfaRoutes(tk: AuthToolkit, handle: Handle): Router {
     handle(async (project, req) => {
       const { user, aal } = await signedIn(project, req);
       const factor = await factorOf(project, user.id, String(req.params.id));
-      const anyVerified = (await factorsOf(project.adminPool, user.id)).some((f) => f.status === "verified");
+      const anyVerified = (await factorsOf(project.authPool, user.id)).some((f) => f.status === "verified");
       if (anyVerified && aal !== "aal2") {
         throw new AuthApiError(422, "insufficient_aal", "AAL2 required to unenroll verified factor");
       }
-      await project.adminPool.query("delete from auth.mfa_factors where id = $1", [factor.id]);
+      await project.authPool.query("delete from auth.mfa_factors where id = $1", [factor.id]);
       return { id: factor.id };
     }),
   );

@@ -70,7 +70,7 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
           if (method !== "s256" && method !== "plain") {
             throw new AuthApiError(400, "validation_failed", "code challenge method not supported");
           }
-          const { rows } = await project.adminPool.query(
+          const { rows } = await project.authPool.query(
             `insert into auth.flow_state (auth_code, code_challenge_method, code_challenge, provider_type,
                                           authentication_method)
              values ($1, $2, $3, $4, 'oauth') returning id`,
@@ -164,7 +164,7 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
           | { kind: "error"; error: AuthApiError };
         let created: UserRow | undefined;
         const outcome: Outcome = await withAdminTransaction(
-          project.adminPool,
+          project.authPool,
           async (db): Promise<Outcome> => {
             const identityData = {
               ...claims,
@@ -195,7 +195,7 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
                 ],
               );
               user = inserted.rows[0] as UserRow;
-              await beforeUserCreated(project.adminPool, settings, user, req.ip);
+              await beforeUserCreated(project.authPool, settings, user, req.ip);
               created = user;
             } else {
               const providers = new Set([
@@ -253,13 +253,13 @@ export function oauthRoutes(tk: AuthToolkit, handle: Handle): Router {
         if (outcome.kind === "error") {
           // A user kept unverified was created all the same.
           if (created && outcome.error.errorCode === "provider_email_needs_verification") {
-            await afterUserCreated(project.adminPool, settings, created, req.ip);
+            await afterUserCreated(project.authPool, settings, created, req.ip);
           }
           return fail(outcome.error.errorCode, outcome.error.message);
         }
         if (created) {
           try {
-            await afterUserCreated(project.adminPool, settings, created, req.ip);
+            await afterUserCreated(project.authPool, settings, created, req.ip);
           } catch (e) {
             if (e instanceof AuthApiError && e.status < 500) return fail(e.errorCode, e.message);
             throw e;

@@ -22,7 +22,7 @@ function assumableRoles(project: ProjectRuntime): Promise<Set<string>> {
 
 /** The roles `authenticator` may switch to (its memberships), read from pg_auth_members. */
 async function readAssumableRoles(project: ProjectRuntime): Promise<Set<string>> {
-  const { rows } = await project.adminPool.query(
+  const { rows } = await project.authPool.query(
     `select r.rolname from pg_auth_members m
        join pg_roles r on r.oid = m.roleid
        join pg_roles u on u.oid = m.member

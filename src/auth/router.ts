@@ -290,7 +290,7 @@ export function authRouter(ctx: AppContext): Router {
   ) {
     const iat = Math.floor(Date.now() / 1000);
     const exp = iat + Number(settings.jwt_exp);
-    const assurance = await sessionAssurance(project.adminPool, session.sessionId);
+    const assurance = await sessionAssurance(project.authPool, session.sessionId);
     let claims: Record<string, unknown> = {
       iss: apiUrlOf(req),
       sub: user.id,
@@ -307,7 +307,7 @@ export function authRouter(ctx: AppContext): Router {
       session_id: session.sessionId,
       is_anonymous: user.is_anonymous,
     };
-    claims = await runAccessTokenHook(project.adminPool, settings, {
+    claims = await runAccessTokenHook(project.authPool, settings, {
       user_id: user.id,
       claims,
       authentication_method: method,
@@ -320,7 +320,7 @@ export function authRouter(ctx: AppContext): Router {
       expires_in: Number(settings.jwt_exp),
       expires_at: exp,
       refresh_token: session.refreshToken,
-      user: await apiUser(project.adminPool, user),
+      user: await apiUser(project.authPool, user),
     };
   }
 
@@ -339,10 +339,10 @@ export function authRouter(ctx: AppContext): Router {
     const { claims } = bearer;
     if (typeof claims.sub !== "string")
       throw new AuthApiError(403, "bad_jwt", "invalid claim: missing sub claim");
-    const user = await userById(project.adminPool, claims.sub);
+    const user = await userById(project.authPool, claims.sub);
     const sessionId = typeof claims.session_id === "string" ? claims.session_id : null;
     if (sessionId) {
-      if (!user || !(await sessionExists(project.adminPool, sessionId))) {
+      if (!user || !(await sessionExists(project.authPool, sessionId))) {
         throw new AuthApiError(
           403,
           "session_not_found",
@@ -399,12 +399,12 @@ export function authRouter(ctx: AppContext): Router {
     }
     await consume("anon", perIp(req, project.ref), settings.rate_limit_anonymous_users, HOUR_SECONDS);
     const data = parse(z.object({ data: metadata.nullish() }), req.body).data;
-    const { user, session } = await withAdminTransaction(project.adminPool, async (db) => {
+    const { user, session } = await withAdminTransaction(project.authPool, async (db) => {
       const inserted = await insertAnonymousUser(db, data ?? {});
-      await beforeUserCreated(project.adminPool, settings, inserted, req.ip);
+      await beforeUserCreated(project.authPool, settings, inserted, req.ip);
       return { user: inserted, session: await startSession(db, inserted.id, "anonymous") };
     });
-    await afterUserCreated(project.adminPool, settings, user, req.ip);
+    await afterUserCreated(project.authPool, settings, user, req.ip);
     return sessionResponse(project, req, user, session, settings, "anonymous");
   }
 
@@ -463,11 +463,11 @@ export function authRouter(ctx: AppContext): Router {
       | { user: UserRow; created?: UserRow; session?: { sessionId: string; refreshToken: string } },
   ) {
     if ("obfuscated" in result) return result.obfuscated;
-    if (result.created) await afterUserCreated(project.adminPool, settings, result.created, req.ip);
+    if (result.created) await afterUserCreated(project.authPool, settings, result.created, req.ip);
     if (result.session) {
       return sessionResponse(project, req, result.user, result.session, settings, "password");
     }
-    return apiUser(project.adminPool, result.user);
+    return apiUser(project.authPool, result.user);
   }
 
   /** Phone sign-up (auth-js signUp({phone, password})): a code by SMS unless sms_autoconfirm. */
@@ -481,7 +481,7 @@ export function authRouter(ctx: AppContext): Router {
     const channel = channelOf(settings, body.channel);
     checkPassword(body.password, settings);
     const passwordHash = await hashPassword(body.password);
-    const result = await withAdminTransaction(project.adminPool, async (db) => {
+    const result = await withAdminTransaction(project.authPool, async (db) => {
       const existing = await userByPhone(db, phone);
       // A confirmed number is not signed up again (an obfuscated user unless sign-ups are autoconfirmed, as
       // the platform); with sms_autoconfirm an unconfirmed one is not opened either (no proof of the number).
@@ -504,7 +504,7 @@ export function authRouter(ctx: AppContext): Router {
             metadata: body.data ?? {},
           });
       if (!existing && !created) throw phoneExists();
-      if (created) await beforeUserCreated(project.adminPool, settings, created, req.ip);
+      if (created) await beforeUserCreated(project.authPool, settings, created, req.ip);
       const user = (existing ?? created)!;
       if (settings.sms_autoconfirm) {
         return { user, created, session: await startSession(db, user.id, "password") };
@@ -520,13 +520,13 @@ export function authRouter(ctx: AppContext): Router {
     const body = parse(phoneOtpBody, req.body);
     if (body.create_user === false) {
       const phone = validatePhone(body.phone);
-      if (!(await userByPhone(project.adminPool, phone)))
+      if (!(await userByPhone(project.authPool, phone)))
         throw new AuthApiError(422, "otp_disabled", "Signups not allowed for otp");
     }
     requirePhoneProvider(settings, 400, "Unsupported phone provider");
     const phone = validatePhone(body.phone);
     const channel = channelOf(settings, body.channel);
-    const { created, messageId } = await withAdminTransaction(project.adminPool, async (db) => {
+    const { created, messageId } = await withAdminTransaction(project.authPool, async (db) => {
       let user = await userByPhone(db, phone);
       let inserted: UserRow | undefined;
       if (!user) {
@@ -539,7 +539,7 @@ export function authRouter(ctx: AppContext): Router {
           metadata: body.data ?? {},
         });
         if (!inserted) throw phoneExists();
-        await beforeUserCreated(project.adminPool, settings, inserted, req.ip);
+        await beforeUserCreated(project.authPool, settings, inserted, req.ip);
         user = inserted;
       }
       const sender = tk.smsSender(project, settings, req);
@@ -548,7 +548,7 @@ export function authRouter(ctx: AppContext): Router {
         messageId: await sendPhoneOtp(db, sender, user, phone, "confirmation", channel),
       };
     });
-    if (created) await afterUserCreated(project.adminPool, settings, created, req.ip);
+    if (created) await afterUserCreated(project.authPool, settings, created, req.ip);
     return messageId ? { message_id: messageId } : {};
   }
 
@@ -561,7 +561,7 @@ export function authRouter(ctx: AppContext): Router {
     const body = parse(phoneVerifyBody, req.body);
     const phone = validatePhone(body.phone);
     const token = body.token.trim();
-    return withAdminTransaction(project.adminPool, async (db) => {
+    return withAdminTransaction(project.authPool, async (db) => {
       const column = body.type === "sms" ? "phone" : "phone_change";
       const user: UserRow | undefined = (
         await db.query(`select * from auth.users where ${column} = $1 and not is_sso_user for update`, [
@@ -668,7 +668,7 @@ export function authRouter(ctx: AppContext): Router {
       checkPassword(body.password, settings);
       const redirectTo = redirectTarget(settings, req.query.redirect_to);
       const passwordHash = await hashPassword(body.password);
-      const result = await withAdminTransaction(project.adminPool, async (db) => {
+      const result = await withAdminTransaction(project.authPool, async (db) => {
         const existing = await userByEmail(db, body.email);
         // With autoconfirm, a sign-up never opens an existing account (confirmed or not): whoever signs up
         // again has not shown the password.
@@ -688,7 +688,7 @@ export function authRouter(ctx: AppContext): Router {
               confirmed: Boolean(settings.mailer_autoconfirm),
               metadata: body.data ?? {},
             }))!;
-        if (created) await beforeUserCreated(project.adminPool, settings, created, req.ip);
+        if (created) await beforeUserCreated(project.authPool, settings, created, req.ip);
         const user = (existing ?? created)!;
         if (settings.mailer_autoconfirm) {
           return { user, created, session: await startSession(db, user.id, "password") };
@@ -722,7 +722,7 @@ export function authRouter(ctx: AppContext): Router {
       const body = parse(otpBody, req.body);
       const pkce = pkceOf(body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to);
-      const created = await withAdminTransaction(project.adminPool, async (db) => {
+      const created = await withAdminTransaction(project.authPool, async (db) => {
         let user = await userByEmail(db, body.email);
         let inserted: UserRow | undefined;
         if (!user) {
@@ -736,7 +736,7 @@ export function authRouter(ctx: AppContext): Router {
             confirmed: false,
             metadata: body.data ?? {},
           }))!;
-          await beforeUserCreated(project.adminPool, settings, inserted, req.ip);
+          await beforeUserCreated(project.authPool, settings, inserted, req.ip);
         }
         const kind = user.email_confirmed_at ? "magic_link" : "confirmation";
         await issueToken(db, settings, user, kind, {
@@ -748,7 +748,7 @@ export function authRouter(ctx: AppContext): Router {
         });
         return inserted;
       });
-      if (created) await afterUserCreated(project.adminPool, settings, created, req.ip);
+      if (created) await afterUserCreated(project.authPool, settings, created, req.ip);
       return {};
     }),
   );
@@ -761,7 +761,7 @@ export function authRouter(ctx: AppContext): Router {
       const body = parse(recoverBody, req.body);
       const pkce = pkceOf(body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to);
-      await withAdminTransaction(project.adminPool, async (db) => {
+      await withAdminTransaction(project.authPool, async (db) => {
         const user = await userByEmail(db, body.email);
         // No mail and the same answer for an unknown address: nothing to learn about who has an account.
         if (!user) return;
@@ -788,7 +788,7 @@ export function authRouter(ctx: AppContext): Router {
       const body = parse(resendBody, req.body);
       const pkce = pkceOf(body);
       const redirectTo = redirectTarget(settings, req.query.redirect_to);
-      await withAdminTransaction(project.adminPool, async (db) => {
+      await withAdminTransaction(project.authPool, async (db) => {
         if (body.type === "signup") {
           const user = await userByEmail(db, body.email);
           if (!user || user.email_confirmed_at) return;
@@ -820,7 +820,7 @@ export function authRouter(ctx: AppContext): Router {
     const body = parse(phoneResendBody, req.body);
     requirePhoneProvider(settings, 400, "Phone logins are disabled");
     const phone = validatePhone(body.phone);
-    const messageId = await withAdminTransaction(project.adminPool, async (db) => {
+    const messageId = await withAdminTransaction(project.authPool, async (db) => {
       const sender = tk.smsSender(project, settings, req);
       if (body.type === "sms") {
         const user = await userByPhone(db, phone);
@@ -882,7 +882,7 @@ export function authRouter(ctx: AppContext): Router {
     token: { hash: string } | { email: string; otp: string },
     via: "link" | "api",
   ) {
-    return withAdminTransaction(project.adminPool, async (db) => {
+    return withAdminTransaction(project.authPool, async (db) => {
       const found = await findToken(db, settings, type, token);
       const verified = await applyToken(db, settings, found.user, found.column);
       if (verified.kind === "half_confirmed") return { message: true as const, user: verified.user };
@@ -1001,12 +1001,12 @@ export function authRouter(ctx: AppContext): Router {
           requirePhoneProvider(settings, 422, "Phone logins are disabled");
           const phoneBody = parse(phonePasswordBody, req.body);
           body = phoneBody;
-          user = await userByPhone(project.adminPool, formatPhone(phoneBody.phone));
+          user = await userByPhone(project.authPool, formatPhone(phoneBody.phone));
         } else {
           requireEmailProvider(settings, "logins");
           const emailBody = parse(credentialsBody, req.body);
           body = emailBody;
-          user = await userByEmail(project.adminPool, emailBody.email);
+          user = await userByEmail(project.authPool, emailBody.email);
         }
         const valid = Boolean(
           user?.encrypted_password && (await verifyPassword(body.password, user.encrypted_password)),
@@ -1014,7 +1014,7 @@ export function authRouter(ctx: AppContext): Router {
         // The password verification attempt hook hears of every attempt on an existing user.
         if (user) {
           await checkVerificationAttempt(
-            project.adminPool,
+            project.authPool,
             settings,
             "password_verification_attempt",
             { user_id: user.id, valid },
@@ -1031,14 +1031,14 @@ export function authRouter(ctx: AppContext): Router {
             throw new AuthApiError(400, "phone_not_confirmed", "Phone not confirmed");
         } else if (!user.email_confirmed_at)
           throw new AuthApiError(400, "email_not_confirmed", "Email not confirmed");
-        const session = await startSession(project.adminPool, user.id, "password");
+        const session = await startSession(project.authPool, user.id, "password");
         const response = await sessionResponse(project, req, user, session, settings, "password");
         const weak = passwordWeakness(body.password, settings);
         return weak ? { ...response, weak_password: weak } : response;
       }
       if (grant === "refresh_token") {
         const body = parse(refreshBody, req.body);
-        const outcome = await refreshSession(project.adminPool, body.refresh_token, {
+        const outcome = await refreshSession(project.authPool, body.refresh_token, {
           rotate: Boolean(settings.refresh_token_rotation_enabled),
           reuseIntervalSeconds: Number(settings.security_refresh_token_reuse_interval),
           timeboxSeconds: Number(settings.sessions_timebox) || 0,
@@ -1060,14 +1060,14 @@ export function authRouter(ctx: AppContext): Router {
         if (outcome.kind === "reused") {
           throw new AuthApiError(400, "refresh_token_already_used", "Invalid Refresh Token: Already Used");
         }
-        const user = (await userById(project.adminPool, outcome.userId))!;
+        const user = (await userById(project.authPool, outcome.userId))!;
         if (user.banned_until && user.banned_until.getTime() > Date.now())
           throw new AuthApiError(400, "user_banned", "User is banned");
         return sessionResponse(project, req, user, outcome, settings, "token_refresh");
       }
       if (grant === "pkce") {
         const body = parse(pkceBody, req.body);
-        return withAdminTransaction(project.adminPool, async (db) => {
+        return withAdminTransaction(project.authPool, async (db) => {
           const { rows } = await db.query(
             `select *, extract(epoch from now() - auth_code_issued_at) as age
                from auth.flow_state where auth_code = $1 and auth_code_issued_at is not null for update`,
@@ -1112,7 +1112,7 @@ export function authRouter(ctx: AppContext): Router {
     "/user",
     handle(async (project, req) => {
       const { claims, user } = await currentUser(project, req);
-      if (user) return apiUser(project.adminPool, user);
+      if (user) return apiUser(project.authPool, user);
       // A third-party token: the user is what its claims say.
       return {
         id: claims.sub,
@@ -1143,7 +1143,7 @@ export function authRouter(ctx: AppContext): Router {
         // A user with only a phone gets the nonce by SMS.
         if (!user.phone_confirmed_at)
           throw new AuthApiError(422, "phone_not_confirmed", "Please verify your phone first.");
-        const messageId = await withAdminTransaction(project.adminPool, (db) =>
+        const messageId = await withAdminTransaction(project.authPool, (db) =>
           sendPhoneOtp(
             db,
             tk.smsSender(project, settings, req),
@@ -1155,7 +1155,7 @@ export function authRouter(ctx: AppContext): Router {
         );
         return messageId ? { message_id: messageId } : {};
       }
-      await withAdminTransaction(project.adminPool, async (db) => {
+      await withAdminTransaction(project.authPool, async (db) => {
         await issueToken(db, settings, user, "reauthentication", {
           apiUrl: apiUrlOf(req),
           redirectTo: String(settings.site_url),
@@ -1178,8 +1178,8 @@ export function authRouter(ctx: AppContext): Router {
       const redirectTo = redirectTarget(settings, req.query.redirect_to);
       let passwordHash: string | undefined;
       if (body.password !== undefined) {
-        const assurance = sessionId ? await sessionAssurance(project.adminPool, sessionId) : undefined;
-        const verified = (await factorsOf(project.adminPool, user.id)).some((f) => f.status === "verified");
+        const assurance = sessionId ? await sessionAssurance(project.authPool, sessionId) : undefined;
+        const verified = (await factorsOf(project.authPool, user.id)).some((f) => f.status === "verified");
         if (verified && assurance?.aal !== "aal2") {
           throw new AuthApiError(
             401,
@@ -1210,13 +1210,13 @@ export function authRouter(ctx: AppContext): Router {
               "Updating email, phone, password of a SSO account only possible via SSO",
             );
           }
-          if (await userByPhone(project.adminPool, phone)) throw phoneExists();
+          if (await userByPhone(project.authPool, phone)) throw phoneExists();
           channel = channelOf(settings, body.channel);
           newPhone = phone;
         }
       }
       if (body.email !== undefined && body.email !== user.email) {
-        const taken = await userByEmail(project.adminPool, body.email);
+        const taken = await userByEmail(project.authPool, body.email);
         if (taken) {
           throw new AuthApiError(
             422,
@@ -1225,7 +1225,7 @@ export function authRouter(ctx: AppContext): Router {
           );
         }
       }
-      await withAdminTransaction(project.adminPool, async (db) => {
+      await withAdminTransaction(project.authPool, async (db) => {
         if (body.data) await mergeUserMetadata(db, user.id, "raw_user_meta_data", body.data);
         if (passwordHash) {
           await setUser(db, user.id, { encrypted_password: passwordHash, reauthentication_token: null });
@@ -1283,7 +1283,7 @@ export function authRouter(ctx: AppContext): Router {
           );
         throw e;
       });
-      return apiUser(project.adminPool, (await userById(project.adminPool, user.id))!);
+      return apiUser(project.authPool, (await userById(project.authPool, user.id))!);
     }),
   );
 
@@ -1300,7 +1300,7 @@ export function authRouter(ctx: AppContext): Router {
   ) {
     if (!settings.security_update_password_require_reauthentication) return;
     if (nonce === undefined) {
-      const { rows } = await project.adminPool.query(
+      const { rows } = await project.authPool.query(
         "select extract(epoch from now() - created_at) as age from auth.sessions where id::text = $1",
         [sessionId],
       );
@@ -1328,7 +1328,7 @@ export function authRouter(ctx: AppContext): Router {
     handle(async (project, req, res) => {
       const { user, sessionId } = await currentUser(project, req);
       const scope = z.enum(["global", "local", "others"]).catch("global").parse(req.query.scope);
-      if (user && sessionId) await endSessions(project.adminPool, user.id, sessionId, scope);
+      if (user && sessionId) await endSessions(project.authPool, user.id, sessionId, scope);
       res.status(204).end();
     }),
   );

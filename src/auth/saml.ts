@@ -295,7 +295,7 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
           "Error creating SAML Authentication Request: the identity provider has no HTTP-Redirect sign-on service",
         );
       }
-      await withAdminTransaction(project.adminPool, async (db) => {
+      await withAdminTransaction(project.authPool, async (db) => {
         // Sign-ins never finished leave their relay state (and unused PKCE state): cleared after an hour.
         await db.query(
           `with gone as (delete from auth.saml_relay_states where created_at < now() - interval '1 hour'
@@ -395,7 +395,7 @@ async function consumeAssertion(
   let redirectTo: string;
   if (z.string().uuid().safeParse(relayValue).success) {
     // Started here (POST /sso): the relay state names the provider and the request; it is used once.
-    const { rows } = await project.adminPool.query(
+    const { rows } = await project.authPool.query(
       `delete from auth.saml_relay_states where id = $1
        returning sso_provider_id, request_id, redirect_to, flow_state_id,
                  extract(epoch from now() - created_at) as age`,
@@ -534,7 +534,7 @@ async function consumeAssertion(
   const providerId = provider.id;
 
   let created: UserRow | undefined;
-  const outcome = await withAdminTransaction(project.adminPool, async (db) => {
+  const outcome = await withAdminTransaction(project.authPool, async (db) => {
     // SSO identities link only within their provider: one user per subject, never by address.
     const { rows } = await db.query(
       "select user_id from auth.identities where provider = $1 and provider_id = $2 for update",
@@ -556,7 +556,7 @@ async function consumeAssertion(
           ],
         )
       ).rows[0] as UserRow;
-      await beforeUserCreated(project.adminPool, settings, user, req.ip);
+      await beforeUserCreated(project.authPool, settings, user, req.ip);
       created = user;
     } else {
       if (user.banned_until && user.banned_until.getTime() > Date.now()) {
@@ -596,7 +596,7 @@ async function consumeAssertion(
     ]);
     return { kind: "session" as const, user: (await userById(db, user.id))!, session };
   });
-  if (created) await afterUserCreated(project.adminPool, settings, created, req.ip);
+  if (created) await afterUserCreated(project.authPool, settings, created, req.ip);
   const target = redirectTarget(settings, redirectTo);
   if (outcome.kind === "code") return withParams(target, { code: outcome.code }, "query");
   const s = await tk.sessionResponse(project, req, outcome.user, outcome.session, settings, "sso/saml");

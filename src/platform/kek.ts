@@ -114,6 +114,7 @@ export const SEALED_COLUMNS = [
   ["platform.projects", "ref", "jwt_secret"],
   ["platform.projects", "ref", "sql_role_password"],
   ["platform.projects", "ref", "read_role_password"],
+  ["platform.projects", "ref", "auth_role_password"],
   ["platform.clusters", "id", "admin_url"],
   ["platform.clusters", "id", "authenticator_password"],
   ["platform.project_root_keys", "project_ref", "root_key"],

@@ -73,13 +73,20 @@ export async function createProjectDatabase(cluster: Cluster, database: string):
 
 /**
  * Brings an opened project's database up to date: bootstrap files added since it was created, then its own
- * roles (sql/project/010_project_roles.sql): owner, SQL login and read-only login, CONNECT for them only; and
- * the login its data requests use (sql/project/650_project_authenticator.sql), with the cluster's
- * authenticator password.
+ * roles (sql/project/010_project_roles.sql): owner, SQL login and read-only login, CONNECT for them only; the
+ * login its data requests use (sql/project/650_project_authenticator.sql), with the cluster's authenticator
+ * password; and, given its password, the auth service's login (sql/project/640_auth_role.sql; a project moved
+ * to another cluster gets it when it is next opened).
  */
 export async function prepareProjectDatabase(
   databaseUrl: string,
-  roles: { ref: string; sqlPassword: string; readPassword: string; authenticatorPassword: string },
+  roles: {
+    ref: string;
+    sqlPassword: string;
+    readPassword: string;
+    authenticatorPassword: string;
+    authPassword?: string;
+  },
 ): Promise<void> {
   await retryingRoleChanges(() => applyBootstrap(databaseUrl, ["project"]));
   await retryingRoleChanges(async () => {
@@ -95,6 +102,9 @@ export async function prepareProjectDatabase(
         roles.ref,
         roles.authenticatorPassword,
       ]);
+      if (roles.authPassword !== undefined) {
+        await client.query("select _strata.ensure_auth_role($1, $2)", [roles.ref, roles.authPassword]);
+      }
       // The owner adds its tables to realtime's publication (`alter publication supabase_realtime add table`),
       // as the platform's postgres does: that needs the publication to be the owner's.
       const { rows } = await client.query(
@@ -134,7 +144,7 @@ export async function dropProjectDatabase(cluster: Cluster, database: string): P
 }
 
 /**
- * Drops a deleted project's roles (after its database): owner, SQL, read-only and data logins, temporary and
+ * Drops a deleted project's roles (after its database): owner, SQL, read-only, data and auth logins, temporary and
  * just-in-time logins.
  */
 export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<void> {
@@ -143,7 +153,13 @@ export async function dropProjectRoles(cluster: Cluster, ref: string): Promise<v
       `select rolname from pg_roles
         where rolname = any($1) or starts_with(rolname, $2) or starts_with(rolname, $3)`,
       [
-        [`postgres_${ref}`, `strata_sql_${ref}`, `strata_read_${ref}`, projectAuthenticator(ref)],
+        [
+          `postgres_${ref}`,
+          `strata_sql_${ref}`,
+          `strata_read_${ref}`,
+          `strata_auth_${ref}`,
+          projectAuthenticator(ref),
+        ],
         `cli_login_${ref}_`,
         `jit_${ref}_`,
       ],

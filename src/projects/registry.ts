@@ -9,7 +9,8 @@ import { DEFAULT_POOL_SIZE, ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } fro
 
 const PROJECT_SELECT = `
   select p.id, p.ref, p.name, p.organization_id, p.status, p.is_default, p.jwt_secret, p.legacy_keys_iat,
-         p.legacy_keys_enabled, p.database_name, p.sql_role_password, p.read_role_password, c.admin_url,
+         p.legacy_keys_enabled, p.database_name, p.sql_role_password, p.read_role_password, p.auth_role_password,
+         c.admin_url,
          c.authenticator_password, p.cluster_id, p.xmin::text as row_version,
          (select (s.value->>'default_pool_size')::int from platform.project_settings s
            where s.project_ref = p.ref and s.kind = 'pooler') as pool_size,
@@ -49,22 +50,29 @@ function toRecord(row: any, kek: KeyEncryptionKey): ProjectRecord {
       `strata_read_${row.ref}`,
       open(row.read_role_password, "platform.projects.read_role_password"),
     ),
+    authUrl: withCredentials(
+      adminUrl,
+      `strata_auth_${row.ref}`,
+      open(row.auth_role_password, "platform.projects.auth_role_password"),
+    ),
     replicaPorts: row.replica_ports ?? [],
     rowVersion: row.row_version,
   };
 }
 
-/** Gives a project row the passwords of its SQL roles the first time it is opened. */
+/** Gives a project row the passwords of its SQL and auth roles the first time it is opened. */
 async function withRolePasswords(pool: pg.Pool, kek: KeyEncryptionKey, row: any): Promise<any> {
-  if (row.sql_role_password && row.read_role_password) return row;
+  if (row.sql_role_password && row.read_role_password && row.auth_role_password) return row;
   const { rows } = await pool.query(
     `update platform.projects set sql_role_password = coalesce(sql_role_password, $2),
-       read_role_password = coalesce(read_role_password, $3)
-     where ref = $1 returning sql_role_password, read_role_password, xmin::text as row_version`,
+       read_role_password = coalesce(read_role_password, $3), auth_role_password = coalesce(auth_role_password, $4)
+     where ref = $1
+     returning sql_role_password, read_role_password, auth_role_password, xmin::text as row_version`,
     [
       row.ref,
       kek.seal(randomSecret(24), "platform.projects.sql_role_password"),
       kek.seal(randomSecret(24), "platform.projects.read_role_password"),
+      kek.seal(randomSecret(24), "platform.projects.auth_role_password"),
     ],
   );
   return { ...row, ...rows[0] };
@@ -259,6 +267,7 @@ export class ProjectRegistry {
       sqlPassword: kek.open(row.sql_role_password, "platform.projects.sql_role_password"),
       readPassword: kek.open(row.read_role_password, "platform.projects.read_role_password"),
       authenticatorPassword: kek.open(row.authenticator_password, "platform.clusters.authenticator_password"),
+      authPassword: kek.open(row.auth_role_password, "platform.projects.auth_role_password"),
     });
   }
 

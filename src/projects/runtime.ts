@@ -28,6 +28,8 @@ export interface ProjectRecord {
   sqlUrl: string;
   /** URL as `strata_read_<ref>`: read-only SQL, SELECT on the project's own schemas only. */
   readUrl: string;
+  /** URL as `strata_auth_<ref>`, the auth service's login: the auth schema's rows, the hooks granted to it. */
+  authUrl: string;
   /** Ports (on the primary's host) of the project's ACTIVE_HEALTHY read replicas: REST reads go there. */
   replicaPorts?: number[];
   /** The row's xmin when loaded: a change notice for this version is one the runtime already has. */
@@ -41,6 +43,12 @@ export const SUPERUSER_SESSION_OPTIONS = "-c search_path=pg_catalog,pg_temp";
 export const DEFAULT_POOL_SIZE = 10;
 /** A pooled connection idle this long is closed. */
 export const POOL_IDLE_MS = 30_000;
+
+/**
+ * The auth service's sessions resolve names in the catalog and the auth schema only, never in a schema the
+ * tenant writes: set at connection (it outranks the role's own defaults, which the role may change).
+ */
+const AUTH_SEARCH_PATH = "pg_catalog,auth,pg_temp";
 
 /** Notices of the DDL watch within this window cause one schema rebuild. */
 const DDL_DEBOUNCE_MS = 50;
@@ -63,6 +71,7 @@ export class ProjectRuntime {
   /** Data pools replaced after a schema change, ending after RETIRE_GRACE_MS (or at close). */
   private readonly retiredPools = new Set<pg.Pool>();
   private adminPoolInstance: pg.Pool | undefined;
+  private authPoolInstance: pg.Pool | undefined;
   /** Data-login pools on the read replicas, taken in turn by readPool. */
   private replicaPoolInstances: pg.Pool[] | undefined;
   private nextReplica = 0;
@@ -116,6 +125,15 @@ export class ProjectRuntime {
   get adminPool(): pg.Pool {
     this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3, SUPERUSER_SESSION_OPTIONS);
     return this.adminPoolInstance;
+  }
+
+  /**
+   * Small pool of `strata_auth_<ref>` connections for the auth service: its statements, and the project's
+   * Postgres-function hooks, run as that role, never as the superuser.
+   */
+  get authPool(): pg.Pool {
+    this.authPoolInstance ??= this.makePool(this.record.authUrl, 3, `-c search_path=${AUTH_SEARCH_PATH}`);
+    return this.authPoolInstance;
   }
 
   private makePool(connectionString: string, max: number, options?: string): pg.Pool {
@@ -217,10 +235,12 @@ export class ProjectRuntime {
       ...retired.map((pool) => pool.end().catch(() => {})),
       this.dataPoolInstance?.end().catch(() => {}),
       this.adminPoolInstance?.end().catch(() => {}),
+      this.authPoolInstance?.end().catch(() => {}),
       ...(this.replicaPoolInstances ?? []).map((pool) => pool.end().catch(() => {})),
     ]);
     this.replicaPoolInstances = undefined;
     this.dataPoolInstance = undefined;
     this.adminPoolInstance = undefined;
+    this.authPoolInstance = undefined;
   }
 }

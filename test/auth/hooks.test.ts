@@ -11,10 +11,14 @@ const totp = (secret: string, offset = 0) =>
 
 /**
  * The auth hooks as pg-functions: each SQL function logs the payload it got (the second channel) and
- * decides as the platform's hook contracts say.
+ * decides as the platform's hook contracts say. They run as the auth service's role, which gets what the
+ * platform's docs grant supabase_auth_admin.
  */
 const HOOKS_SQL = `
   create table public.hook_log (id bigserial primary key, hook text not null, payload jsonb not null);
+  grant usage on schema public to supabase_auth_admin;
+  grant select, insert on public.hook_log to supabase_auth_admin;
+  grant usage on sequence public.hook_log_id_seq to supabase_auth_admin;
   create function public.log_hook(hook text, event jsonb) returns void language sql as
     $$ insert into public.hook_log (hook, payload) values (hook, event) $$;
 

@@ -20,10 +20,15 @@ const hashOf = (phone: string, otp: string) =>
     .update(phone + otp)
     .digest("hex");
 
-/** The send-SMS hook as a pg-function: it keeps every code in a table the test reads by SQL. */
+/**
+ * The send-SMS hook as a pg-function: it keeps every code in a table the test reads by SQL (granted to
+ * supabase_auth_admin, the role hooks run as, as the platform's docs say).
+ */
 const OUTBOX_SQL = `
   create table public.sms_outbox (id bigserial primary key, phone text, otp text, sms_type text, user_phone text,
                                   new_phone text);
+  grant insert on public.sms_outbox to supabase_auth_admin;
+  grant usage on sequence public.sms_outbox_id_seq to supabase_auth_admin;
   create function public.send_sms(event jsonb) returns jsonb language plpgsql as $$
   begin
     insert into public.sms_outbox (phone, otp, sms_type, user_phone, new_phone)
