@@ -16,8 +16,8 @@ import { autoscaleDisk, grownSize } from "./autoscale";
  * `readonly/temporary-disable`, after which it comes back if its cause is still there.
  *
  * It is `default_transaction_read_only = on` for the project's own roles in its database (`ALTER ROLE ...
- * IN DATABASE ... SET`): data requests, the owner's and the SQL endpoint's logins. Strata's own superuser
- * sessions stay writable (in the default project the control plane lives in the same database). Open
+ * IN DATABASE ... SET`): data requests, the auth service, the owner's and the SQL endpoint's logins. Strata's
+ * own superuser sessions stay writable (in the default project the control plane lives in the same database). Open
  * sessions of those roles are ended so that pools reconnect with the new default.
  */
 
@@ -37,7 +37,12 @@ async function projectRoles(project: ProjectRuntime): Promise<string[]> {
   const { rows } = await project.adminPool.query(
     `select rolname from pg_roles where rolname = any($1) or starts_with(rolname, $2)`,
     [
-      [projectAuthenticator(project.ref), `postgres_${project.ref}`, `strata_sql_${project.ref}`],
+      [
+        projectAuthenticator(project.ref),
+        `postgres_${project.ref}`,
+        `strata_sql_${project.ref}`,
+        `strata_auth_${project.ref}`,
+      ],
       `cli_login_${project.ref}_`,
     ],
   );
