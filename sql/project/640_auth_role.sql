@@ -25,6 +25,7 @@ returns void language plpgsql set search_path = pg_catalog as $$
 declare
   auth_role text := 'strata_auth_' || ref;
   other record;
+  setting record;
 begin
   if ref !~ '^[a-z]{20}$' then
     raise exception 'invalid project ref %', ref;
@@ -35,8 +36,20 @@ begin
   execute format('alter role %I login nosuperuser nocreatedb nocreaterole noreplication nobypassrls inherit password %L',
     auth_role, password);
   -- Defaults its own code set for itself (a role may change its own): Strata's sessions start as Strata made them.
-  execute format('alter role %I reset all', auth_role);
-  execute format('alter role %I in database %I reset all', auth_role, current_database());
+  -- Read-only mode is Strata's own default of the role in this database (src/management/database-config/readonly.ts).
+  for setting in
+    select s.setdatabase <> 0 as in_database, split_part(c, '=', 1) as name
+      from pg_db_role_setting s, unnest(s.setconfig) c
+     where s.setrole = auth_role::regrole
+       and s.setdatabase in (0, (select oid from pg_database where datname = current_database()))
+  loop
+    continue when setting.in_database and setting.name = 'default_transaction_read_only';
+    if setting.in_database then
+      execute format('alter role %I in database %I reset %I', auth_role, current_database(), setting.name);
+    else
+      execute format('alter role %I reset %I', auth_role, setting.name);
+    end if;
+  end loop;
 
   -- No role is a member of the auth role (the project's owner must not become it), and it is a member of
   -- supabase_auth_admin only.

@@ -26,6 +26,18 @@ describe("Management API: read-only mode and disk", () => {
     expect(res.status === 201).toBe(after === before + 1);
     return res.status === 201;
   }
+  /** Signs a new user up through the auth service: true when the user was written. */
+  async function signUp(): Promise<boolean> {
+    const email = `ro-${Math.random().toString(36).slice(2)}@example.test`;
+    const res = await fetch(`${server.url}/auth/v1/signup`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ email, password: "a-long-password-1" }),
+    });
+    const { rows } = await server.sql("select count(*)::int as n from auth.users where email = $1", [email]);
+    expect(res.status === 200).toBe(rows[0].n === 1);
+    return res.status === 200;
+  }
   async function until(enabled: boolean) {
     for (;;) {
       const got = await mgmt(server, "GET", `${base}/readonly`);
@@ -51,8 +63,10 @@ describe("Management API: read-only mode and disk", () => {
     const on = await mgmt(server, "PUT", `${base}/readonly`, { enabled: true });
     expect(on.body).toMatchObject({ enabled: true, override_enabled: false });
     expect(await restWrite()).toBe(false);
+    expect(await signUp()).toBe(false);
     expect((await mgmt(server, "PUT", `${base}/readonly`, { enabled: false })).body.enabled).toBe(false);
     expect(await restWrite()).toBe(true);
+    expect(await signUp()).toBe(true);
     expect((await mgmt(server, "PUT", `${base}/readonly`, { enabled: "yes" })).status).toBe(400);
   });
 

@@ -15,8 +15,9 @@ import { testTempDir } from "../helpers/tempDir";
  * rows, in the main database), then started with this version.
  */
 async function oldLayout(url: string, dataDir: string): Promise<{ ref: string; jwtSecret: string }> {
-  // The control-plane files that existed before it had its own database (up to 899).
-  await applyBootstrap(url, ["platform"], (version) => version < "900");
+  // The control-plane files that existed before it had its own database (up to 899), and the users' admin flag
+  // that today's first-start code (which makes the old installation here) writes.
+  await applyBootstrap(url, ["platform"], (version) => version < "900" || version === "940");
   const kek = loadKek("", TEST_KEK);
   const client = new pg.Client({ connectionString: url });
   await client.connect();
