@@ -17,6 +17,7 @@ import {
   type KeyEncryptionKey,
 } from "./platform/kek";
 import { ensureLoginPassword } from "./db/loginRoles";
+import type { ClusterLogRecord } from "./db/clusterLog";
 import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded";
 import { createLogger, type Logger } from "./log";
 import { DEFAULT_CLUSTER_ID, ensureFirstStart } from "./platform/firstStart";
@@ -161,7 +162,7 @@ export async function describeDefaultProject(
 export async function prepareDatabase(
   config: StrataConfig,
   log: Logger,
-  onPostgresLog: (chunk: string) => void = () => {},
+  onPostgresLog: (record: ClusterLogRecord) => void = () => {},
 ) {
   let embedded: EmbeddedDatabase | undefined;
   let adminUrl = config.databaseUrl;
@@ -169,9 +170,9 @@ export async function prepareDatabase(
     embedded = await startEmbeddedPostgres(
       config.dataDir,
       config.embeddedPgPort,
-      (line) => {
-        log.debug({ postgres: line.trim() }, "embedded postgres");
-        onPostgresLog(line);
+      (record) => {
+        log.debug({ postgres: record.message, severity: record.error_severity }, "embedded postgres");
+        onPostgresLog(record);
       },
       config.embeddedPgListen,
       // Every start archives WAL (a CLI command's too: a gap would end point-in-time restores there).
@@ -220,7 +221,7 @@ export async function startStrata(
 ): Promise<RunningStrata> {
   // The embedded cluster's log is read for failed logins (network bans) once its access rules exist.
   let access: ClusterAccess | undefined;
-  const db = await prepareDatabase(config, log, (chunk) => access?.observeLog(chunk));
+  const db = await prepareDatabase(config, log, (record) => access?.observeLog(record));
   if (db.embedded)
     access = new ClusterAccess(
       db.platformPool,
@@ -239,11 +240,11 @@ export async function startStrata(
   await registry.watchControlPlane(db.controlUrl);
   const usage = new UsageRecorder(db.platformPool, log);
   const logs = new LogRecorder(db.platformPool, log, config.logRetentionHours);
-  // The log lines of each cluster Strata runs become its projects' postgres_logs (a DATABASE_URL cluster's log
+  // The log records of each cluster Strata runs become its projects' postgres_logs (a DATABASE_URL cluster's log
   // is not Strata's to read).
   const readPostgresLogs = (clusterAccess: ClusterAccess) => {
     const postgresLogs = new PostgresLogReader(db.platformPool, clusterAccess.clusterId, logs);
-    clusterAccess.onLine = (line) => postgresLogs.observe(line);
+    clusterAccess.onRecord = (record) => postgresLogs.observe(record);
   };
   if (access) readPostgresLogs(access);
   const drains = new DrainForwarder(db.platformPool, kekOf(db.platformPool), log, () => logs.flush());

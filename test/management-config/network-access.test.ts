@@ -7,7 +7,7 @@ import pg from "pg";
 import { startStrata, type RunningStrata } from "../../src/app";
 import { loadConfig } from "../../src/config";
 import { createLogger } from "../../src/log";
-import { BAN_DURATION_MS, intersectCidrs, renderAccessBlock } from "../../src/projects/access";
+import { BAN_DURATION_MS, banAddress, intersectCidrs, renderAccessBlock } from "../../src/projects/access";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_MANAGEMENT_TOKEN } from "../helpers/server";
 import { testTempDir } from "../helpers/tempDir";
 
@@ -276,21 +276,65 @@ describe("pg_hba.conf rules", () => {
         database: "db1",
         restrictions: { dbAllowedCidrs: ["10.0.0.0/8"], dbAllowedCidrsV6: [] },
         sslEnforced: true,
-        banned: ["10.9.9.9"],
+        // Only single addresses become rules, in canonical form; anything else is left out.
+        banned: ["10.9.9.9", "::ffff:10.8.8.8", "0.0.0.0/0", "all", "1.2.3.4 trust", "127.0.0.1"],
+        loopbackBans: [
+          { address: "127.0.0.1", user: "postgres_abc" },
+          { address: "127.0.0.1", user: "authenticator" },
+          { address: "10.1.1.1", user: "postgres_abc" },
+          { address: "::1", user: 'x" trust' },
+        ],
         jitLogins: [{ role: "jit_x", cidrs: ["10.2.0.0/16", "172.16.0.0/12"] }],
       },
     ]);
+    const strata = '"postgres","authenticator",/^strata_(sql|read)_[a-z]{20}$';
     expect(lines.slice(2, -1)).toEqual([
-      "host all all 127.0.0.1/32 scram-sha-256",
-      "host all all ::1/128 scram-sha-256",
+      `host all ${strata} 127.0.0.1/32 scram-sha-256`,
+      `host all ${strata} ::1/128 scram-sha-256`,
       "host replication +strata_replication 127.0.0.1/32 scram-sha-256",
       "host replication +strata_replication ::1/128 scram-sha-256",
+      "# Tenant logins banned from loopback, then every other loopback connection",
+      'host "db1" "postgres_abc" 127.0.0.1/32 reject',
+      "host all all 127.0.0.1/32 scram-sha-256",
+      "host all all ::1/128 scram-sha-256",
       'host "db1" all 10.9.9.9/32 reject',
+      'host "db1" all 10.8.8.8/32 reject',
       'hostssl "db1" "jit_x" 10.2.0.0/16 scram-sha-256',
       'host "db1" "jit_x" all reject',
       'hostssl "db1" all 10.0.0.0/8 scram-sha-256',
       'host "db1" all all reject',
       "host all all all scram-sha-256",
     ]);
+  });
+
+  it("takes a single address, canonical, as a ban, and nothing else", () => {
+    const valid: [string, string][] = [
+      ["1.2.3.4", "1.2.3.4"],
+      ["::ffff:1.2.3.4", "1.2.3.4"],
+      ["2001:DB8:0:0:0:0:0:1", "2001:db8::1"],
+      ["127.0.0.1", "127.0.0.1"],
+    ];
+    for (const [value, canonical] of valid) expect(banAddress(value)).toBe(canonical);
+    for (const value of [
+      "0.0.0.0",
+      "::",
+      "0.0.0.0/0",
+      "10.0.0.0/8",
+      "1.2.3.4/32",
+      "all",
+      "samehost",
+      "localhost",
+      "1.2.3.4 trust",
+      '"1.2.3.4"',
+      "1.2.3.4\nhost all all all trust",
+      "fe80::1%eth0",
+      "127.1",
+      "0x7f.0.0.1",
+      "01.2.3.4",
+      "255.255.255.255",
+      "224.0.0.1",
+      "",
+    ])
+      expect(banAddress(value)).toBeUndefined();
   });
 });

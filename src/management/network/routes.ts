@@ -6,7 +6,9 @@ import {
   BANS_DEFAULTS,
   RESTRICTIONS_DEFAULTS,
   SSL_DEFAULTS,
+  banAddress,
   checkCidr,
+  liftBans,
   type Restrictions,
 } from "../../projects/access";
 import type { ProjectRuntime } from "../../projects/runtime";
@@ -195,8 +197,11 @@ export function networkRoutes(ctx: AppContext): Router {
   );
 
   const bansRead = { permission: "database_network_bans_read", scope: "projects:read" };
-  const banned = async (project: ProjectRuntime) =>
-    (await readSettings(ctx, project.ref, "network_bans", BANS_DEFAULTS)).banned;
+  /** The banned addresses, canonical; an entry that is not one address bans nothing and is not listed. */
+  const banned = async (project: ProjectRuntime) => {
+    const stored = (await readSettings(ctx, project.ref, "network_bans", BANS_DEFAULTS)).banned;
+    return [...new Set(stored.map(banAddress).filter((a) => a !== undefined))];
+  };
   route(
     ctx,
     router,
@@ -248,7 +253,9 @@ export function networkRoutes(ctx: AppContext): Router {
       summary: "Lifts bans (`requester_ip: true` also lifts the caller's own address)",
       access: { permission: "database_network_bans_write", scope: "projects:write" },
       body: z.object({
-        ipv4_addresses: z.array(z.string().refine((a) => isIP(a) !== 0, "must be an IP address")),
+        ipv4_addresses: z.array(
+          z.string().refine((a) => banAddress(a) !== undefined, "must be a single IP address"),
+        ),
         requester_ip: z.boolean().optional(),
         identifier: z.string().optional(),
       }),
@@ -256,19 +263,10 @@ export function networkRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ project, body, req }) => {
-      const lifted = new Set(body.ipv4_addresses);
-      const caller = req.ip?.replace(/^::ffff:/, "");
-      if (body.requester_ip && caller) lifted.add(caller);
-      // One statement, so a ban the log watcher adds meanwhile is not lost.
-      await ctx.platformPool.query(
-        `update platform.project_settings
-            set value = jsonb_set(value, '{banned}', coalesce((select jsonb_agg(a) from jsonb_array_elements_text(value->'banned') a
-                                                       where not a = any($2)), '[]'::jsonb))
-                        || jsonb_build_object('expires_at', coalesce(value->'expires_at', '{}'::jsonb) - $2::text[]),
-                updated_at = now()
-          where project_ref = $1 and kind = 'network_bans'`,
-        [project.ref, [...lifted]],
-      );
+      const lifted = [...body.ipv4_addresses];
+      const caller = banAddress(req.ip);
+      if (body.requester_ip && caller) lifted.push(caller);
+      await liftBans(ctx.platformPool, project.ref, lifted);
       await enforce(ctx, project);
       return {};
     },
