@@ -22,10 +22,13 @@ const METHOD = "scram-sha-256";
  * tenant login is, see renderAccessBlock).
  */
 export const STRATA_ADDRESSES = ["127.0.0.1", "::1"];
-/** Strata's own logins are the cluster's superuser, the data requests' login and each project's SQL logins. */
-const STRATA_LOGINS = ["authenticator"];
-/** A project's SQL and read-only logins (sql/project/010_project_roles.sql); tenants cannot create roles. */
-const STRATA_PROJECT_LOGIN = /^strata_(sql|read)_[a-z]{20}$/;
+/** Strata's own logins are the cluster's superuser, the shared data login and the log queries' reader. */
+const STRATA_LOGINS = ["authenticator", "strata_log_reader"];
+/**
+ * A project's SQL, read-only, auth and data logins (sql/project/010_project_roles.sql, 640_auth_role.sql,
+ * 650_project_authenticator.sql); tenants cannot create roles.
+ */
+const STRATA_PROJECT_LOGIN = /^(strata_(sql|read|auth)|authenticator)_[a-z]{20}$/;
 /** Every tenant login role (`postgres_<ref>`, JIT and CLI logins) is a plain lowercase name. */
 const PLAIN_ROLE = /^[a-z_][a-z0-9_]{0,62}$/;
 
