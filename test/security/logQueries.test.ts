@@ -255,6 +255,14 @@ describe("log queries are confined to the project's log views", () => {
       [LOG_READER],
     );
     expect(privileges.rows[0].any).toBe(false);
+    // Nor can it call a function that runs as another role or changes settings (a SET clause).
+    const reachable = await server.controlSql(
+      `select count(*)::int as n from pg_proc p
+        where (p.prosecdef or p.proconfig is not null) and has_function_privilege($1, p.oid, 'execute')
+          and has_schema_privilege($1, p.pronamespace, 'usage')`,
+      [LOG_READER],
+    );
+    expect(reachable.rows[0].n).toBe(0);
   });
 
   it("keeps the scope: set_config and a changed ref read nothing of another project", async () => {
