@@ -27,7 +27,7 @@ export function controlDatabaseName(mainUrl: string): string {
 
 /**
  * Makes the control plane's database ready: created when missing, closed to every role but Strata's own
- * superuser connection (no project role may connect to it), bootstrapped, and holding the control plane of
+ * superuser connection and the log queries' reader (no project role may connect to it), bootstrapped, and holding the control plane of
  * an installation that kept it in the main database's `platform` schema (moved with every row intact).
  * Returns its URL.
  */
@@ -40,6 +40,10 @@ export async function prepareControlDatabase(mainUrl: string): Promise<string> {
     await createControlDatabase(main, databaseName(controlUrl));
     if (await hasOldLayout(main)) await moveControlPlane(main, controlUrl);
     await applyBootstrap(controlUrl, ["platform"]);
+    // The one role besides Strata's own that connects here: log queries' reader (src/logs/query.ts).
+    await runUtilityStatement(main, "grant connect on database %I to strata_log_reader", [
+      databaseName(controlUrl),
+    ]);
   } finally {
     await main.query("select pg_advisory_unlock($1)", [CONTROL_LOCK]).catch(() => {});
     await main.end();

@@ -29,6 +29,14 @@ export class KeyEncryptionKey {
     return SEALED + Buffer.concat([iv, cipher.getAuthTag(), body]).toString("base64url");
   }
 
+  /**
+   * A secret derived from the key for `purpose` (a login role's password): every node of the installation
+   * gets the same one, and it is stored nowhere. A new key (rotation) derives a new one.
+   */
+  derivedSecret(purpose: string): string {
+    return this.keyFor(`derived:${purpose}`).toString("base64url");
+  }
+
   /** The plain value; a value stored before sealing existed passes through (start-up seals those). */
   open(stored: string, purpose: string): string {
     if (!isSealed(stored)) return stored;

@@ -114,11 +114,6 @@ describe("Custom hostname and vanity subdomain", () => {
     const { name, value } = started.body.data.result.ownership_verification;
     expect(name).toBe(`_strata-challenge.${hostname}`);
     expect(value).toMatch(/^\S{20,}$/);
-    // Another project cannot take the same name.
-    const taken = await mgmt(server, "POST", `/v1/projects/${server.ref}/custom-hostname/initialize`, {
-      body: { custom_hostname: hostname },
-    });
-    expect(taken.status).toBe(400);
 
     // Without records: not verified, and activation is refused.
     const unverified = await mgmt(server, "POST", `/v1/projects/${ref}/custom-hostname/reverify`);
@@ -152,6 +147,141 @@ describe("Custom hostname and vanity subdomain", () => {
     expect((await mgmt(server, "GET", `/v1/projects/${ref}/custom-hostname`)).body.status).toBe(
       "1_not_started",
     );
+  });
+
+  it("reserves a custom hostname only for the project its DNS records verify for, and tells no one of another's claim", async () => {
+    const hostname = "shop.owner.example";
+    const initialize = (project: string, name = hostname) =>
+      mgmt(server, "POST", `/v1/projects/${project}/custom-hostname/initialize`, {
+        body: { custom_hostname: name },
+      });
+    const reverify = (project: string) =>
+      mgmt(server, "POST", `/v1/projects/${project}/custom-hostname/reverify`);
+    const activate = (project: string) =>
+      mgmt(server, "POST", `/v1/projects/${project}/custom-hostname/activate`);
+    /** An answer without what is the asking project's own (its name, token, origin): what it could learn. */
+    const shapeOf = (body: any) => ({
+      status: body.status,
+      verification_errors: body.data.result.verification_errors,
+      result_status: body.data.result.status,
+      errors: body.data.errors,
+      messages: body.data.messages,
+    });
+    const rows = async () =>
+      (
+        await server.controlSql(
+          "select project_ref, status from platform.project_hostnames where hostname = $1 order by status",
+          [hostname],
+        )
+      ).rows;
+
+    // The squatter (the default project) asks first: a request, which holds nothing.
+    const squatted = await initialize(server.ref);
+    expect(squatted.status).toBe(201);
+    const owned = await initialize(ref);
+    expect(owned.status).toBe(201);
+    expect(shapeOf(owned.body)).toEqual(shapeOf(squatted.body));
+    const token = owned.body.data.result.ownership_verification.value;
+    expect(token).not.toBe(squatted.body.data.result.ownership_verification.value);
+
+    // The name's DNS owner points it at the owner's project, with the owner's token.
+    dns.cname.set(hostname, `${ref}.localhost`);
+    dns.txt.set(`_strata-challenge.${hostname}`, token);
+    const squatterCheck = await reverify(server.ref);
+    expect(squatterCheck.body.status).toBe("2_initiated");
+    expect(squatterCheck.body.data.result.verification_errors).toHaveLength(2);
+    expect((await activate(server.ref)).status).toBe(400);
+    expect((await reverify(ref)).body.status).toBe("4_origin_setup_completed");
+    expect((await activate(ref)).body.status).toBe("5_services_reconfigured");
+
+    // Asked for anew by the squatter, a held name answers as a name no one holds does.
+    expect((await mgmt(server, "DELETE", `/v1/projects/${server.ref}/custom-hostname`)).status).toBe(200);
+    const again = await initialize(server.ref);
+    const fresh = await initialize(server.ref, "unused.owner.example");
+    expect(shapeOf(again.body)).toEqual(shapeOf(fresh.body));
+    expect(JSON.stringify(again.body)).not.toContain(ref);
+    await initialize(server.ref);
+    expect((await reverify(server.ref)).body.status).toBe("2_initiated");
+    expect((await activate(server.ref)).status).toBe(400);
+    expect((await mgmt(server, "DELETE", `/v1/projects/${server.ref}/custom-hostname`)).status).toBe(200);
+
+    // Second channels: the rows, and the project the name serves.
+    expect(await rows()).toEqual([{ project_ref: ref, status: "5_services_reconfigured" }]);
+    expect(await restAt(server, hostname, anonKey)).toEqual({
+      status: 200,
+      body: [{ label: "named project" }],
+    });
+
+    // The DNS owner decides: pointed at the other project, the name moves there once it verifies.
+    await initialize(server.ref);
+    const moved = (await initialize(server.ref)).body.data.result.ownership_verification.value;
+    dns.cname.set(hostname, `${server.ref}.localhost`);
+    dns.txt.set(`_strata-challenge.${hostname}`, moved);
+    expect((await reverify(server.ref)).body.status).toBe("4_origin_setup_completed");
+    expect(await rows()).toEqual([
+      { project_ref: ref, status: "2_initiated" },
+      { project_ref: server.ref, status: "4_origin_setup_completed" },
+    ]);
+    expect(await restAt(server, hostname, anonKey)).toMatchObject({ status: 401 });
+    expect((await activate(ref)).status).toBe(400);
+    expect((await reverify(ref)).body.status).toBe("2_initiated");
+    expect((await mgmt(server, "DELETE", `/v1/projects/${server.ref}/custom-hostname`)).status).toBe(200);
+    expect((await mgmt(server, "DELETE", `/v1/projects/${ref}/custom-hostname`)).status).toBe(200);
+  });
+
+  it("refuses reserved vanity subdomains and names that read like them, or like a project's ref", async () => {
+    const lookalike = `${server.ref.slice(0, 10)}-${server.ref.slice(10)}`;
+    const digit = `${server.ref.slice(0, 5)}0${server.ref.slice(6)}`;
+    for (const name of [
+      "www",
+      "api",
+      "admin",
+      "mail",
+      "smtp",
+      "dashboard",
+      "studio",
+      "storage",
+      "realtime",
+      "pooler",
+      "localhost",
+      "ww-w",
+      "w-w-w",
+      "adm1n",
+      "adrnin",
+      "ma1l",
+      "st0rage",
+      "rea1time",
+      "vvww",
+      server.ref,
+      lookalike,
+      digit,
+    ]) {
+      for (const action of ["check-availability", "activate"]) {
+        const res = await mgmt(server, "POST", `/v1/projects/${ref}/vanity-subdomain/${action}`, {
+          body: { vanity_subdomain: name },
+        });
+        expect({ name, action, status: res.status, message: res.body.message }).toEqual({
+          name,
+          action,
+          status: 400,
+          message: expect.stringMatching(/reserved/),
+        });
+      }
+    }
+    const vanity = await server.controlSql(
+      "select count(*)::int as n from platform.project_hostnames where kind = 'vanity'",
+    );
+    expect(vanity.rows[0].n).toBe(0);
+    expect(await restAt(server, "www.localhost", anonKey)).toMatchObject({ status: 401 });
+    // Names that only contain a reserved word are anyone's.
+    for (const name of ["my-api-shop", "webshop", "mailroom-tools"])
+      expect(
+        (
+          await mgmt(server, "POST", `/v1/projects/${ref}/vanity-subdomain/check-availability`, {
+            body: { vanity_subdomain: name },
+          })
+        ).body,
+      ).toEqual({ available: true });
   });
 
   it("serves a vanity subdomain from its activation until its deletion", async () => {

@@ -5,6 +5,7 @@ import { functionRuntimeOf } from "../../functions/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { queryLogs } from "../../logs/query";
+import { kekOf } from "../../platform/kek";
 import { LOG_RETENTION_DAYS, projectBilling, requireFeature } from "../billing/plans";
 import { createDrain, deleteDrain, drainsOf, updateDrain, type DrainInput } from "../../logs/drainStore";
 import { DRAIN_BACKENDS, type DrainRow } from "../../logs/drains";
@@ -128,7 +129,10 @@ async function runLogQuery(ctx: AppContext, ref: string, query: z.infer<typeof L
   const sql =
     query.sql?.trim() ||
     "select id, timestamp, event_message, metadata from edge_logs order by timestamp desc limit 100";
-  const result = await queryLogs(ctx.controlUrl, { ref, sql, start: new Date(start), end: new Date(end) });
+  const result = await queryLogs(
+    { controlUrl: ctx.controlUrl, kek: kekOf(ctx.platformPool) },
+    { ref, sql, start: new Date(start), end: new Date(end) },
+  );
   if ("error" in result) throw new HttpError(400, result.error);
   return { result: result.rows, error: null };
 }

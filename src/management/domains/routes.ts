@@ -6,21 +6,20 @@ import { HttpError } from "../http";
 import { requireFeature } from "../billing/plans";
 import { route } from "../route";
 import { challengeName, resolverFor, verifyHostnameRecords } from "./dns";
+import { reservedNameProblem } from "./reservedNames";
 import { customHostnameResponse, vanitySubdomainResponse } from "./shapes";
 import {
-  claimHostname,
+  activateCustomHostname,
+  claimVanityHostname,
   hostnameOf,
   isHostnameTaken,
+  NOT_STARTED,
+  recordVerification,
   releaseHostname,
-  setHostnameStatus,
+  requestCustomHostname,
+  SERVED,
   type HostnameRow,
 } from "./store";
-
-// The platform's custom hostname states (its Cloudflare flow); Strata uses the ones that apply to it.
-const NOT_STARTED = "1_not_started";
-const INITIATED = "2_initiated";
-const VERIFIED = "4_origin_setup_completed";
-const SERVED = "5_services_reconfigured";
 
 const hostnameSchema = z
   .string()
@@ -35,7 +34,10 @@ const hostnameSchema = z
 const subdomainSchema = z
   .string()
   .regex(/^[a-z0-9][a-z0-9-]{2,62}$/, "must be 3-63 lowercase letters, digits or dashes")
-  .refine((v) => !/^[a-z]{20}$/.test(v), "has the shape of a project ref, which is reserved");
+  .superRefine((name, check) => {
+    const problem = reservedNameProblem(name);
+    if (problem) check.addIssue({ code: "custom", message: `${name} ${problem}` });
+  });
 
 /** The platform's custom hostname answer for a project's row (or for none). */
 function customHostnameBody(ctx: AppContext, ref: string, row: HostnameRow | undefined) {
@@ -66,8 +68,10 @@ function customHostnameBody(ctx: AppContext, ref: string, row: HostnameRow | und
 }
 
 /**
- * Custom hostname (initialize → DNS records verified by reverify → activate: Strata serves the project's
- * APIs at it) and vanity subdomain (`<name>.<STRATA_DOMAIN>`, served at once). A name belongs to one project.
+ * Custom hostname (initialize: the project's request and the DNS records to make → reverify: the records
+ * verify, and the name becomes the project's → activate: Strata serves the project's APIs at it) and vanity
+ * subdomain (`<name>.<STRATA_DOMAIN>`, served at once, never a reserved name). A name belongs to one project,
+ * and no answer tells a project whether another asked for or holds a custom hostname.
  */
 export function domainRoutes(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
@@ -119,14 +123,9 @@ export function domainRoutes(ctx: AppContext): Router {
           400,
           `custom_hostname must not be under ${ctx.config.domain}, which Strata serves itself`,
         );
-      const claimed = await claimHostname(ctx.platformPool, {
-        hostname,
-        project_ref: project.ref,
-        kind: "custom",
-        status: INITIATED,
-        verification_token: randomSecret(24),
-      });
-      if (!claimed) throw new HttpError(400, `The hostname ${hostname} is already used by another project`);
+      // Only a request: the name is the project's once reverify finds its records (a squatter's request
+      // holds nothing, and the answer is the same whether another project asked for or holds the name).
+      await requestCustomHostname(ctx.platformPool, project.ref, hostname, randomSecret(24));
       await served();
       return answer(project.ref);
     },
@@ -152,9 +151,8 @@ export function domainRoutes(ctx: AppContext): Router {
         `${project.ref}.${ctx.config.domain}`,
         row.verification_token,
       );
-      // An active hostname keeps serving while its records are being changed; the errors are reported.
-      const status = row.status === SERVED ? SERVED : errors.length ? INITIATED : VERIFIED;
-      await setHostnameStatus(ctx.platformPool, project.ref, "custom", status, errors);
+      await recordVerification(ctx.platformPool, row, errors);
+      await served();
       return answer(project.ref);
     },
   );
@@ -172,13 +170,12 @@ export function domainRoutes(ctx: AppContext): Router {
     },
     async ({ project }) => {
       await requireFeature(ctx.platformPool, project.ref, "custom_domain");
-      const row = await initialized(project.ref);
-      if (row.status !== VERIFIED && row.status !== SERVED)
+      await initialized(project.ref);
+      if (!(await activateCustomHostname(ctx.platformPool, project.ref)))
         throw new HttpError(
           400,
           "The custom hostname's DNS records are not verified yet: create them and call reverify",
         );
-      await setHostnameStatus(ctx.platformPool, project.ref, "custom", SERVED, []);
       await served();
       return answer(project.ref);
     },
@@ -260,14 +257,7 @@ export function domainRoutes(ctx: AppContext): Router {
     async ({ project, body }) => {
       const hostname = vanityHost(body.vanity_subdomain);
       await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
-      const claimed = await claimHostname(ctx.platformPool, {
-        hostname,
-        project_ref: project.ref,
-        kind: "vanity",
-        status: "active",
-        verification_token: "",
-      });
-      if (!claimed)
+      if (!(await claimVanityHostname(ctx.platformPool, project.ref, hostname)))
         throw new HttpError(400, `The vanity subdomain ${body.vanity_subdomain} is not available`);
       await served();
       return { custom_domain: hostname };

@@ -1,3 +1,4 @@
+import { timingSafeEqual } from "node:crypto";
 import { isIP } from "node:net";
 import { Router } from "express";
 import { z } from "zod";
@@ -171,6 +172,39 @@ async function memberOfProject(ctx: AppContext, project: ProjectRuntime, userId:
     [project.ref, userId],
   );
   return rows.length > 0;
+}
+
+/** Whether `token` is the one whose SHA-256 is `storedHash`, in time independent of where they differ. */
+function tokenMatches(token: string, storedHash: string): boolean {
+  const presented = Buffer.from(sha256(token), "hex");
+  const stored = Buffer.from(storedHash, "hex");
+  return stored.length === presented.length && timingSafeEqual(stored, presented);
+}
+
+/**
+ * Takes the project's invitation for `email` that `token` opens: deleted as it is taken, so it serves once
+ * (of two acceptances at once, one gets it); an expired one is refused. Answers the roles it gives.
+ */
+async function takeInvitation(
+  ctx: AppContext,
+  ref: string,
+  email: string,
+  token: string,
+): Promise<JitRole[]> {
+  const { rows } = await ctx.platformPool.query<{ id: string; token_hash: string }>(
+    "select id, token_hash from platform.jit_invites where project_ref = $1 and email = $2",
+    [ref, email],
+  );
+  const invite = rows.find((r) => tokenMatches(token, r.token_hash));
+  const { rows: taken } = invite
+    ? await ctx.platformPool.query<{ roles: JitRole[]; expired: boolean }>(
+        "delete from platform.jit_invites where id = $1 returning roles, expires_at <= now() as expired",
+        [invite.id],
+      )
+    : { rows: [] };
+  if (!taken.length) throw new HttpError(404, "No such invitation");
+  if (taken[0].expired) throw new HttpError(403, "The invitation has expired: ask for a new one");
+  return taken[0].roles;
 }
 
 const STATE = { state: "disabled" as "enabled" | "disabled" };
@@ -362,16 +396,17 @@ export function jitRoutes(ctx: AppContext): Router {
         };
       });
       const { rows: invites } = await ctx.platformPool.query(
-        "select id, email, roles from platform.jit_invites where project_ref = $1 order by created_at",
+        `select id, email, roles, extract(epoch from expires_at)::bigint as expires_at from platform.jit_invites
+          where project_ref = $1 and expires_at > now() order by created_at`,
         [project.ref],
       );
       for (const invite of invites)
-        // Not yet anyone's: the invitee's user id is known once it accepts.
+        // Not yet anyone's: the invitee's user id is known once it accepts; until then it may be accepted.
         items.push({
           user_id: "",
           primary_email: invite.email,
           invite_id: invite.id,
-          expires_at: null,
+          expires_at: Number(invite.expires_at),
           user_roles: (invite.roles as JitRole[]).map(givenRoleOut),
         });
       return { items };
@@ -403,7 +438,8 @@ export function jitRoutes(ctx: AppContext): Router {
       method: "post",
       project: "any",
       path: `${base}/invite`,
-      summary: "Invites an email to just-in-time roles; the token is answered once, for the invitee",
+      summary:
+        "Invites an email to just-in-time roles; the token is answered once, for the invitee, and accepted once within 7 days",
       access: jitWrite,
       body: z.object({ email: z.email(), roles: z.array(JitRole).min(1).max(ROLES.length) }).strict(),
       response: z.object({
@@ -416,6 +452,10 @@ export function jitRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       const token = randomSecret(24);
+      await ctx.platformPool.query(
+        "delete from platform.jit_invites where project_ref = $1 and expires_at <= now()",
+        [project.ref],
+      );
       const { rows } = await ctx.platformPool.query(
         `insert into platform.jit_invites (project_ref, email, token_hash, roles) values ($1, lower($2), $3, $4)
          returning id`,
@@ -444,14 +484,8 @@ export function jitRoutes(ctx: AppContext): Router {
       );
       if (me[0]?.email !== body.email.toLowerCase())
         throw new HttpError(403, "The invitation is for another email address");
-      const { rows } = await ctx.platformPool.query(
-        `delete from platform.jit_invites where project_ref = $1 and email = lower($2) and token_hash = $3
-         returning roles`,
-        [project.ref, body.email, sha256(body.token)],
-      );
-      if (!rows.length) throw new HttpError(404, "No such invitation");
+      const invited = await takeInvitation(ctx, project.ref, me[0].email, body.token);
       const current = (await grantsOf(ctx, project.ref, caller(req))).map(roleOut);
-      const invited = rows[0].roles as JitRole[];
       const merged = [
         ...current.filter((c) => !invited.some((i) => i.role === c.role)),
         ...invited,
