@@ -15,16 +15,19 @@ import { mgmt } from "../management/client";
  * gets (no timeout: Deno refuses before connecting).
  */
 
-async function deploy(server: TestServer, slug: string, files: Record<string, string>) {
+function deployment(server: TestServer, slug: string, files: Record<string, string>) {
   const form = new FormData();
   form.append("metadata", JSON.stringify({ entrypoint_path: "index.ts", name: slug, verify_jwt: false }));
   for (const [name, content] of Object.entries(files)) form.append("file", new Blob([content]), name);
-  const res = await fetch(`${server.url}/v1/projects/${server.ref}/functions/deploy?slug=${slug}`, {
+  return fetch(`${server.url}/v1/projects/${server.ref}/functions/deploy?slug=${slug}`, {
     method: "POST",
     headers: { authorization: `Bearer ${server.managementToken}` },
     body: form,
   });
-  expect(res.status).toBe(201);
+}
+
+async function deploy(server: TestServer, slug: string, files: Record<string, string>) {
+  expect((await deployment(server, slug, files)).status).toBe(201);
 }
 
 const invoke = (server: TestServer, slug: string, body?: unknown) =>
@@ -220,6 +223,19 @@ describe("Edge functions' network", () => {
     expect(withSecret.proxied).not.toMatch(/SOCKS|socks|Invalid response version/);
     expect(withSecret.variable).toBe("ok: undefined");
     await mgmt(server, "DELETE", `/v1/projects/${server.ref}/secrets`, { body: ["ALL_PROXY"] });
+    expect(connections).toBe(0);
+  });
+
+  it("refuses a deployment naming its own npm registry, which Deno would fetch from outside the rules", async () => {
+    const res = await deployment(server, "registry", {
+      "deno.json": "{}",
+      ".npmrc": `registry=http://127.0.0.1:${targetPort}/`,
+      "index.ts": "import pad from 'npm:left-pad@1.3.0';\nDeno.serve(() => new Response(pad('x', 3)))",
+    });
+    expect(res.status).toBe(400);
+    expect((await res.json()).message).toMatch(/\.npmrc files are not supported/);
+    const { rows } = await server.controlSql("select 1 from platform.edge_functions where slug = 'registry'");
+    expect(rows).toEqual([]);
     expect(connections).toBe(0);
   });
 
