@@ -272,7 +272,12 @@ describe("Edge functions' network", () => {
               }
             });
           });
-          return Response.json({ url, data, error, realtime });
+          // A body through the socket too: this project's other function, called at SUPABASE_URL.
+          const other = await fetch(url + "/functions/v1/probe", {
+            method: "POST",
+            body: new Blob([JSON.stringify([["sum", "() => 1 + 1"]])]).stream(),
+          }).then((r) => r.json());
+          return Response.json({ url, data, error, realtime, other });
         });`,
     });
     const res = await invoke(server, "own-api");
@@ -283,6 +288,7 @@ describe("Edge functions' network", () => {
       data: [{ id: 1, body: "written through SQL" }],
       error: null,
       realtime: "SUBSCRIBED",
+      other: { sum: "ok: 2" },
     });
   });
 
