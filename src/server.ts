@@ -4,6 +4,7 @@ import { pinoHttp } from "pino-http";
 import type { AppContext } from "./context";
 import { authRouter } from "./auth/router";
 import { functionsRouter } from "./functions/router";
+import { setPublicApi } from "./functions/runtime";
 import { graphqlRouter } from "./graphql/router";
 import { dataPath } from "./dataPath";
 import { dataCors } from "./http/dataCors";
@@ -155,5 +156,8 @@ export function createApp(ctx: AppContext): {
   const listener: RequestListener = (req, res) => {
     if (!data(req, res)) app(req, res);
   };
-  return { app, listener, serverOptions: expressMessages(app) };
+  const serverOptions = expressMessages(app);
+  // Functions reach their own project's API through this handler on a socket of their own.
+  setPublicApi(ctx, { listener, serverOptions });
+  return { app, listener, serverOptions };
 }

@@ -89,6 +89,12 @@ export async function stageDeployment(
   importMap: string | undefined,
 ): Promise<string> {
   const names = files.map((f) => relativeFilePath(f.name));
+  // Deno reads a `.npmrc` next to the deno.json for npm registries and fetches what they list without the
+  // functions' network rules (it loads modules before any function runs): a registry, or a package URL one
+  // names, on this machine's network would be reached.
+  if (names.some((n) => path.posix.basename(n) === ".npmrc")) {
+    throw new InvalidDeployment(".npmrc files are not supported: npm packages come from the public registry");
+  }
   if (!names.includes(relativeFilePath(entrypoint))) {
     throw new InvalidDeployment(`The entrypoint ${entrypoint} is not among the deployed files`);
   }

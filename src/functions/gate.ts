@@ -82,11 +82,16 @@ export async function projectSecrets(ctx: AppContext, ref: string): Promise<Reco
   );
 }
 
-/** The defaults every function gets: this Strata's URL for the project, its keys and its database. */
-export async function defaultEnv(project: ProjectRuntime, baseUrl: string): Promise<Record<string, string>> {
+/**
+ * The defaults every function gets: the project's URL, its keys and its database. The URL is the project's
+ * own host on this Strata (`<ref>.<STRATA_DOMAIN>`), whatever host an invocation came to, so no caller
+ * decides where a function sends the project's keys; the function reaches it over its API socket
+ * (channel.ts).
+ */
+export async function defaultEnv(ctx: AppContext, project: ProjectRuntime): Promise<Record<string, string>> {
   const { jwtSecret, legacyKeysIat, sqlUrl } = project.record;
   return {
-    SUPABASE_URL: baseUrl,
+    SUPABASE_URL: `http://${project.ref}.${ctx.config.domain}:${ctx.config.port}`,
     SUPABASE_ANON_KEY: await mintLegacyKey(jwtSecret, "anon", legacyKeysIat),
     SUPABASE_SERVICE_ROLE_KEY: await mintLegacyKey(jwtSecret, "service_role", legacyKeysIat),
     // The project's own SQL login (acting as its owner, as the platform's `postgres`), which may connect to

@@ -74,7 +74,7 @@ async function plan(ctx: AppContext, req: Request, res: Response) {
   if (fn.verifyJwt && req.method !== "OPTIONS") await checkJwt(project, req.headers.authorization);
   const env = {
     ...(await projectSecrets(ctx, project.ref)),
-    ...(await defaultEnv(project, `${req.protocol}://${req.headers.host}`)),
+    ...(await defaultEnv(ctx, project)),
   };
   const envHash = createHash("sha256").update(JSON.stringify(env)).digest("hex");
   return { project, fn, env, key: `${project.ref}/${fn.slug}/${fn.version}/${envHash}` };
@@ -156,7 +156,7 @@ async function invoke(ctx: AppContext, runtime: FunctionRuntime, req: Request, r
   const worker = runtime.pool.workerFor(
     `${project.ref}/${fn.slug}`,
     key,
-    { dir, entrypoint: fn.entrypoint, importMap: fn.importMap, env },
+    { dir, entrypoint: fn.entrypoint, importMap: fn.importMap, env, api: runtime.apiChannel(project.ref) },
     (level, message) => runtime.logs.add(consoleRow(project.ref, fn, level, message)),
   );
   try {

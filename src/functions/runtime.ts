@@ -3,6 +3,7 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import type { AppContext } from "../context";
 import { BOOTSTRAP_SOURCE } from "./bootstrap";
+import { openApiChannel, type ApiChannel, type PublicApi } from "./channel";
 import { denoBinary } from "./deno";
 import { denoCacheDir } from "./files";
 import { FunctionLogs } from "./logs";
@@ -12,9 +13,17 @@ import { WorkerPool } from "./pool";
 export interface FunctionRuntime {
   pool: WorkerPool;
   logs: FunctionLogs;
+  /** How a worker of the project gets the project's API on a socket (none before the server is made). */
+  apiChannel(ref: string): ((socketPath: string) => ApiChannel) | undefined;
 }
 
 const runtimes = new WeakMap<AppContext, FunctionRuntime>();
+const publicApis = new WeakMap<AppContext, PublicApi>();
+
+/** The server's public HTTP handler, which functions reach their project's API through (channel.ts). */
+export function setPublicApi(ctx: AppContext, api: PublicApi) {
+  publicApis.set(ctx, api);
+}
 
 /** The server's function runtime, made on first use: writes the bootstrap module Deno starts from. */
 export function functionRuntimeOf(ctx: AppContext): FunctionRuntime {
@@ -28,9 +37,18 @@ export function functionRuntimeOf(ctx: AppContext): FunctionRuntime {
   runtime = {
     pool: new WorkerPool(
       { cpuMs, memoryMb, maxWorkers, idleMs, bootMs: 30_000 },
-      { deno: denoBinary(), bootstrap, denoDir: denoCacheDir(ctx.config.dataDir) },
+      {
+        deno: denoBinary(),
+        bootstrap,
+        denoDir: denoCacheDir(ctx.config.dataDir),
+        dataDir: ctx.config.dataDir,
+      },
     ),
     logs: new FunctionLogs(ctx),
+    apiChannel(ref) {
+      const api = publicApis.get(ctx);
+      return api && ((socketPath) => openApiChannel(ctx, api, ref, socketPath));
+    },
   };
   runtimes.set(ctx, runtime);
   return runtime;

@@ -6,6 +6,9 @@ import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
+import type { ApiChannel } from "./channel";
+import { deniedHosts, IGNORED_ENV } from "./network";
+import { NEUTRAL_ROOT, pathNeutraliser } from "./neutralPaths";
 
 /** What a worker runs: one version of one function, with its environment. */
 export interface WorkerSpec {
@@ -14,6 +17,8 @@ export interface WorkerSpec {
   entrypoint: string;
   importMap: string | undefined;
   env: Record<string, string>;
+  /** Serves the project's own API on a unix socket at the given path (SUPABASE_URL's way in). */
+  api?: (socketPath: string) => ApiChannel;
 }
 
 export interface WorkerLimits {
@@ -24,11 +29,12 @@ export interface WorkerLimits {
   bootMs: number;
 }
 
-/** Where the runtime keeps its own files: the bootstrap module and Deno's module cache. */
+/** Where the runtime keeps its own files: the bootstrap module and Deno's module cache, under the data dir. */
 export interface RuntimeFiles {
   deno: string;
   bootstrap: string;
   denoDir: string;
+  dataDir: string;
 }
 
 /** Why a worker stopped serving, as the platform names it. */
@@ -61,14 +67,30 @@ function configFlags(spec: WorkerSpec): string[] {
   return config ? [`--config=${config}`] : ["--no-config"];
 }
 
+/** What the function's lines show instead of this machine's paths (see neutralPaths.ts). */
+function neutraliserFor(spec: WorkerSpec, runtime: RuntimeFiles, scratch: string) {
+  return pathNeutraliser([
+    [spec.dir, `${NEUTRAL_ROOT}/source`],
+    [runtime.denoDir, `${NEUTRAL_ROOT}/cache`],
+    [path.dirname(runtime.bootstrap), NEUTRAL_ROOT],
+    [runtime.dataDir, NEUTRAL_ROOT],
+    [scratch, "/tmp"],
+    [runtime.deno, "/usr/local/bin/deno"],
+  ]);
+}
+
 /**
  * One Deno process serving one function version on a unix socket in its own scratch directory. It may
  * read only its files, the bootstrap and the scratch directory, write only the scratch directory, see
- * only the environment it is given; it may use the network, not run processes nor load native code.
+ * only the environment it is given; it may reach the internet (network.ts), not this machine's network
+ * nor listen on a port, nor run processes or load native code. Its own project's API is served to it on
+ * a second socket in the scratch directory (channel.ts). What it prints is recorded with neutral paths.
  */
 export class Worker {
   readonly scratch = mkdtempSync(path.join(os.tmpdir(), "strata-fn-"));
   readonly socketPath = path.join(this.scratch, "worker.sock");
+  private readonly apiSocketPath = path.join(this.scratch, "api.sock");
+  private readonly api: ApiChannel | undefined;
   private readonly child: ChildProcess;
   // One connection per request: a kept-alive socket that the worker closes as a request goes out fails that
   // request (ECONNRESET), and a unix socket costs next to nothing to open.
@@ -89,6 +111,7 @@ export class Worker {
     runtime: RuntimeFiles,
     onLine: (level: "log" | "error", line: string) => void,
   ) {
+    const denied = deniedHosts().join(",");
     const args = [
       "run",
       "--no-prompt",
@@ -96,19 +119,24 @@ export class Worker {
       "--no-lock",
       "--quiet",
       "--allow-net",
+      `--deny-net=${denied}`,
       "--allow-import",
+      `--deny-import=${denied}`,
       "--allow-env",
+      `--ignore-env=${IGNORED_ENV.join(",")}`,
       `--allow-read=${[spec.dir, this.scratch, runtime.bootstrap].join(",")}`,
       `--allow-write=${this.scratch}`,
       `--v8-flags=--max-old-space-size=${limits.memoryMb}`,
       runtime.bootstrap,
       this.socketPath,
       pathToFileURL(path.join(spec.dir, spec.entrypoint)).href,
+      this.apiSocketPath,
     ];
-    // A clean environment: the function's own variables and what Deno needs for its module cache.
+    // Deno's own environment: its module cache and settings. The function's variables (secrets a tenant
+    // names) are not the process's, where Deno and the loader would read them (proxies, registries,
+    // LD_PRELOAD): the bootstrap sets them from stdin before the function's code runs.
     // Certificates: the host's trust store besides Deno's own, as other programs on the host use it.
     const env = {
-      ...spec.env,
       // Temporary files (Deno.makeTempFile, os.tmpdir()) go to the scratch directory.
       TMPDIR: this.scratch,
       DENO_DIR: runtime.denoDir,
@@ -116,12 +144,17 @@ export class Worker {
       DENO_NO_UPDATE_CHECK: "1",
       NO_COLOR: "1",
     };
-    this.child = spawn(runtime.deno, args, { cwd: this.scratch, env, stdio: ["ignore", "pipe", "pipe"] });
-    createInterface({ input: this.child.stdout! }).on("line", (l) => onLine("log", l));
+    this.api = spec.api?.(this.apiSocketPath);
+    this.child = spawn(runtime.deno, args, { cwd: this.scratch, env, stdio: ["pipe", "pipe", "pipe"] });
+    this.child.stdin!.on("error", () => {});
+    this.child.stdin!.end(JSON.stringify(spec.env));
+    const neutral = neutraliserFor(spec, runtime, this.scratch);
+    createInterface({ input: this.child.stdout! }).on("line", (l) => onLine("log", neutral(l)));
     createInterface({ input: this.child.stderr! }).on("line", (l) => {
-      this.stderrTail.push(l);
+      const line = neutral(l);
+      this.stderrTail.push(line);
       if (this.stderrTail.length > 20) this.stderrTail.shift();
-      onLine("error", l);
+      onLine("error", line);
     });
     // V8 ends a process that reaches its heap limit: that is the memory limit, not a crash. "close"
     // comes after the last line of stderr, which says so.
@@ -150,6 +183,10 @@ export class Worker {
   }
 
   private async waitForSocket(): Promise<void> {
+    await this.api?.listening.catch((e: Error) => {
+      this.stop("boot_error");
+      throw e;
+    });
     const deadline = Date.now() + this.limits.bootMs;
     while (!this.ended) {
       if (existsSync(this.socketPath) && (await this.accepting())) return;
@@ -228,6 +265,7 @@ export class Worker {
     this.ended ??= why;
     clearInterval(this.cpuTimer);
     this.agent.destroy();
+    this.api?.close();
     for (const listener of this.endWaiters) listener(this.ended);
     this.endWaiters.clear();
     if (this.child.exitCode !== null || this.child.signalCode !== null) {

@@ -88,7 +88,8 @@ describe("Edge functions", () => {
     expect(data).toEqual({
       message: "Hello Ada!",
       stripe: "sk_test_123",
-      url: server.url,
+      // The project's own host on this server, whatever host the invocation came to.
+      url: `http://${server.ref}.localhost:${new URL(server.url).port}`,
       anon: server.anonKey,
       path: "/hello",
     });
@@ -140,7 +141,7 @@ describe("Edge functions", () => {
     const atHost = await atProjectHost(server, other, "/functions/v1/private", { apikey: "" });
     expect(atHost).toEqual({
       status: 200,
-      body: { url: `http://${other}.localhost` },
+      body: { url: `http://${other}.localhost:${new URL(server.url).port}` },
     });
     expect((await fetch(`${server.url}/functions/v1/private`)).status).toBe(404);
     const otherFile = path.join(
