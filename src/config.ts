@@ -1,6 +1,16 @@
 import { isIP } from "node:net";
+import { statSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
+
+/** The first part of `dir` (itself or a folder above it) that exists and is not a folder, if any. */
+function blockingFile(dir: string): string | undefined {
+  for (let p = dir; ; p = path.dirname(p)) {
+    const stat = statSync(p, { throwIfNoEntry: false });
+    if (stat) return stat.isDirectory() ? undefined : p;
+    if (path.dirname(p) === p) return undefined;
+  }
+}
 
 /** Everything the server reads from its environment (which overrides graphile.config.ts). */
 export interface StrataConfig {
@@ -134,7 +144,17 @@ const schema = z.object({
       error: "LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent",
     })
     .default("info"),
-  STRATA_DATA_DIR: z.string().default(".strata"),
+  STRATA_DATA_DIR: z
+    .string()
+    .default(".strata")
+    .superRefine((v, ctx) => {
+      const file = blockingFile(path.resolve(v));
+      if (file)
+        ctx.addIssue({
+          code: "custom",
+          message: `STRATA_DATA_DIR must name a directory or where one can be made, but ${file} is a file: point it at a directory`,
+        });
+    }),
   STRATA_PG_PORT: port("STRATA_PG_PORT").default(54322),
   STRATA_PG_UPGRADE_PORT: port("STRATA_PG_UPGRADE_PORT").optional(),
   STRATA_PG_LISTEN: z

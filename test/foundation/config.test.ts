@@ -23,6 +23,12 @@ describe("configuration", () => {
     [{ DATABASE_URL: "mysql://x" }, /DATABASE_URL must be a postgres:\/\/ connection URL/],
     [{ JWT_SECRET: "short" }, /JWT_SECRET must be at least 32 characters/],
     [{ LOG_LEVEL: "loud" }, /LOG_LEVEL must be one of/],
+    // A file where the data directory (or a folder above it) should be: named, with the fix.
+    [
+      { STRATA_DATA_DIR: __filename },
+      /STRATA_DATA_DIR must name a directory .* is a file: point it at a directory/,
+    ],
+    [{ STRATA_DATA_DIR: path.join(__filename, "data") }, /STRATA_DATA_DIR must name a directory/],
   ])("rejects %j with a clear message", (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
