@@ -63,20 +63,31 @@ async function start(): Promise<void> {
     log.error({ err: (e as Error)?.message ?? String(e) }, "unhandled rejection"),
   );
   process.on("uncaughtException", (e) => log.error({ err: e.message }, "uncaught exception"));
-  const strata = await startStrata(config, log);
-  process.stdout.write(banner(strata.info) + "\n");
+  // Signals are taken from the first moment: one that comes while Strata still starts stops it once it has
+  // started (never Node's default exit, which would leave the database running); a second one forces.
+  const starting = startStrata(config, log);
+  let stopping = false;
   const shutdown = (signal: string) => {
+    if (stopping) {
+      log.warn({ signal }, "second signal: exiting without waiting");
+      process.exit(1);
+    }
+    stopping = true;
     log.info({ signal }, "shutting down");
-    strata.stop().then(
-      () => process.exit(0),
-      (e) => {
-        log.error({ err: e }, "shutdown failed");
-        process.exit(1);
-      },
-    );
+    starting
+      .then((strata) => strata.stop())
+      .then(
+        () => process.exit(0),
+        (e) => {
+          log.error({ err: e }, "shutdown failed");
+          process.exit(1);
+        },
+      );
   };
-  process.once("SIGINT", () => shutdown("SIGINT"));
-  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  const strata = await starting;
+  process.stdout.write(banner(strata.info) + "\n");
 }
 
 /** Runs `work` against the database: the running server's embedded one when reachable, else its own. */

