@@ -153,7 +153,8 @@ $$;
 
 -- A staging table for rows of a platform table a superuser owns: made here (so the tenant can neither alter
 -- nor replace it), with the target's types for `columns`; the owner role may insert into it, nothing more.
-create or replace function _strata_load.stage(key text, target text, columns text[]) returns regclass
+-- Answers its name, qualified whatever the session's search_path.
+create or replace function _strata_load.stage(key text, target text, columns text[]) returns text
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 declare
   owner_role name := _strata_load.session_owner(key);
@@ -169,7 +170,7 @@ begin
   execute format('create temporary table %I on commit drop as select %s from only %s with no data', staged,
     (select string_agg(format('%I', c), ', ' order by o) from unnest(columns) with ordinality u(c, o)), rel);
   execute format('grant insert on table pg_temp.%I to %I', staged, owner_role);
-  return format('pg_temp.%I', staged)::regclass;
+  return format('pg_temp.%I', staged);
 end
 $$;
 

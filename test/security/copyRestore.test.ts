@@ -1,11 +1,38 @@
-import { chmodSync, readdirSync } from "node:fs";
+import { chmodSync, readdirSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import pg from "pg";
+import { startStrata, type RunningStrata } from "../../src/app";
+import { loadConfig } from "../../src/config";
 import { withDatabase } from "../../src/db/urls";
-import { startTestServer, type TestServer } from "../helpers/server";
+import { createLogger } from "../../src/log";
+import {
+  startTestServer,
+  TEST_AUTHENTICATOR_PASSWORD,
+  TEST_MANAGEMENT_TOKEN,
+  type TestServer,
+} from "../helpers/server";
 import { testTempDir } from "../helpers/tempDir";
 import { mgmt } from "../management/client";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Superuser SQL on `url`. */
+async function query(url: string, text: string): Promise<any[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** A directory the probe's program, run by the database server's own user, could make files in. */
+function probeDir(): string {
+  const dir = testTempDir("strata-probe-");
+  chmodSync(dir, 0o777);
+  return dir;
+}
 
 /**
  * The tenant's probe: records who runs it (current_user, session_user, superuser or not, the session's
@@ -88,22 +115,12 @@ describe("Branch copies and restores run the tenant's code as the tenant, never 
   const sql = (ref: string, query: string) =>
     mgmt(server, "POST", `/v1/projects/${ref}/database/query`, { body: { query } });
   /** Superuser SQL on a project's database of the test cluster. */
-  async function asSuperuser(database: string, text: string): Promise<any[]> {
-    const client = new pg.Client({ connectionString: withDatabase(server.dbUrl, database) });
-    await client.connect();
-    try {
-      return (await client.query(text)).rows;
-    } finally {
-      await client.end();
-    }
-  }
+  const asSuperuser = (database: string, text: string) => query(withDatabase(server.dbUrl, database), text);
   const touched = () => readdirSync(dir).sort();
 
   beforeAll(async () => {
     server = await startTestServer({ MANAGEMENT_RATE_LIMIT: "100000" });
-    dir = testTempDir("strata-probe-");
-    // The server's own user must be able to make a file here (when it runs a program as a superuser).
-    chmodSync(dir, 0o777);
+    dir = probeDir();
     const migration = await mgmt(server, "POST", `/v1/projects/${server.ref}/database/migrations`, {
       body: { name: "probes", query: probeSchema(dir) },
     });
@@ -291,4 +308,92 @@ describe("Branch copies and restores run the tenant's code as the tenant, never 
       ).rows,
     ).toEqual([{ trigger: "A", forced: true, storage_trigger: 1 }]);
   });
+});
+
+// Strata with embedded clusters of its own (a second one, PostgreSQL 18, for the upgrade).
+describe("An upgrade applies the dump as the project's owner", () => {
+  let dataDir: string;
+  let strata: RunningStrata;
+  const call = async (method: string, p: string, body?: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${strata.port}${p}`, {
+      method,
+      headers: { Authorization: `Bearer ${TEST_MANAGEMENT_TOKEN}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  };
+  const freePort = () =>
+    new Promise<number>((resolve) => {
+      const s = createServer().listen(0, "127.0.0.1", () => {
+        const port = (s.address() as { port: number }).port;
+        s.close(() => resolve(port));
+      });
+    });
+
+  beforeAll(async () => {
+    dataDir = testTempDir("strata-upgrade-probe-");
+    const env = {
+      PORT: "0",
+      STRATA_PG_PORT: String(await freePort()),
+      STRATA_PG_UPGRADE_PORT: String(await freePort()),
+      STRATA_DATA_DIR: dataDir,
+      MANAGEMENT_TOKEN: TEST_MANAGEMENT_TOKEN,
+      AUTHENTICATOR_PASSWORD: TEST_AUTHENTICATOR_PASSWORD,
+      STRATA_KEK: "test-key-encryption-key-of-at-least-32-chars",
+    };
+    strata = await startStrata(loadConfig(env), createLogger("silent"));
+  }, 120_000);
+  afterAll(async () => {
+    await strata?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it("runs no probe as a superuser while moving a project to PostgreSQL 18; the rows come along", async () => {
+    const dir = probeDir();
+    const created = await call("POST", "/v1/projects", {
+      name: "probed",
+      organization_slug: "default-org",
+      db_pass: "Probed-Pass-123",
+    });
+    const ref: string = created.body.ref;
+    for (let i = 0; i < 150; i++) {
+      if ((await call("GET", `/v1/projects/${ref}`)).body.status === "ACTIVE_HEALTHY") break;
+      await sleep(200);
+    }
+    const sql = (q: string) => call("POST", `/v1/projects/${ref}/database/query`, { query: q });
+    expect((await sql(probeSchema(dir))).status).toBe(201);
+    expect((await sql(PROBE_ROWS)).status).toBe(201);
+    const adminUrl = async () => (await strata.ctx.registry.get(ref))!.record.adminUrl;
+    await query(await adminUrl(), "select public.probe('control')");
+    expect(readdirSync(dir)).toEqual(["control"]);
+
+    const started = await call("POST", `/v1/projects/${ref}/upgrade`, { target_version: "18" });
+    expect(started.status).toBe(201);
+    let status: any;
+    for (let i = 0; i < 600; i++) {
+      status = (
+        await call("GET", `/v1/projects/${ref}/upgrade/status?tracking_id=${started.body.tracking_id}`)
+      ).body.databaseUpgradeStatus;
+      if (status.status !== 0) break;
+      await sleep(100);
+    }
+    expect(status).toMatchObject({ status: 1, progress: "9_completed_upgrade" });
+
+    const upgraded = await adminUrl();
+    const probes = await query(
+      upgraded,
+      "select tag, cur, su, app from public.probe_log where tag <> 'control'",
+    );
+    const moved = probes.filter((p) => p.app.startsWith("strata-upgrade-"));
+    expect(new Set(moved.map((p) => p.tag))).toEqual(new Set(["check", "domain", "index", "matview"]));
+    for (const p of moved) expect(p).toMatchObject({ cur: `postgres_${ref}`, su: false });
+    expect(probes.filter((p) => p.su)).toEqual([]);
+    expect(readdirSync(dir)).toEqual(["control"]);
+    expect(await query(upgraded, "select id, n, label from public.probed order by id")).toEqual([
+      { id: 1, n: 10, label: "one" },
+      { id: 2, n: 20, label: "two" },
+    ]);
+    expect((await query(upgraded, "select version() as v"))[0].v).toMatch(/^PostgreSQL 18\./);
+  }, 120_000);
 });

@@ -65,7 +65,7 @@ export class StrataLoad {
    */
   async loadPlatformRows(table: string, columns: string[], rows: Readable): Promise<number> {
     const { rows: staged } = await this.client.query(
-      "select _strata_load.stage($1, $2, $3::text[])::text as name",
+      "select _strata_load.stage($1, $2, $3::text[]) as name",
       [this.key, table, columns],
     );
     const columnList = columns.map(quoteIdent).join(", ");
