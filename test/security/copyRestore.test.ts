@@ -162,6 +162,45 @@ describe("Branch copies and restores run the tenant's code as the tenant, never 
     expect((await server.sql("select count(*)::int as n from auth.users")).rows[0].n).toBe(1);
   });
 
+  it("refuses a foreign key to auth's tables compared through the tenant's own cast", async () => {
+    // The key's check runs as auth.users' owner, a superuser: an implicit cast of the tenant's would run as it.
+    expect(
+      (
+        await sql(
+          server.ref,
+          `create type public.probe_id as enum ('00000000-0000-0000-0000-000000000001');
+           create function public.probe_id_uuid(public.probe_id) returns uuid language plpgsql as $fn$
+           begin perform public.probe('fk_cast'); return $1::text::uuid; end $fn$;
+           create cast (public.probe_id as uuid) with function public.probe_id_uuid(public.probe_id) as implicit;
+           create domain public.probe_id_domain as public.probe_id;`,
+        )
+      ).status,
+    ).toBe(201);
+    for (const attempt of [
+      "create table public.fk_cast (u public.probe_id references auth.users (id))",
+      "create table public.fk_cast (u public.probe_id_domain references auth.users (id))",
+      "create table public.fk_cast (u public.probe_id); alter table public.fk_cast add foreign key (u) references auth.users (id)",
+      `create table public.fk_cast (u uuid references auth.users (id));
+       alter table public.fk_cast alter column u type public.probe_id using u::text::public.probe_id`,
+    ]) {
+      const res = await sql(server.ref, attempt);
+      expect(res.status).toBe(400);
+      expect(res.body.message).toMatch(/compares a type of its own/);
+      expect((await server.sql("select to_regclass('public.fk_cast') as t")).rows[0].t).toBeNull();
+    }
+    // Legitimate: the referenced type, or a domain over it.
+    const keys = await sql(
+      server.ref,
+      `create domain public.user_id as uuid;
+       create table public.fk_plain (u uuid references auth.users (id), d public.user_id references auth.users (id));
+       drop table public.fk_plain; drop domain public.user_id;
+       drop cast (public.probe_id as uuid); drop domain public.probe_id_domain;
+       drop function public.probe_id_uuid(public.probe_id); drop type public.probe_id;`,
+    );
+    expect(keys.status).toBe(201);
+    expect(touched()).toEqual(["control"]);
+  });
+
   it("copies a branch's rows as its owners: no probe runs as a superuser, the rows arrive", async () => {
     const created = await mgmt(server, "POST", `/v1/projects/${server.ref}/branches`, {
       body: { branch_name: "probed", with_data: true },
