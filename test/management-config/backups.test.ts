@@ -52,7 +52,7 @@ describe("Management API: backups and restore-pitr", () => {
       insert into public.secrets values (1, 'hidden');
       alter table public.secrets enable row level security;
       create policy only_one on public.secrets for select to anon using (id = 2);
-      revoke all on public.tags from anon;
+      revoke all on public.tags from anon, authenticated, service_role;
       comment on table public.notes is 'user notes';
       alter publication supabase_realtime add table public.notes;
       create schema extra;
@@ -103,6 +103,18 @@ describe("Management API: backups and restore-pitr", () => {
     expect((await server.sql("select x from extra.things")).rows).toEqual([{ x: 42 }]);
     expect((await server.sql("select value from public.secrets")).rows).toEqual([{ value: "hidden" }]);
     expect((await server.sql("select public.note_count() as n")).rows[0].n).toBe("3");
+    // Restored as the project's owner: what a superuser had made is the owner's now, its privileges with it.
+    expect(
+      (
+        await server.sql(
+          "select pg_get_userbyid(relowner) as owner from pg_class where oid = 'public.notes'::regclass",
+        )
+      ).rows[0].owner,
+    ).toBe(`postgres_${server.ref}`);
+    const asOwner = await mgmt(server, "POST", `${base}/database/query`, {
+      query: "select count(*)::int as n from public.notes join public.tags on tags.note_id = notes.id",
+    });
+    expect(asOwner).toMatchObject({ status: 201, body: [{ n: 2 }] });
     expect((await server.sql("select obj_description('public.notes'::regclass) as c")).rows[0].c).toBe(
       "user notes",
     );

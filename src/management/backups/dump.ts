@@ -22,6 +22,17 @@ import type { Writable } from "node:stream";
  * membership and extensions; of the platform's schemas (auth, storage, realtime, supabase_functions,
  * strata_migrations) the rows, triggers and policies. Not covered: aggregates, operators, casts, rules,
  * foreign tables, event triggers and large objects.
+ *
+ * Strata's restore applies it as the project's owner (restore.ts), so the dump leaves out what only a
+ * superuser could bring back and the tenant never had: owners and default privileges of a superuser (objects
+ * an administrator made come back as the owner's, as _strata.ensure_project_roles makes them at every
+ * start), grants to superusers, and public's own privileges and comment (the restore keeps the target's).
+ *
+ * Reading runs no tenant code, though it runs as Strata's superuser: it reads the catalog (pg_get_*def only
+ * deparses) and plain tables with `COPY ... TO` (row security bypassed, no triggers, no generated
+ * columns computed, each type written by its output function: built in for enums, composites, domains and
+ * ranges; a type with functions of its own needs a superuser to make). It selects from no view and calls no
+ * cast; materialized views are refreshed by the restore, as the owner.
  */
 
 /** Schemas Strata's bootstrap creates and keeps up to date: their rows, triggers and policies are the user's. */
@@ -31,6 +42,7 @@ export const INTERNAL_SCHEMAS = [
   "platform",
   "_strata",
   "_strata_graphql",
+  "_strata_load",
   "information_schema",
   "pg_catalog",
 ];
@@ -76,15 +88,26 @@ const ACL_CATALOG: Record<string, [string, string, string]> = {
 /**
  * The grants of an ACL as GRANT statements (the owner's own included, as pg_dump writes them), after a
  * statement that revokes what the object was given at creation (default privileges), so the result is the
- * dumped ACL exactly.
+ * dumped ACL exactly. An owner that is a superuser gets its own privileges back as `current_user`, the
+ * object's owner after the restore; other superusers have every privilege anyway and get no grant (which
+ * only a superuser's restore could give).
  */
-async function grants(client: pg.ClientBase, acl: string | null, kind: string, target: string) {
+async function grants(
+  client: pg.ClientBase,
+  acl: string | null,
+  kind: string,
+  target: string,
+  owner: string,
+) {
   if (acl === null) return [] as string[];
   const { rows } = await client.query(
-    `select case when a.grantee = 0 then 'public' else quote_ident(a.grantee::regrole::text) end as grantee,
+    `select case when a.grantee = 0 then 'public'
+                 when r.rolsuper and a.grantee::regrole::text = $2 then 'current_user'
+                 else quote_ident(a.grantee::regrole::text) end as grantee,
             a.privilege_type, a.is_grantable
-       from aclexplode($1::aclitem[]) a`,
-    [acl],
+       from aclexplode($1::aclitem[]) a left join pg_roles r on r.oid = a.grantee
+      where a.grantee = 0 or not r.rolsuper or a.grantee::regrole::text = $2`,
+    [acl, owner],
   );
   const [catalog, column, cast] = ACL_CATALOG[kind];
   const out = [
@@ -123,6 +146,14 @@ export async function writeDump(
     const dumped = [...schemas, ...MANAGED_SCHEMAS];
     const pre: string[] = [];
     const post: string[] = [];
+    const { rows: superusers } = await client.query(
+      "select quote_ident(rolname) as name from pg_roles where rolsuper",
+    );
+    /** Owners whose objects the restore gives the project's owner (it may not give them back). */
+    const notTheTenants = new Set(["pg_database_owner", ...superusers.map((r) => r.name as string)]);
+    const setOwner = (object: string, owner: string) => {
+      if (!notTheTenants.has(owner)) statement(post, "post", `alter ${object} owner to ${owner}`);
+    };
     const { rows: version } = await client.query("show server_version");
     await write(
       `-- Strata logical backup of database ${(await client.query("select current_database() as d")).rows[0].d}` +
@@ -139,10 +170,14 @@ export async function writeDump(
       [schemas],
     );
     for (const n of nsps) {
-      statement(pre, "pre", `create schema if not exists ${q(n.nspname)} authorization ${n.owner}`);
+      // public is pg_database_owner's, its privileges and comment Strata's: the restore keeps the target's.
+      if (n.owner === "pg_database_owner") continue;
+      const authorization = notTheTenants.has(n.owner) ? "" : ` authorization ${n.owner}`;
+      statement(pre, "pre", `create schema if not exists ${q(n.nspname)}${authorization}`);
       if (n.comment !== null)
         statement(post, "post", `comment on schema ${q(n.nspname)} is ${lit(n.comment)}`);
-      for (const g of await grants(client, n.acl, "schema", q(n.nspname))) statement(post, "post", g);
+      for (const g of await grants(client, n.acl, "schema", q(n.nspname), n.owner))
+        statement(post, "post", g);
     }
 
     // Extensions (an extension in a user schema goes with it when the schema is dropped).
@@ -186,9 +221,9 @@ export async function writeDump(
             `${t.typnotnull ? " not null" : ""}${(t.checks ?? []).map((c: string) => ` ${c}`).join("")}`,
         );
       }
-      statement(post, "post", `alter type ${t.name} owner to ${t.owner}`);
+      setOwner(`type ${t.name}`, t.owner);
       if (t.comment !== null) statement(post, "post", `comment on type ${t.name} is ${lit(t.comment)}`);
-      for (const g of await grants(client, t.acl, "type", t.name)) statement(post, "post", g);
+      for (const g of await grants(client, t.acl, "type", t.name, t.owner)) statement(post, "post", g);
     }
 
     // Relations of the user's schemas.
@@ -318,9 +353,9 @@ export async function writeDump(
     for (const f of fns) {
       const kind = f.prokind === "p" ? "procedure" : "function";
       statement(pre, "pre", f.def);
-      statement(post, "post", `alter ${kind} ${f.sig} owner to ${f.owner}`);
+      setOwner(`${kind} ${f.sig}`, f.owner);
       if (f.comment !== null) statement(post, "post", `comment on ${kind} ${f.sig} is ${lit(f.comment)}`);
-      for (const g of await grants(client, f.acl, kind, f.sig)) statement(post, "post", g);
+      for (const g of await grants(client, f.acl, kind, f.sig, f.owner)) statement(post, "post", g);
     }
     for (const d of defaults) statement(pre, "pre", d);
 
@@ -350,26 +385,26 @@ export async function writeDump(
             : r.relkind === "m"
               ? "materialized view"
               : "table";
-      statement(
-        post,
-        "post",
-        `alter ${kind === "materialized view" ? kind : "table"} ${r.name} owner to ${r.owner}`,
-      );
+      setOwner(`${kind === "materialized view" ? kind : "table"} ${r.name}`, r.owner);
       if (r.comment !== null) statement(post, "post", `comment on ${kind} ${r.name} is ${lit(r.comment)}`);
       const grantKind = r.relkind === "S" ? "sequence" : "table";
-      for (const g of await grants(client, r.acl, grantKind, r.name)) statement(post, "post", g);
+      for (const g of await grants(client, r.acl, grantKind, r.name, r.owner)) statement(post, "post", g);
     }
 
     // What is built on the rows, in the user's and the platform's schemas alike.
     const { rows: allTables } = await client.query(
       `select c.oid, format('%I.%I', n.nspname, c.relname) as name, n.nspname, c.relkind,
-              c.relrowsecurity, c.relforcerowsecurity
+              c.relrowsecurity, c.relforcerowsecurity, c.relowner::regrole::text as owner
          from pg_class c join pg_namespace n on n.oid = c.relnamespace
         where n.nspname = any($1) and c.relkind in ('r', 'p') and ${notExtension("pg_class", "c.oid")}
         order by c.oid`,
       [dumped],
     );
-    const tableOids = allTables.map((t) => t.oid);
+    // A platform table a superuser owns (auth's) keeps the target's triggers, policies and row security.
+    const tenantTables = allTables.filter(
+      (t) => !(MANAGED_SCHEMAS.includes(t.nspname) && notTheTenants.has(t.owner)),
+    );
+    const tableOids = tenantTables.map((t) => t.oid);
     const managedTables = allTables.filter((t) => MANAGED_SCHEMAS.includes(t.nspname));
 
     // Constraints of the user's tables (the platform's tables keep theirs), foreign keys last.
@@ -393,7 +428,7 @@ export async function writeDump(
     );
     for (const i of idx) statement(post, "post", i.def);
 
-    // Triggers and policies of every dumped table (on the platform's tables: the user's, e.g. on auth.users).
+    // Triggers and policies of the tenant's tables (on the platform's: those the owner made on storage's).
     const { rows: trgs } = await client.query(
       `select t.tgname, format('%I.%I', n.nspname, c.relname) as tbl, pg_get_triggerdef(t.oid) as def,
               t.tgenabled
@@ -401,10 +436,12 @@ export async function writeDump(
         where t.tgrelid = any($1::oid[]) and not t.tgisinternal and t.tgparentid = 0 order by t.oid`,
       [tableOids],
     );
+    const firing: Record<string, string> = { D: "disable", A: "enable always", R: "enable replica" };
     for (const t of trgs) {
       statement(post, "post", `drop trigger if exists ${q(t.tgname)} on ${t.tbl}`);
       statement(post, "post", t.def);
-      if (t.tgenabled === "D") statement(post, "post", `alter table ${t.tbl} disable trigger ${q(t.tgname)}`);
+      if (firing[t.tgenabled])
+        statement(post, "post", `alter table ${t.tbl} ${firing[t.tgenabled]} trigger ${q(t.tgname)}`);
     }
     const { rows: pols } = await client.query(
       `select format('%I.%I', n.nspname, c.relname) as tbl, p.polname, p.polpermissive,
@@ -425,7 +462,7 @@ export async function writeDump(
           ` to ${p.roles}${p.qual !== null ? ` using (${p.qual})` : ""}${p.check !== null ? ` with check (${p.check})` : ""}`,
       );
     }
-    for (const t of allTables) {
+    for (const t of tenantTables) {
       statement(
         post,
         "post",
@@ -454,7 +491,7 @@ export async function writeDump(
       T: "types",
       n: "schemas",
     };
-    for (const d of defacls) {
+    for (const d of defacls.filter((d) => !notTheTenants.has(d.role))) {
       statement(
         post,
         "post",

@@ -1,6 +1,6 @@
+import { Readable } from "node:stream";
 import type pg from "pg";
-import { from as copyFrom } from "pg-copy-streams";
-import { finished } from "node:stream/promises";
+import { copyRowsInto, type StrataLoad } from "../database/ownerLoad";
 import { MANAGED_SCHEMAS, userSchemas } from "./dump";
 
 /** Reads lines and byte runs from a stream of Buffers. */
@@ -52,14 +52,25 @@ class Reader {
   }
 }
 
+/** SQLSTATE insufficient_privilege. */
+const INSUFFICIENT_PRIVILEGE = "42501";
+
 /**
  * Runs statements each in a savepoint; those that fail (a view over a view defined later, a function whose
- * type comes later) are tried again while any pass makes progress. What still fails aborts the restore.
+ * type comes later) are tried again while any pass makes progress. What still fails aborts the restore,
+ * except what the owner may not do (SQLSTATE 42501): an object given to a superuser, a comment on public,
+ * an extension only a superuser may create (in backups taken before restores ran as the owner). Those are
+ * what a superuser made; the load runs as the owner, so they are left out and answered. Left out only while
+ * the session still acts as the owner: tenant code that switched it to another role fails the restore.
  */
-async function runSection(client: pg.ClientBase, statements: string[]): Promise<void> {
+async function runSection(
+  client: pg.ClientBase,
+  strata: StrataLoad,
+  statements: string[],
+): Promise<string[]> {
   let pending = statements;
   for (;;) {
-    const failed: { sql: string; error: Error }[] = [];
+    const failed: { sql: string; error: Error & { code?: string } }[] = [];
     for (const sql of pending) {
       await client.query("savepoint strata_restore_step");
       try {
@@ -70,54 +81,130 @@ async function runSection(client: pg.ClientBase, statements: string[]): Promise<
         failed.push({ sql, error: e as Error });
       }
     }
-    if (!failed.length) return;
+    if (!failed.length) return [];
     if (failed.length === pending.length) {
-      const first = failed[0];
+      const first = failed.find((f) => f.error.code !== INSUFFICIENT_PRIVILEGE) ?? failed[0];
+      if (first.error.code === INSUFFICIENT_PRIVILEGE && (await strata.actsAsOwner()))
+        return failed.map((f) => f.sql);
       throw new Error(`${first.error.message} (in: ${first.sql.slice(0, 200)})`);
     }
     pending = failed.map((f) => f.sql);
   }
 }
 
+// Names as the dump writes them (format('%I.%I'), quote_ident): bare, or double-quoted with "" inside.
+const IDENT = String.raw`(?:"(?:[^"]|"")+"|[a-z_][a-z0-9_$]*)`;
+const QUALIFIED = `${IDENT}\\.${IDENT}`;
+const COPY_STATEMENT = new RegExp(`^copy (${QUALIFIED}) \\((${IDENT}(?:, ${IDENT})*)\\) from stdin;?$`);
+const TRUNCATE_STATEMENT = new RegExp(`^truncate table (${QUALIFIED}(?:, ${QUALIFIED})*);?$`);
+const SETVAL_STATEMENT = /^select pg_catalog\.setval\('((?:[^']|'')*)', (-?\d+), (true|false)\);?$/;
+
+const unquote = (ident: string) => (ident.startsWith('"') ? ident.slice(1, -1).replace(/""/g, '"') : ident);
+const all = (text: string, pattern: string) => [...text.matchAll(new RegExp(pattern, "g"))].map((m) => m[0]);
+
+/** Whether a superuser owns the relation `name` (a platform table or sequence: Strata writes it, not the owner). */
+async function ownedBySuperuser(client: pg.ClientBase, name: string): Promise<boolean> {
+  const { rows } = await client.query(
+    `select coalesce((select r.rolsuper from pg_catalog.pg_class c join pg_catalog.pg_roles r on r.oid = c.relowner
+                       where c.oid = pg_catalog.to_regclass($1)), false) as strata`,
+    [name],
+  );
+  return rows[0].strata;
+}
+
 /**
- * Brings the connected database back to a dump of writeDump, in the caller's transaction: the user's
- * schemas as they are now are dropped whole, the platform's tables emptied and their user-made triggers and
- * policies dropped, then the dump's definitions, rows and what is built on them are applied. Any failure
- * throws, and the caller's rollback leaves the database as it was.
+ * The platform's tables the owner owns (storage's, realtime's) before their rows are loaded: their triggers
+ * and policies go (the dump brings back those it saw) and forced row security is lifted (COPY refuses it;
+ * the dump sets it again). Those a superuser owns (auth's) keep theirs: the owner may not change them.
+ */
+async function preparePlatformTables(client: pg.ClientBase): Promise<void> {
+  const { rows } = await client.query(
+    `select format('%I.%I', n.nspname, c.relname) as tbl, c.relforcerowsecurity as forced,
+            array(select quote_ident(tgname) from pg_catalog.pg_trigger where tgrelid = c.oid and not tgisinternal and tgparentid = 0) as triggers,
+            array(select quote_ident(polname) from pg_catalog.pg_policy where polrelid = c.oid) as policies
+       from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = any($1) and c.relkind in ('r', 'p') and pg_catalog.pg_has_role(c.relowner, 'USAGE')`,
+    [MANAGED_SCHEMAS],
+  );
+  for (const m of rows) {
+    for (const t of m.triggers) await client.query(`drop trigger ${t} on ${m.tbl}`);
+    for (const p of m.policies) await client.query(`drop policy ${p} on ${m.tbl}`);
+    if (m.forced) await client.query(`alter table ${m.tbl} no force row level security`);
+  }
+}
+
+/** A table's rows in the backup, up to the `\.` line, as COPY text. */
+async function* tableRows(reader: Reader): AsyncGenerator<Buffer> {
+  const batch: Buffer[] = [];
+  let size = 0;
+  for (;;) {
+    const row = await reader.line();
+    if (row === null) throw new Error("the backup file ends inside a table's rows");
+    if (row.length === 2 && row[0] === 0x5c && row[1] === 0x2e) break; // "\."
+    batch.push(row, Buffer.from("\n"));
+    size += row.length + 1;
+    if (size > 256 * 1024) {
+      yield Buffer.concat(batch.splice(0));
+      size = 0;
+    }
+  }
+  if (batch.length) yield Buffer.concat(batch);
+}
+
+/** Loads one table's rows: as the owner, or through Strata's part for a platform table a superuser owns. */
+async function loadTable(client: pg.ClientBase, strata: StrataLoad, sql: string, reader: Reader) {
+  const rows = Readable.from(tableRows(reader));
+  const copy = COPY_STATEMENT.exec(sql);
+  if (copy && (await ownedBySuperuser(client, copy[1]))) {
+    await strata.loadPlatformRows(copy[1], all(copy[2], IDENT).map(unquote), rows);
+  } else {
+    await copyRowsInto(client, sql.replace(/;$/, ""), rows);
+  }
+}
+
+/** The sequences of the post section that a superuser owns (auth's): set through Strata's part. */
+async function setPlatformSequences(client: pg.ClientBase, strata: StrataLoad, post: string[]) {
+  const rest: string[] = [];
+  for (const sql of post) {
+    const setval = SETVAL_STATEMENT.exec(sql);
+    const name = setval?.[1].replace(/''/g, "'");
+    if (setval && name && (await ownedBySuperuser(client, name))) {
+      await strata.setPlatformSequence(name, setval[2], setval[3] === "true");
+    } else rest.push(sql);
+  }
+  return rest;
+}
+
+/**
+ * Brings the connected database back to a dump of writeDump, in the caller's transaction, which runs as the
+ * project's owner (withOwnerLoad): the user's schemas as they are now are dropped whole, the platform's
+ * tables emptied and the triggers and policies the owner made on them dropped, then the dump's definitions,
+ * rows and what is built on them are applied, as the owner: the tenant's code (constraints, defaults,
+ * domains, index expressions, materialized views) runs with the owner's rights. Only the rows and sequences
+ * of the platform's tables a superuser owns (auth's, strata_migrations') are written by `strata`. Any
+ * failure throws, and the caller's rollback leaves the database as it was. Answers the statements left out
+ * because they need more than the owner's rights (see runSection).
  */
 export async function applyDump(
   client: pg.ClientBase,
+  strata: StrataLoad,
   source: AsyncIterable<Buffer>,
   progress: () => void,
-): Promise<void> {
-  await client.query("set local session_replication_role = replica");
+): Promise<string[]> {
   await client.query("set local check_function_bodies = off");
   await client.query("set local search_path = ''");
-  for (const schema of await userSchemas(client)) {
-    await client.query(`drop schema "${schema.replace(/"/g, '""')}" cascade`);
-  }
-  // The dump recreates every trigger and policy of the platform's tables it saw (the bootstrap's too).
-  const { rows: managed } = await client.query(
-    `select format('%I.%I', n.nspname, c.relname) as tbl,
-            array(select quote_ident(tgname) from pg_trigger where tgrelid = c.oid and not tgisinternal and tgparentid = 0) as triggers,
-            array(select quote_ident(polname) from pg_policy where polrelid = c.oid) as policies
-       from pg_class c join pg_namespace n on n.oid = c.relnamespace
-      where n.nspname = any($1) and c.relkind in ('r', 'p')`,
-    [MANAGED_SCHEMAS],
-  );
-  for (const m of managed) {
-    for (const t of m.triggers) await client.query(`drop trigger ${t} on ${m.tbl}`);
-    for (const p of m.policies) await client.query(`drop policy ${p} on ${m.tbl}`);
-  }
+  await strata.dropUserSchemas(await userSchemas(client));
+  await preparePlatformTables(client);
 
   const reader = new Reader(source);
   const pre: string[] = [];
   const post: string[] = [];
+  const skipped: string[] = [];
   let preApplied = false;
   const applyPre = async () => {
     if (preApplied) return;
     preApplied = true;
-    await runSection(client, pre);
+    skipped.push(...(await runSection(client, strata, pre)));
   };
   for (;;) {
     const line = await reader.line();
@@ -133,33 +220,16 @@ export async function applyDump(
     else if (tag === "post") post.push(sql);
     else if (tag === "truncate") {
       await applyPre();
-      await client.query(sql);
+      const list = TRUNCATE_STATEMENT.exec(sql);
+      if (!list) throw new Error(`the backup's truncate statement is not Strata's: ${sql.slice(0, 200)}`);
+      await strata.truncatePlatformTables(all(list[1], QUALIFIED));
     } else {
       await applyPre();
-      const into = client.query(copyFrom(sql.replace(/;$/, "")));
-      const batch: Buffer[] = [];
-      let size = 0;
-      const flush = async () => {
-        if (!batch.length) return;
-        const chunk = Buffer.concat(batch);
-        batch.length = 0;
-        size = 0;
-        if (!into.write(chunk)) await new Promise((r) => into.once("drain", r));
-      };
-      for (;;) {
-        const row = await reader.line();
-        if (row === null) throw new Error("the backup file ends inside a table's rows");
-        if (row.length === 2 && row[0] === 0x5c && row[1] === 0x2e) break; // "\."
-        batch.push(row, Buffer.from("\n"));
-        size += row.length + 1;
-        if (size > 256 * 1024) await flush();
-      }
-      await flush();
-      into.end();
-      await finished(into);
+      await loadTable(client, strata, sql, reader);
       progress();
     }
   }
   await applyPre();
-  await runSection(client, post);
+  skipped.push(...(await runSection(client, strata, await setPlatformSequences(client, strata, post))));
+  return skipped;
 }

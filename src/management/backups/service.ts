@@ -1,4 +1,3 @@
-import { withAdminTransaction } from "../../db/transaction";
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { createGunzip, createGzip } from "node:zlib";
@@ -17,6 +16,7 @@ import { writeDump } from "./dump";
 import type { PhysicalBackupRow, PhysicalBackups } from "./physical";
 import { applyDump } from "./restore";
 import { touchProject } from "../projects/store";
+import { withOwnerLoad } from "../database/ownerLoad";
 
 /**
  * How a restore brings the project back: WAL replay from a base backup to the target second (clusters Strata
@@ -371,14 +371,26 @@ export class BackupService {
       gunzip.on("error", () => {});
       const raw = backup ? await this.store.read(backup.location) : createReadStream(dumpFile!);
       const source = pipeline(raw, counter, gunzip, () => {});
-      await withAdminTransaction(client, async () => {
-        await client.query("set local lock_timeout = '60s'");
-        await applyDump(client, source, () => {
-          if (Date.now() - lastReport < 500) return;
-          lastReport = Date.now();
-          void setProgress(from + Math.min(span, Math.floor((read / total) * span)));
-        });
-      });
+      // Applied as the project's owner: the backup's objects and rows are the tenant's (see restore.ts).
+      const skipped = await withOwnerLoad(
+        project!.record,
+        client,
+        `strata-restore-${id}`,
+        async (owner, strata) => {
+          await owner.query("set local lock_timeout = '60s'");
+          return applyDump(owner, strata, source, () => {
+            if (Date.now() - lastReport < 500) return;
+            lastReport = Date.now();
+            void setProgress(from + Math.min(span, Math.floor((read / total) * span)));
+          });
+        },
+      );
+      if (skipped.length) {
+        this.ctx.log.warn(
+          { ref, statements: skipped.map((s) => s.slice(0, 200)) },
+          "restore: statements only a superuser may run were left out",
+        );
+      }
       // Cleared before the restore is reported done, so a caller that sees COMPLETED finds nothing left over.
       await cleanUp();
       await this.ctx.platformPool.query(

@@ -3,8 +3,7 @@ import type pg from "pg";
 import type { AppContext } from "../../context";
 import { oneOffClient } from "../../db/client";
 import { availableBinaries, type PostgresBinaries } from "../../db/embeddedCluster";
-import { withAdminTransaction } from "../../db/transaction";
-import { withDatabase } from "../../db/urls";
+import { withCredentials, withDatabase } from "../../db/urls";
 import { runUtilityStatement } from "../../db/utility";
 import { kekOf } from "../../platform/kek";
 import {
@@ -17,6 +16,7 @@ import {
 } from "../../projects/clusters";
 import { writeDump } from "../backups/dump";
 import { applyDump } from "../backups/restore";
+import { withOwnerLoad } from "../database/ownerLoad";
 import { HttpError } from "../http";
 import { findAnyProject, type ProjectRow } from "../projects/store";
 
@@ -185,9 +185,10 @@ async function runUpgrade(
     );
     const kek = kekOf(ctx.platformPool);
     const newUrl = withDatabase(targetCluster.adminUrl, database);
+    const sqlPassword = kek.open(rows[0].sql_role_password, "platform.projects.sql_role_password");
     await prepareProjectDatabase(newUrl, {
       ref,
-      sqlPassword: kek.open(rows[0].sql_role_password, "platform.projects.sql_role_password"),
+      sqlPassword,
       readPassword: kek.open(rows[0].read_role_password, "platform.projects.read_role_password"),
       authenticatorPassword: targetCluster.authenticatorPassword,
     });
@@ -211,10 +212,21 @@ async function runUpgrade(
         },
       );
       dumped.catch(() => {});
-      await withAdminTransaction(newDb, async () => {
-        await applyDump(newDb, pipe, () => {});
-      });
+      // Applied as the project's owner on the new cluster, as a restore is (see backups/restore.ts).
+      const owner = {
+        sqlUrl: withCredentials(newUrl, `strata_sql_${ref}`, sqlPassword),
+        ownerRole: `postgres_${ref}`,
+      };
+      const skipped = await withOwnerLoad(owner, newDb, `strata-upgrade-${id}`, (client, strata) =>
+        applyDump(client, strata, pipe, () => {}),
+      );
       await dumped;
+      if (skipped.length) {
+        ctx.log.warn(
+          { ref, statements: skipped.map((s) => s.slice(0, 200)) },
+          "upgrade: statements only a superuser may run were left out",
+        );
+      }
     } finally {
       await newDb.end().catch(() => {});
     }
