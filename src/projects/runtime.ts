@@ -36,7 +36,7 @@ export interface ProjectRecord {
   rowVersion?: string;
 }
 
-/** Startup options of Strata's superuser sessions on a project's database (see `adminPool`). */
+/** Startup options of Strata's sessions on a project's database that must not resolve tenant names (see `adminPool`). */
 export const SUPERUSER_SESSION_OPTIONS = "-c search_path=pg_catalog,pg_temp";
 
 /** Data pool size of a project whose pooler settings do not say. */
@@ -72,6 +72,7 @@ export class ProjectRuntime {
   private readonly retiredPools = new Set<pg.Pool>();
   private adminPoolInstance: pg.Pool | undefined;
   private authPoolInstance: pg.Pool | undefined;
+  private ownerPoolInstance: pg.Pool | undefined;
   /** Data-login pools on the read replicas, taken in turn by readPool. */
   private replicaPoolInstances: pg.Pool[] | undefined;
   private nextReplica = 0;
@@ -134,6 +135,22 @@ export class ProjectRuntime {
   get authPool(): pg.Pool {
     this.authPoolInstance ??= this.makePool(this.record.authUrl, 3, `-c search_path=${AUTH_SEARCH_PATH}`);
     return this.authPoolInstance;
+  }
+
+  /**
+   * Small pool of the project's SQL login (`strata_sql_<ref>`, a member of its owner) for the work Strata does
+   * on the project's behalf in the schemas its owner owns (storage's tables, as on the platform): each
+   * transaction acts as the owner (`asOwnerScope`), so the triggers, views and functions the owner put there
+   * run with the owner's rights, never the superuser's.
+   */
+  get ownerPool(): pg.Pool {
+    this.ownerPoolInstance ??= this.makePool(this.record.sqlUrl, 3, SUPERUSER_SESSION_OPTIONS);
+    return this.ownerPoolInstance;
+  }
+
+  /** The transaction scope of work on `ownerPool`: the owner's role, no claims. */
+  get asOwnerScope(): { role: string; claims: Record<string, never> } {
+    return { role: this.record.ownerRole, claims: {} };
   }
 
   private makePool(connectionString: string, max: number, options?: string): pg.Pool {
@@ -236,11 +253,13 @@ export class ProjectRuntime {
       this.dataPoolInstance?.end().catch(() => {}),
       this.adminPoolInstance?.end().catch(() => {}),
       this.authPoolInstance?.end().catch(() => {}),
+      this.ownerPoolInstance?.end().catch(() => {}),
       ...(this.replicaPoolInstances ?? []).map((pool) => pool.end().catch(() => {})),
     ]);
     this.replicaPoolInstances = undefined;
     this.dataPoolInstance = undefined;
     this.adminPoolInstance = undefined;
     this.authPoolInstance = undefined;
+    this.ownerPoolInstance = undefined;
   }
 }

@@ -3,7 +3,7 @@ import type { Readable, Writable } from "node:stream";
 import type pg from "pg";
 import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
-import { withAdminTransaction, withTransaction } from "../db/transaction";
+import { withTransaction } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import { ObjectMissing, type ObjectBackend } from "./backend";
 import type { ByteRange } from "./backend/types";
@@ -49,10 +49,13 @@ export class StorageService {
     }
   }
 
-  /** Runs `work` as the project's owner, past RLS: public buckets, signed URLs, bookkeeping. */
+  /**
+   * Runs `work` as the project's owner, past RLS (the owner owns the storage tables): public buckets, signed
+   * URLs, bookkeeping. Never as the superuser: the owner may have put triggers or views there.
+   */
   async asOwner<T>(project: ProjectRuntime, work: (c: pg.PoolClient) => Promise<T>): Promise<T> {
     try {
-      return await withAdminTransaction(project.adminPool, work);
+      return await withTransaction(project.ownerPool, project.asOwnerScope, work);
     } catch (e) {
       throw fromDatabase(e);
     }

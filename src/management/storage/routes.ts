@@ -1,6 +1,7 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
+import { withTransaction } from "../../db/transaction";
 import { route } from "../route";
 import { readSettings, writeSettings } from "../settings";
 import { STORAGE_DEFAULTS } from "../../storage/config";
@@ -70,13 +71,16 @@ export function storageRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ project }) => {
-      const exists = await project.adminPool.query(
-        "select to_regclass('storage.buckets') is not null as present",
-      );
-      if (!exists.rows[0].present) return [];
-      const { rows } = await project.adminPool.query(
-        "select id::text, name, coalesce(owner::text, '') as owner, created_at, updated_at, coalesce(public, false) as public from storage.buckets order by name",
-      );
+      // Read as the project's owner, who owns the storage tables (and could have put a view in their place).
+      const rows = await withTransaction(project.ownerPool, project.asOwnerScope, async (client) => {
+        const exists = await client.query("select to_regclass('storage.buckets') is not null as present");
+        if (!exists.rows[0].present) return [];
+        return (
+          await client.query(
+            "select id::text, name, coalesce(owner::text, '') as owner, created_at, updated_at, coalesce(public, false) as public from storage.buckets order by name",
+          )
+        ).rows;
+      });
       return rows.map((r) => ({
         ...r,
         created_at: new Date(r.created_at).toISOString(),
