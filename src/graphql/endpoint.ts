@@ -12,8 +12,10 @@ import {
   withPipelinedTransaction,
   withReadsInOneRoundTrip,
 } from "../db/transaction";
+import type { StrataConfig } from "../config";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
+import { limitsOf, planningDepthFor, type PgGqlLimits } from "../../plugins/PgGqlLimitsPlugin";
 import { isMutationOperation, withMutationAwareClients } from "../../plugins/PgGqlMutationsPlugin";
 import { prepareDocument, RequestError } from "./document";
 import { RetryOnEngine, runWithoutEngine, WrittenButNotAnswered } from "./planRunner";
@@ -21,6 +23,7 @@ import { RetryOnEngine, runWithoutEngine, WrittenButNotAnswered } from "./planRu
 interface RoleSchema {
   schema: GraphQLSchema;
   resolvedPreset: GraphileConfig.ResolvedPreset;
+  limits: PgGqlLimits;
 }
 
 export interface GraphqlRequestBody {
@@ -30,6 +33,14 @@ export interface GraphqlRequestBody {
 }
 
 type GraphqlResponse = Record<string, unknown>;
+
+/** The GraphQL limits the environment sets (README's Environment table), over graphile.config.ts' own. */
+function environmentPreset({ planningMs, ...limits }: StrataConfig["graphqlLimits"]): GraphileConfig.Preset {
+  const grafast: GraphileConfig.GrafastOptions = {};
+  if (planningMs !== undefined) grafast.timeouts = { planning: planningMs };
+  if (limits.maxDepth !== undefined) grafast.maxPlanningDepth = planningDepthFor(limits.maxDepth);
+  return { pgGraphql: limits, grafast };
+}
 
 /**
  * The schema a role sees in a project, built from that role's privileges on first use and kept in the
@@ -42,7 +53,7 @@ function schemaFor(ctx: AppContext, project: ProjectRuntime, role: string): Prom
     cached = dataApiConfigOf(ctx, project)
       .then(({ schemas }) =>
         makeSchema({
-          extends: [basePreset],
+          extends: [basePreset, environmentPreset(ctx.config.graphqlLimits)],
           pgServices: [
             makePgService({
               pool: project.dataPool,
@@ -52,7 +63,7 @@ function schemaFor(ctx: AppContext, project: ProjectRuntime, role: string): Prom
           ],
         }),
       )
-      .then(({ schema, resolvedPreset }) => ({ schema, resolvedPreset }));
+      .then(({ schema, resolvedPreset }) => ({ schema, resolvedPreset, limits: limitsOf(resolvedPreset) }));
     project.caches.set(key, cached);
     cached.catch(() => project.caches.get(key) === cached && project.caches.delete(key));
   }
@@ -170,8 +181,8 @@ export async function executeGraphql(
     if (e instanceof Error && isSafeError(e)) return { errors: [{ message: e.message }] };
     throw e;
   }
-  const { schema, resolvedPreset } = built;
-  const prepared = prepareDocument(schema, body.query, operationName);
+  const { schema, resolvedPreset, limits } = built;
+  const prepared = prepareDocument(schema, body.query, operationName, limits);
   if (Array.isArray(prepared)) {
     const parsedErrors = prepared as readonly GraphQLError[];
     return errorsOnly(ctx, parsedErrors);
