@@ -7,7 +7,6 @@ import type { RequestAuth } from "../auth/dataAuth";
 import { dataApiConfigOf } from "../catalog/dataApiConfig";
 import type { AppContext } from "../context";
 import {
-  PoolTimeout,
   withPgClientInTransaction,
   withPipelinedTransaction,
   withReadsInOneRoundTrip,
@@ -19,6 +18,7 @@ import { limitsOf, planningDepthFor, type PgGqlLimits } from "../../plugins/PgGq
 import { isMutationOperation, withMutationAwareClients } from "../../plugins/PgGqlMutationsPlugin";
 import { prepareDocument, RequestError } from "./document";
 import { RetryOnEngine, runWithoutEngine, WrittenButNotAnswered } from "./planRunner";
+import { isDatabaseUnavailable } from "./unavailable";
 
 interface RoleSchema {
   schema: GraphQLSchema;
@@ -247,9 +247,9 @@ export async function executeGraphql(
       return { data: null, errors: [{ message: "Subscriptions are not supported" }] };
     }
     const { data, errors } = result as { data?: unknown; errors?: readonly GraphQLError[] };
-    // No connection came free: the whole endpoint is unavailable for now (the router answers 503).
-    const busy = errors?.find((e) => e.originalError instanceof PoolTimeout);
-    if (busy) throw busy.originalError;
+    // The database out of reach or no connection free: the router answers the whole request 503.
+    const unavailable = errors?.find((e) => isDatabaseUnavailable(e.originalError));
+    if (unavailable) throw unavailable.originalError;
     // pg_graphql answers a failed request as a whole: no partial data next to an error.
     if (errors?.length) return errorsOnly(ctx, errors);
     return withGateErrors(data);
@@ -272,7 +272,9 @@ export async function executeGraphql(
     }
   } catch (e) {
     // The commit itself failed (a deferred constraint, a serialization failure): nothing was written.
-    if (isDatabaseError(e)) return { data: null, errors: [{ message: (e as Error).message }] };
+    if (isDatabaseError(e) && !isDatabaseUnavailable(e)) {
+      return { data: null, errors: [{ message: (e as Error).message }] };
+    }
     throw e;
   }
 }
