@@ -15,6 +15,7 @@ import { PgGqlFunctionsPlugin } from "../plugins/PgGqlFunctionsPlugin";
 import { PgGqlDescriptionsPlugin } from "../plugins/PgGqlDescriptionsPlugin";
 import { PgGqlAggregatesPlugin } from "../plugins/PgGqlAggregatesPlugin";
 import { PgGqlMutationsPlugin } from "../plugins/PgGqlMutationsPlugin";
+import { PG_GQL_LIMITS, PgGqlLimitsPlugin, planningDepthFor } from "../plugins/PgGqlLimitsPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
@@ -39,6 +40,7 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlMutationsPlugin,
     PgGqlIntrospectionPlugin,
     PgGqlDescriptionsPlugin,
+    PgGqlLimitsPlugin,
   ],
   disablePlugins: [
     // pg_graphql exposes relations, filters and ordering whether or not an index backs them.
@@ -69,6 +71,12 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     "PgInterfaceModeUnionAllRowsPlugin",
     "SubscriptionPlugin",
   ],
+  grafast: {
+    // Planning is synchronous: a plan still being made after this long is abandoned (grafast checks between
+    // its planning phases) and the operation answers that error, without planning again, for a minute.
+    timeouts: { planning: 2_000 },
+    maxPlanningDepth: planningDepthFor(PG_GQL_LIMITS.maxDepth),
+  },
   schema: {
     defaultBehavior: "-list -query:resource:list -manyRelation:resource:list -connection:resource:backwards",
     pgForbidSetofFunctionsToReturnNull: false,

@@ -46,6 +46,17 @@ export interface StrataConfig {
    * of through grafast's engine; `STRATA_GRAPHQL_PLAN_RUNNER=off` sends every request through the engine.
    */
   graphqlPlanRunner: boolean;
+  /**
+   * Bounds on each GraphQL document (`GRAPHQL_MAX_TOKENS`, `_DEPTH`, `_ALIASES`, `_FIELDS`) and on its planning
+   * (`GRAPHQL_MAX_PLANNING_MS`); only those set, over the preset's (plugins/PgGqlLimitsPlugin.ts).
+   */
+  graphqlLimits: {
+    maxTokens?: number;
+    maxDepth?: number;
+    maxAliases?: number;
+    maxFields?: number;
+    planningMs?: number;
+  };
   /** How long an unused project keeps its pools and DDL watch open. */
   projectIdleMs: number;
   /** How long the projects' log events are kept (hours). */
@@ -168,6 +179,11 @@ const schema = z.object({
   STRATA_GRAPHQL_PLAN_RUNNER: z
     .enum(["on", "off"], { error: "STRATA_GRAPHQL_PLAN_RUNNER must be on or off" })
     .default("on"),
+  GRAPHQL_MAX_TOKENS: positiveInt("GRAPHQL_MAX_TOKENS").optional(),
+  GRAPHQL_MAX_DEPTH: positiveInt("GRAPHQL_MAX_DEPTH").optional(),
+  GRAPHQL_MAX_ALIASES: positiveInt("GRAPHQL_MAX_ALIASES").optional(),
+  GRAPHQL_MAX_FIELDS: positiveInt("GRAPHQL_MAX_FIELDS").optional(),
+  GRAPHQL_MAX_PLANNING_MS: positiveInt("GRAPHQL_MAX_PLANNING_MS").optional(),
   PROJECT_IDLE_MS: positiveInt("PROJECT_IDLE_MS").default(600_000),
   LOG_RETENTION_HOURS: positiveInt("LOG_RETENTION_HOURS").default(72),
   STRATA_KEK: z.string().min(32, "STRATA_KEK must be at least 32 characters long").optional(),
@@ -229,6 +245,11 @@ const schema = z.object({
   FUNCTIONS_IDLE_MS: positiveInt("FUNCTIONS_IDLE_MS").default(60_000),
 });
 
+/** The entries of `values` that are set. */
+function definedOnly<T extends object>(values: T): Partial<T> {
+  return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
 /** Reads the configuration; `overrides` come from graphile.config.ts and lose against the environment. */
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
@@ -268,6 +289,13 @@ export function loadConfig(
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,
     graphqlPlanRunner: c.STRATA_GRAPHQL_PLAN_RUNNER === "on",
+    graphqlLimits: definedOnly({
+      maxTokens: c.GRAPHQL_MAX_TOKENS,
+      maxDepth: c.GRAPHQL_MAX_DEPTH,
+      maxAliases: c.GRAPHQL_MAX_ALIASES,
+      maxFields: c.GRAPHQL_MAX_FIELDS,
+      planningMs: c.GRAPHQL_MAX_PLANNING_MS,
+    }),
     projectIdleMs: c.PROJECT_IDLE_MS,
     logRetentionHours: c.LOG_RETENTION_HOURS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,

@@ -1,7 +1,6 @@
 import {
   GraphQLError,
   Kind,
-  parse,
   parseType,
   TypeInfo,
   validate,
@@ -14,6 +13,7 @@ import {
   type VariableDefinitionNode,
 } from "grafast/graphql";
 import { introspectionEnabled } from "../../plugins/PgGqlIntrospectionPlugin";
+import { limitErrors, parseWithinLimits, type PgGqlLimits } from "../../plugins/PgGqlLimitsPlugin";
 
 /**
  * pg_graphql coerces a variable's value to the type of the position it is used in rather than
@@ -185,33 +185,48 @@ function lastFieldValueWins(document: DocumentNode): DocumentNode {
   });
 }
 
-/** Parses and validates a request's document for `schema`, cached per schema; errors are returned, not thrown. */
+/**
+ * Parses and validates a document for `schema`; a document beyond `limits` is refused before it is validated
+ * (its errors come without `data`, as pg_graphql answers a request it refuses outright).
+ */
+function prepare(
+  schema: GraphQLSchema,
+  source: string,
+  operationName: string | undefined,
+  limits: PgGqlLimits,
+): Prepared {
+  try {
+    const parsed = parseWithinLimits(source, limits);
+    const refused = limitErrors(parsed, limits);
+    if (refused.length) return refused.map((e) => new RequestError(e.message));
+    const selectionError = operationSelectionError(parsed, operationName);
+    if (selectionError) return [selectionError];
+    const document = alignVariableTypes(schema, typenameOfIntrospectedType(lastFieldValueWins(parsed)));
+    const errors = validate(schema, document).map((e) =>
+      FRAGMENT_CYCLE.test(e.message) ? new RequestError("Found a cycle between fragments") : e,
+    );
+    if (errors.length) return errors;
+    return introspectionEnabled(schema) ? { document, errors: [] } : gateIntrospection(document);
+  } catch (e) {
+    return [e instanceof GraphQLError ? e : new GraphQLError("Invalid request")];
+  }
+}
+
+/**
+ * A request's document for `schema`, cached per schema (so a repeated document is the same object, and
+ * grafast's plans for its operation, cached per operation, are reused); errors are returned, not thrown.
+ */
 export function prepareDocument(
   schema: GraphQLSchema,
   source: string,
   operationName: string | undefined,
+  limits: PgGqlLimits,
 ): Prepared {
   const cache = cacheOf(schema);
   const key = `${operationName ?? ""}\u0000${source}`;
   const cached = cache.get(key);
   if (cached) return cached;
-  let prepared: Prepared;
-  try {
-    const parsed = parse(source);
-    const selectionError = operationSelectionError(parsed, operationName);
-    if (selectionError) throw selectionError;
-    const document = alignVariableTypes(schema, typenameOfIntrospectedType(lastFieldValueWins(parsed)));
-    const errors = validate(schema, document).map((e) =>
-      FRAGMENT_CYCLE.test(e.message) ? new RequestError("Found a cycle between fragments") : e,
-    );
-    prepared = errors.length
-      ? errors
-      : introspectionEnabled(schema)
-        ? { document, errors: [] }
-        : gateIntrospection(document);
-  } catch (e) {
-    prepared = [e instanceof GraphQLError ? e : new GraphQLError("Invalid request")];
-  }
+  const prepared = prepare(schema, source, operationName, limits);
   if (source.length <= MAX_CACHED_SOURCE) {
     if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value as string);
     cache.set(key, prepared);

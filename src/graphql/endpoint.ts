@@ -7,20 +7,23 @@ import type { RequestAuth } from "../auth/dataAuth";
 import { dataApiConfigOf } from "../catalog/dataApiConfig";
 import type { AppContext } from "../context";
 import {
-  PoolTimeout,
   withPgClientInTransaction,
   withPipelinedTransaction,
   withReadsInOneRoundTrip,
 } from "../db/transaction";
+import type { StrataConfig } from "../config";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
+import { limitsOf, planningDepthFor, type PgGqlLimits } from "../../plugins/PgGqlLimitsPlugin";
 import { isMutationOperation, withMutationAwareClients } from "../../plugins/PgGqlMutationsPlugin";
 import { prepareDocument, RequestError } from "./document";
 import { RetryOnEngine, runWithoutEngine, WrittenButNotAnswered } from "./planRunner";
+import { isDatabaseUnavailable } from "./unavailable";
 
 interface RoleSchema {
   schema: GraphQLSchema;
   resolvedPreset: GraphileConfig.ResolvedPreset;
+  limits: PgGqlLimits;
 }
 
 export interface GraphqlRequestBody {
@@ -30,6 +33,14 @@ export interface GraphqlRequestBody {
 }
 
 type GraphqlResponse = Record<string, unknown>;
+
+/** The GraphQL limits the environment sets (README's Environment table), over graphile.config.ts' own. */
+function environmentPreset({ planningMs, ...limits }: StrataConfig["graphqlLimits"]): GraphileConfig.Preset {
+  const grafast: GraphileConfig.GrafastOptions = {};
+  if (planningMs !== undefined) grafast.timeouts = { planning: planningMs };
+  if (limits.maxDepth !== undefined) grafast.maxPlanningDepth = planningDepthFor(limits.maxDepth);
+  return { pgGraphql: limits, grafast };
+}
 
 /**
  * The schema a role sees in a project, built from that role's privileges on first use and kept in the
@@ -42,7 +53,7 @@ function schemaFor(ctx: AppContext, project: ProjectRuntime, role: string): Prom
     cached = dataApiConfigOf(ctx, project)
       .then(({ schemas }) =>
         makeSchema({
-          extends: [basePreset],
+          extends: [basePreset, environmentPreset(ctx.config.graphqlLimits)],
           pgServices: [
             makePgService({
               pool: project.dataPool,
@@ -52,7 +63,7 @@ function schemaFor(ctx: AppContext, project: ProjectRuntime, role: string): Prom
           ],
         }),
       )
-      .then(({ schema, resolvedPreset }) => ({ schema, resolvedPreset }));
+      .then(({ schema, resolvedPreset }) => ({ schema, resolvedPreset, limits: limitsOf(resolvedPreset) }));
     project.caches.set(key, cached);
     cached.catch(() => project.caches.get(key) === cached && project.caches.delete(key));
   }
@@ -170,8 +181,8 @@ export async function executeGraphql(
     if (e instanceof Error && isSafeError(e)) return { errors: [{ message: e.message }] };
     throw e;
   }
-  const { schema, resolvedPreset } = built;
-  const prepared = prepareDocument(schema, body.query, operationName);
+  const { schema, resolvedPreset, limits } = built;
+  const prepared = prepareDocument(schema, body.query, operationName, limits);
   if (Array.isArray(prepared)) {
     const parsedErrors = prepared as readonly GraphQLError[];
     return errorsOnly(ctx, parsedErrors);
@@ -236,9 +247,9 @@ export async function executeGraphql(
       return { data: null, errors: [{ message: "Subscriptions are not supported" }] };
     }
     const { data, errors } = result as { data?: unknown; errors?: readonly GraphQLError[] };
-    // No connection came free: the whole endpoint is unavailable for now (the router answers 503).
-    const busy = errors?.find((e) => e.originalError instanceof PoolTimeout);
-    if (busy) throw busy.originalError;
+    // The database out of reach or no connection free: the router answers the whole request 503.
+    const unavailable = errors?.find((e) => isDatabaseUnavailable(e.originalError));
+    if (unavailable) throw unavailable.originalError;
     // pg_graphql answers a failed request as a whole: no partial data next to an error.
     if (errors?.length) return errorsOnly(ctx, errors);
     return withGateErrors(data);
@@ -261,7 +272,9 @@ export async function executeGraphql(
     }
   } catch (e) {
     // The commit itself failed (a deferred constraint, a serialization failure): nothing was written.
-    if (isDatabaseError(e)) return { data: null, errors: [{ message: (e as Error).message }] };
+    if (isDatabaseError(e) && !isDatabaseUnavailable(e)) {
+      return { data: null, errors: [{ message: (e as Error).message }] };
+    }
     throw e;
   }
 }

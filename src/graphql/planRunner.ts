@@ -22,6 +22,7 @@ import {
   type GraphQLLeafType,
   type GraphQLSchema,
 } from "grafast/graphql";
+import { isDatabaseUnavailable } from "./unavailable";
 
 /**
  * A request's grafast plan, run without grafast's engine.
@@ -683,6 +684,8 @@ async function runPlan(
       }
     }
   } catch (e) {
+    // The database out of reach: grafast's engine would only meet it again (the request answers 503).
+    if (isDatabaseUnavailable(e)) throw e;
     // NotRunnable, or a step or statement that failed: grafast reports it in its own way.
     if (wrote) throw new RetryOnEngine("a mutation's statement failed", { cause: e });
     return null;

@@ -15,7 +15,10 @@ import { executeGraphql, graphqlResponseText } from "./endpoint";
 const GRAPHQL_BODY_LIMIT = 5 * 1024 * 1024;
 export const graphqlBody = jsonBody(express.json({ limit: GRAPHQL_BODY_LIMIT }), GRAPHQL_BODY_LIMIT);
 
-/** `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200. */
+/**
+ * `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200, except when the
+ * database is out of reach or has no connection free: 503, still `{"errors": [{"message"}]}`.
+ */
 export async function handleGraphql(
   ctx: AppContext,
   req: Request,
@@ -32,9 +35,9 @@ export async function handleGraphql(
     const e = asPoolTimeout(caught);
     // A refusal of the gate answers as the platform's gateway does: its status, `{message, hint}`.
     if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
-    else if (e instanceof PoolTimeout) res.status(503).json({ message: e.message });
+    else if (e instanceof PoolTimeout) res.status(503).json({ errors: [{ message: e.message }] });
     else if (isDatabaseUnreachable(e)) {
-      res.status(503).json({ message: "Database client error. Retrying the connection." });
+      res.status(503).json({ errors: [{ message: "Database client error. Retrying the connection." }] });
     } else next(e);
   }
 }

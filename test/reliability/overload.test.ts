@@ -46,7 +46,9 @@ describe("Overload", () => {
     expect(rest.status).toBe(503);
     expect(((await rest.json()) as { code: string }).code).toBe("53300");
     expect(graphql.status).toBe(503);
-    expect(((await graphql.json()) as { message: string }).message).toMatch(/connection/);
+    expect(((await graphql.json()) as { errors: { message: string }[] }).errors[0].message).toMatch(
+      /connection/,
+    );
     expect((await Promise.all(holders)).map((r) => r.status)).toEqual(Array(10).fill(200));
     // And the next request is served again.
     expect(
