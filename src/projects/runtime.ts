@@ -36,8 +36,8 @@ export interface ProjectRecord {
   rowVersion?: string;
 }
 
-/** Startup options of Strata's sessions on a project's database that must not resolve tenant names (see `adminPool`). */
-export const SUPERUSER_SESSION_OPTIONS = "-c search_path=pg_catalog,pg_temp";
+/** Startup options of Strata's own sessions on a project's database: names resolve in pg_catalog only (see `adminPool`). */
+export const CATALOG_ONLY_SESSION = "-c search_path=pg_catalog,pg_temp";
 
 /** Data pool size of a project whose pooler settings do not say. */
 export const DEFAULT_POOL_SIZE = 10;
@@ -124,7 +124,7 @@ export class ProjectRuntime {
    * run with the superuser's rights. Strata's own objects are always named with their schema.
    */
   get adminPool(): pg.Pool {
-    this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3, SUPERUSER_SESSION_OPTIONS);
+    this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3, CATALOG_ONLY_SESSION);
     return this.adminPoolInstance;
   }
 
@@ -144,7 +144,7 @@ export class ProjectRuntime {
    * run with the owner's rights, never the superuser's.
    */
   get ownerPool(): pg.Pool {
-    this.ownerPoolInstance ??= this.makePool(this.record.sqlUrl, 3, SUPERUSER_SESSION_OPTIONS);
+    this.ownerPoolInstance ??= this.makePool(this.record.sqlUrl, 3, CATALOG_ONLY_SESSION);
     return this.ownerPoolInstance;
   }
 

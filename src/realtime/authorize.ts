@@ -19,14 +19,21 @@ class Probe extends Error {
 
 /**
  * Asks the policies as the platform does: probe rows for the topic (extensions broadcast and presence) are
- * written by Strata, then read as the caller's role with `realtime.topic()` set (read), and one of each is
- * inserted as that role (write: broadcast; presence: track). Everything is rolled back. `pool` is the
- * project's realtime authorization pool (its `connection_pool` setting). The probe rows must exist before the role switch, which only
- * the project's own superuser connection can do; the checks themselves run under the role and its claims.
+ * written as the project's owner (who owns realtime.messages, so past its RLS), then read as the caller's
+ * role with `realtime.topic()` set (read), and one of each is inserted as that role (write: broadcast;
+ * presence: track). Everything is rolled back. `pool` is the project's realtime authorization pool (its
+ * `connection_pool` setting), logged in as the project's SQL login: the policies are the tenant's code, and
+ * on a superuser's session that code could `reset role` back to the superuser.
  */
-export async function authorizeTopic(pool: pg.Pool, auth: RequestAuth, topic: string): Promise<TopicRights> {
+export async function authorizeTopic(
+  pool: pg.Pool,
+  ownerRole: string,
+  auth: RequestAuth,
+  topic: string,
+): Promise<TopicRights> {
   try {
     await withAdminTransaction(pool, async (client) => {
+      await client.query("select set_config('role', $1, true)", [ownerRole]);
       const { rows } = await client.query(
         `insert into realtime.messages (topic, extension, private)
          values ($1, 'broadcast', true), ($1, 'presence', true) returning id`,

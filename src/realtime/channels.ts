@@ -3,7 +3,7 @@ import pg from "pg";
 import type { RequestAuth } from "../auth/dataAuth";
 import { realtimeConfigOf, type RealtimeConfig } from "../catalog/realtimeConfig";
 import type { Logger } from "../log";
-import type { ProjectRuntime } from "../projects/runtime";
+import { CATALOG_ONLY_SESSION, type ProjectRuntime } from "../projects/runtime";
 import { ChangeFeed, type ChangeData, type ChangeSubscriber } from "./changes";
 import type { PgBinding } from "./filters";
 import { authorizeTopic, type TopicRights } from "./authorize";
@@ -158,7 +158,9 @@ export class ProjectHub {
     const size = (await this.config()).connection_pool;
     if (!this.authPoolInstance) {
       this.authPoolInstance = new pg.Pool({
-        connectionString: this.project.record.adminUrl,
+        // The project's SQL login, not the superuser: the policies checked on it are the tenant's code.
+        connectionString: this.project.record.sqlUrl,
+        options: CATALOG_ONLY_SESSION,
         max: size,
         connectionTimeoutMillis: AUTH_POOL_WAIT_MS,
         idleTimeoutMillis: 30_000,
@@ -169,7 +171,7 @@ export class ProjectHub {
     // pg-pool reads `max` whenever it needs a connection, so a PATCH applies to the next check.
     (this.authPoolInstance.options as { max: number }).max = size;
     try {
-      return await authorizeTopic(this.authPoolInstance, auth, topic);
+      return await authorizeTopic(this.authPoolInstance, this.project.record.ownerRole, auth, topic);
     } catch (e) {
       if (/timeout exceeded when trying to connect/i.test((e as Error).message)) throw new PoolExhausted();
       throw e;

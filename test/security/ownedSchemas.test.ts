@@ -1,9 +1,10 @@
 import { createClient } from "@supabase/supabase-js";
+import { userToken } from "../rest/fixtures";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt } from "../management/client";
 
 /**
- * The project's owner owns the platform schemas its data lives in (storage, as on the platform), so it may
+ * The project's owner owns the platform schemas its data lives in (storage, realtime, as on the platform), so it may
  * add triggers to their tables or replace a table with a view. Whatever Strata does there on the project's
  * behalf (public and signed downloads, signed uploads, listing buckets) must then run as that owner, never
  * as the superuser: the tenant's trigger and view functions record who ran them.
@@ -82,5 +83,41 @@ describe("Strata's work in the schemas the project's owner owns", () => {
     await mgmt(server, "GET", `/v1/projects/${server.ref}/storage/buckets`);
     await fetch(`${server.url}/storage/v1/object/public/open/a.txt`);
     expect((await audit()).filter((r) => r.su)).toEqual([]);
+  });
+
+  it("checks a private channel's policies on realtime.messages off any superuser session", async () => {
+    // The check's transaction is rolled back: sequences (never rolled back) count who ran the policy.
+    const made = await sql(`
+      create sequence public.policy_runs;
+      create sequence public.superuser_runs;
+      grant usage on sequence public.policy_runs, public.superuser_runs to public;
+      create function public.member(topic text) returns boolean language plpgsql as $$
+      begin
+        perform nextval('public.policy_runs');
+        begin
+          execute 'reset role';
+          if (select rolsuper from pg_roles where rolname = current_user) then
+            perform nextval('public.superuser_runs');
+          end if;
+        exception when others then null;
+        end;
+        return topic = 'club';
+      end $$;
+      grant execute on function public.member(text) to authenticated;
+      create policy "club reads" on realtime.messages for select to authenticated
+        using (public.member((select realtime.topic())));`);
+    expect(made.status).toBe(201);
+    const client = createClient(server.url, server.anonKey, { auth: { persistSession: false } });
+    client.realtime.setAuth(await userToken(server, "33333333-3333-4333-8333-333333333333"));
+    const channel = client.channel("club", { config: { private: true } });
+    const status = await new Promise<string>((resolve) => channel.subscribe((s) => resolve(s)));
+    await client.removeAllChannels();
+    client.realtime.disconnect();
+    expect(status).toBe("SUBSCRIBED");
+    const { rows } = await server.sql(
+      "select (select last_value from public.policy_runs) as runs, (select is_called from public.superuser_runs) as su",
+    );
+    expect(rows).toEqual([{ runs: expect.any(String), su: false }]);
+    expect(Number(rows[0].runs)).toBeGreaterThan(0);
   });
 });
