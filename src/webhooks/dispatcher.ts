@@ -1,13 +1,16 @@
 import type { PoolClient } from "pg";
 import type { AppContext } from "../context";
 import { withAdminTransaction } from "../db/transaction";
+import { fetchOutbound, OutboundError } from "../net/outbound";
 import type { ProjectRuntime } from "../projects/runtime";
 
 /**
  * Sends the HTTP requests database webhooks queue (`supabase_functions.http_request`, sql/project/600): for
  * every project that enabled webhooks, it claims due requests (`for update skip locked`, so several nodes
- * share one queue), sends each with its timeout, records the answer in `supabase_functions.http_responses`
- * and retries a failed send (network error or 5xx) up to MAX_ATTEMPTS times with growing delays.
+ * share one queue), sends each with its timeout under the outbound policy (public addresses only; http or
+ * https, as the platform allows), records the answer in `supabase_functions.http_responses` and retries a
+ * failed send (network error or 5xx) up to MAX_ATTEMPTS times with growing delays. A request the policy
+ * refuses is recorded at once, with the reason.
  */
 
 const POLL_MS = 250;
@@ -17,6 +20,8 @@ export const MAX_ATTEMPTS = 3;
 const RETRY_DELAYS_S = [1, 5];
 /** What of a response body is kept. */
 const CONTENT_LIMIT = 64 * 1024;
+/** A webhook's own timeout (`timeout_ms`, 1000 by default) is capped: a slow endpoint holds a batch. */
+const MAX_TIMEOUT_MS = 10_000;
 
 interface QueuedRequest {
   id: string;
@@ -34,12 +39,17 @@ interface Outcome {
   contentType?: string;
   content?: string;
   error?: string;
+  /** Not worth another attempt: the policy refused the URL. */
+  final?: boolean;
 }
 
 async function send(request: QueuedRequest): Promise<Outcome> {
-  const url = new URL(request.url);
-  if (url.protocol !== "http:" && url.protocol !== "https:")
-    return { error: `unsupported URL ${request.url}` };
+  let url: URL;
+  try {
+    url = new URL(request.url);
+  } catch {
+    return { error: `unsupported URL ${request.url}`, final: true };
+  }
   for (const [name, value] of Object.entries(request.params ?? {}))
     url.searchParams.append(name, String(value));
   const headers = Object.fromEntries(Object.entries(request.headers ?? {}).map(([k, v]) => [k, String(v)]));
@@ -47,20 +57,18 @@ async function send(request: QueuedRequest): Promise<Outcome> {
     headers["content-type"] = "application/json";
   }
   try {
-    const res = await fetch(url, {
+    const res = await fetchOutbound(url.href, {
       method: request.method,
       headers,
       body: request.method === "POST" ? JSON.stringify(request.body) : undefined,
-      redirect: "manual",
-      signal: AbortSignal.timeout(Math.max(request.timeout_ms, 1)),
+      allowHttp: true,
+      timeoutMs: Math.min(Math.max(request.timeout_ms, 1), MAX_TIMEOUT_MS),
+      maxBytes: CONTENT_LIMIT,
+      truncate: true,
     });
-    const content = (await res.text()).slice(0, CONTENT_LIMIT);
-    return { status: res.status, contentType: res.headers.get("content-type") ?? undefined, content };
+    return { status: res.status, contentType: res.contentType ?? undefined, content: res.text };
   } catch (e) {
-    const error = e as Error;
-    return {
-      error: error.name === "TimeoutError" ? `Timeout of ${request.timeout_ms} ms reached` : error.message,
-    };
+    return { error: (e as Error).message, final: e instanceof OutboundError && e.refused };
   }
 }
 
@@ -78,7 +86,7 @@ async function dispatchDue(project: ProjectRuntime): Promise<number> {
         const outcome = await send(request);
         const attempts = request.attempts + 1;
         const failed = outcome.error !== undefined || (outcome.status ?? 0) >= 500;
-        if (failed && attempts < MAX_ATTEMPTS) {
+        if (failed && !outcome.final && attempts < MAX_ATTEMPTS) {
           await c.query(
             `update supabase_functions.http_request_queue
                 set attempts = $2, next_attempt_at = now() + make_interval(secs => $3) where id = $1`,

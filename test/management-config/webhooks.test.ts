@@ -3,6 +3,10 @@ import type { AddressInfo } from "node:net";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt } from "../management/client";
 import { clientFor } from "../rest/fixtures";
+import { allowLoopbackForTests } from "../../src/net/outbound";
+
+// The webhook receiver listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 interface Received {
   method: string;
