@@ -5,12 +5,13 @@ import { fetchOutbound, OutboundError } from "../net/outbound";
 import type { ProjectRuntime } from "../projects/runtime";
 
 /**
- * Sends the HTTP requests database webhooks queue (`supabase_functions.http_request`, sql/project/600): for
+ * Sends the HTTP requests database webhooks queue (`supabase_functions.http_request`, sql/project/610): for
  * every project that enabled webhooks, it claims due requests (`for update skip locked`, so several nodes
  * share one queue), sends each with its timeout under the outbound policy (public addresses only; http or
  * https, as the platform allows), records the answer in `supabase_functions.http_responses` and retries a
  * failed send (network error or 5xx) up to MAX_ATTEMPTS times with growing delays. A request the policy
- * refuses is recorded at once, with the reason.
+ * refuses is recorded at once, with the reason. The queue is the tenant's to fill: it is read and written
+ * as `strata_webhook_sender`, never as the superuser.
  */
 
 const POLL_MS = 250;
@@ -75,6 +76,8 @@ async function send(request: QueuedRequest): Promise<Outcome> {
 /** Sends what is due in one project; answers how many requests it handled. */
 async function dispatchDue(project: ProjectRuntime): Promise<number> {
   return withAdminTransaction(project.adminPool, async (c: PoolClient) => {
+    // Whatever the project attached to these tables (or casts it made) runs without superuser rights.
+    await c.query("set local role strata_webhook_sender; set local search_path = pg_catalog, pg_temp");
     const { rows } = await c.query<QueuedRequest>(
       `select id::text, method, url, headers, params, body, timeout_ms, attempts
          from supabase_functions.http_request_queue where next_attempt_at <= now()
