@@ -121,6 +121,8 @@ async function dispatchDue(project: ProjectRuntime): Promise<number> {
 export class WebhookDispatcher {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /** Each project's dispatch, on its own: a project whose endpoints are slow holds up no other. */
+  private readonly dispatching = new Map<string, Promise<void>>();
 
   constructor(private readonly ctx: AppContext) {}
 
@@ -156,23 +158,30 @@ export class WebhookDispatcher {
         return; // the control plane is away; the next tick tries again
       }
     }
-    const refs = this.enabled.refs;
-    await Promise.all(
-      refs.map(async (ref) => {
-        try {
-          const project = await this.ctx.registry.get(ref);
-          if (project) while ((await dispatchDue(project)) === BATCH);
-        } catch (e) {
-          // The project dropped supabase_functions: nothing to send until webhooks are enabled again.
-          if ((e as { code?: string }).code === "42P01") return;
-          this.ctx.log.warn({ ref, err: (e as Error).message }, "webhooks: dispatch failed");
-        }
-      }),
-    );
+    for (const ref of this.enabled.refs) {
+      if (this.dispatching.has(ref)) continue;
+      this.dispatching.set(
+        ref,
+        this.dispatchProject(ref).finally(() => this.dispatching.delete(ref)),
+      );
+    }
+  }
+
+  /** Sends what is due in `ref` until its queue has nothing more due. */
+  private async dispatchProject(ref: string): Promise<void> {
+    try {
+      const project = await this.ctx.registry.get(ref);
+      if (project) while ((await dispatchDue(project)) === BATCH);
+    } catch (e) {
+      // The project dropped supabase_functions: nothing to send until webhooks are enabled again.
+      if ((e as { code?: string }).code === "42P01") return;
+      this.ctx.log.warn({ ref, err: (e as Error).message }, "webhooks: dispatch failed");
+    }
   }
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.running;
+    await Promise.all(this.dispatching.values());
   }
 }
