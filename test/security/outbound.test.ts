@@ -321,6 +321,31 @@ describe("Tenant-supplied URLs with the loopback switch off", () => {
     expect(local.requests).toEqual([]);
   });
 
+  it("OAuth provider: an internal realm URL is never asked for the token or the user", async () => {
+    for (const host of [`127.0.0.1:${local.port}`, `loopback.test:${local.port}`, "169.254.169.254"]) {
+      await config({
+        external_keycloak_enabled: true,
+        external_keycloak_client_id: "rp",
+        external_keycloak_secret: "rp-secret",
+        external_keycloak_url: `http://${host}/realms/test`,
+        uri_allow_list: "http://localhost:3000/**",
+      });
+      const started = await fetch(
+        `${server.url}/auth/v1/authorize?provider=keycloak&redirect_to=http://localhost:3000/done`,
+        { redirect: "manual" },
+      );
+      const state = new URL(started.headers.get("location")!).searchParams.get("state")!;
+      const back = await fetch(
+        `${server.url}/auth/v1/callback?code=the-code&state=${encodeURIComponent(state)}`,
+        {
+          redirect: "manual",
+        },
+      );
+      expect(back.headers.get("location")).toMatch(/error_code=bad_oauth_callback/);
+    }
+    expect(local.requests.filter((r) => r.url.startsWith("/realms"))).toEqual([]);
+  });
+
   it("SMTP: a project's SMTP host on this machine gets no connection; the mail fails", async () => {
     const mailbox = await startMailbox({ user: "u", pass: "p" });
     for (const host of ["127.0.0.1", "localhost", "0.0.0.0", "::1", "::ffff:127.0.0.1", "loopback.test"]) {
