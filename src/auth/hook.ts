@@ -4,7 +4,7 @@ import type pg from "pg";
 import { Webhook } from "standardwebhooks";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
-import { fetchPublicJson } from "./publicFetch";
+import { fetchPublicJson } from "../net/outbound";
 import { toUser, type UserRow } from "./users";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_$]*$/;
@@ -12,8 +12,8 @@ const IDENT = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 /**
  * POSTs `input` to an HTTP hook as the platform does (Standard Webhooks): `webhook-id`, `webhook-timestamp`
  * and `webhook-signature` with one `v1,<signature>` per secret of `secrets` (`v1,whsec_<base64>`, several
- * separated by `|`). https only, plain http only to loopback, never to an internal address
- * (fetchPublicJson). Answers the hook's JSON (null for 204); `{error: {http_code, message}}` becomes that error.
+ * separated by `|`), over https to a public address only (the outbound policy, net/outbound.ts). Answers the
+ * hook's JSON (null for 204); `{error: {http_code, message}}` becomes that error.
  */
 export async function runHttpHook(uri: string, secrets: unknown, input: unknown): Promise<unknown> {
   const keys = String(secrets ?? "")

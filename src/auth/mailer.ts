@@ -1,3 +1,5 @@
+import { isIP } from "node:net";
+import { approvedAddress } from "../net/outbound";
 import type { AuthSettings } from "./authConfig";
 
 /** The kinds of mail the auth endpoints send, with the platform's default subject and template of each. */
@@ -71,7 +73,9 @@ export function renderTemplate(template: string, values: MailValues, html = true
 
 /**
  * Sends one auth mail through the project's SMTP server (smtp_host, smtp_port, smtp_user, smtp_pass), from
- * smtp_sender_name <smtp_admin_email>, with the configured subject and template of its kind.
+ * smtp_sender_name <smtp_admin_email>, with the configured subject and template of its kind. The host is a
+ * tenant's choice: it is reached under the outbound policy (a public address only, the connection made to
+ * the address approved, TLS verified against the name).
  */
 export async function sendAuthMail(
   settings: AuthSettings,
@@ -86,10 +90,17 @@ export async function sendAuthMail(
   const template =
     (settings[`mailer_templates_${kind}_content`] as string | null) || MAIL_DEFAULTS[kind].content;
   const user = typeof settings.smtp_user === "string" && settings.smtp_user ? settings.smtp_user : undefined;
+  let approved: string;
+  try {
+    approved = (await approvedAddress(host)).address;
+  } catch (e) {
+    throw new MailError(`SMTP server not reached: ${(e as Error).message}`);
+  }
   // Loaded with the first mail: a project that sends none never holds the library.
   const { default: nodemailer } = await import("nodemailer");
   const transport = nodemailer.createTransport({
-    host,
+    host: approved,
+    servername: isIP(host) ? undefined : host,
     port,
     secure: port === 465,
     auth: user ? { user, pass: String(settings.smtp_pass ?? "") } : undefined,

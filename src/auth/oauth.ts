@@ -6,7 +6,7 @@ import type { ProjectRuntime } from "../projects/runtime";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
 import { afterUserCreated, beforeUserCreated } from "./hook";
-import { fetchPublicJson } from "./publicFetch";
+import { fetchPublicJson } from "../net/outbound";
 import { redirectTarget, withParams } from "./redirects";
 import type { AuthToolkit, Handle } from "./router";
 import { setUser, startSession, userByEmail, userById, type UserRow } from "./users";

@@ -1,6 +1,6 @@
 import { createLocalJWKSet, errors as joseErrors, type JSONWebKeySet, type JWTVerifyGetKey } from "jose";
 import type pg from "pg";
-import { fetchPublicJson } from "./publicFetch";
+import { fetchPublicJson } from "../net/outbound";
 
 /** Fetched key sets are kept at most 10 minutes; an unknown `kid` refetches, at most every 30 seconds. */
 const JWKS_MAX_AGE_MS = 10 * 60 * 1000;
@@ -26,7 +26,7 @@ async function fetchKeySet(url: string): Promise<JSONWebKeySet> {
   return set;
 }
 
-/** A remote key set, fetched through the public-fetch rules, cached and refetched for an unknown kid. */
+/** A remote key set, fetched under the outbound policy (public https only), cached and refetched for an unknown kid. */
 function remoteSet(url: string): JWTVerifyGetKey {
   let set = remoteSets.get(url);
   if (set) return set;

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { withAdminTransaction } from "../db/transaction";
 import type { Logger } from "../log";
+import { fetchOutbound } from "../net/outbound";
 import type { KeyEncryptionKey } from "../platform/kek";
 
 /** Backends Strata can forward to (HTTP); the platform's others need services this machine does not run. */
@@ -95,16 +96,20 @@ export class DrainForwarder {
   }
 }
 
-/** One batch as the backend takes it: a JSON array of events, POSTed. */
+/**
+ * One batch as the backend takes it: a JSON array of events, POSTed under the outbound policy (a public
+ * address only; http or https, as the platform's HTTP drains allow; never redirected).
+ */
 async function send(backend: string, config: WebhookConfig, events: unknown[]): Promise<void> {
   if (backend !== "webhook") throw new Error(`backend ${backend} is not supported`);
-  const res = await fetch(config.url, {
+  const res = await fetchOutbound(config.url, {
     method: "POST",
     headers: { ...(config.headers ?? {}), "content-type": "application/json" },
     body: JSON.stringify(events),
-    signal: AbortSignal.timeout(10_000),
-    redirect: "error",
+    allowHttp: true,
+    timeoutMs: 10_000,
+    maxBytes: 0,
+    truncate: true,
   });
-  await res.body?.cancel();
-  if (!res.ok) throw new Error(`the drain's endpoint answered ${res.status}`);
+  if (res.status < 200 || res.status >= 300) throw new Error(`the drain's endpoint answered ${res.status}`);
 }

@@ -1,13 +1,17 @@
 import type { PoolClient } from "pg";
 import type { AppContext } from "../context";
 import { withAdminTransaction } from "../db/transaction";
+import { fetchOutbound, OutboundError } from "../net/outbound";
 import type { ProjectRuntime } from "../projects/runtime";
 
 /**
- * Sends the HTTP requests database webhooks queue (`supabase_functions.http_request`, sql/project/600): for
+ * Sends the HTTP requests database webhooks queue (`supabase_functions.http_request`, sql/project/610): for
  * every project that enabled webhooks, it claims due requests (`for update skip locked`, so several nodes
- * share one queue), sends each with its timeout, records the answer in `supabase_functions.http_responses`
- * and retries a failed send (network error or 5xx) up to MAX_ATTEMPTS times with growing delays.
+ * share one queue), sends each with its timeout under the outbound policy (public addresses only; http or
+ * https, as the platform allows), records the answer in `supabase_functions.http_responses` and retries a
+ * failed send (network error or 5xx) up to MAX_ATTEMPTS times with growing delays. A request the policy
+ * refuses is recorded at once, with the reason. The queue is the tenant's to fill: it is read and written
+ * as `strata_webhook_sender`, never as the superuser.
  */
 
 const POLL_MS = 250;
@@ -17,6 +21,8 @@ export const MAX_ATTEMPTS = 3;
 const RETRY_DELAYS_S = [1, 5];
 /** What of a response body is kept. */
 const CONTENT_LIMIT = 64 * 1024;
+/** A webhook's own timeout (`timeout_ms`, 1000 by default) is capped: a slow endpoint holds a batch. */
+const MAX_TIMEOUT_MS = 10_000;
 
 interface QueuedRequest {
   id: string;
@@ -34,12 +40,17 @@ interface Outcome {
   contentType?: string;
   content?: string;
   error?: string;
+  /** Not worth another attempt: the policy refused the URL. */
+  final?: boolean;
 }
 
 async function send(request: QueuedRequest): Promise<Outcome> {
-  const url = new URL(request.url);
-  if (url.protocol !== "http:" && url.protocol !== "https:")
-    return { error: `unsupported URL ${request.url}` };
+  let url: URL;
+  try {
+    url = new URL(request.url);
+  } catch {
+    return { error: `unsupported URL ${request.url}`, final: true };
+  }
   for (const [name, value] of Object.entries(request.params ?? {}))
     url.searchParams.append(name, String(value));
   const headers = Object.fromEntries(Object.entries(request.headers ?? {}).map(([k, v]) => [k, String(v)]));
@@ -47,26 +58,26 @@ async function send(request: QueuedRequest): Promise<Outcome> {
     headers["content-type"] = "application/json";
   }
   try {
-    const res = await fetch(url, {
+    const res = await fetchOutbound(url.href, {
       method: request.method,
       headers,
       body: request.method === "POST" ? JSON.stringify(request.body) : undefined,
-      redirect: "manual",
-      signal: AbortSignal.timeout(Math.max(request.timeout_ms, 1)),
+      allowHttp: true,
+      timeoutMs: Math.min(Math.max(request.timeout_ms, 1), MAX_TIMEOUT_MS),
+      maxBytes: CONTENT_LIMIT,
+      truncate: true,
     });
-    const content = (await res.text()).slice(0, CONTENT_LIMIT);
-    return { status: res.status, contentType: res.headers.get("content-type") ?? undefined, content };
+    return { status: res.status, contentType: res.contentType ?? undefined, content: res.text };
   } catch (e) {
-    const error = e as Error;
-    return {
-      error: error.name === "TimeoutError" ? `Timeout of ${request.timeout_ms} ms reached` : error.message,
-    };
+    return { error: (e as Error).message, final: e instanceof OutboundError && e.refused };
   }
 }
 
 /** Sends what is due in one project; answers how many requests it handled. */
 async function dispatchDue(project: ProjectRuntime): Promise<number> {
   return withAdminTransaction(project.adminPool, async (c: PoolClient) => {
+    // Whatever the project attached to these tables (or casts it made) runs without superuser rights.
+    await c.query("set local role strata_webhook_sender; set local search_path = pg_catalog, pg_temp");
     const { rows } = await c.query<QueuedRequest>(
       `select id::text, method, url, headers, params, body, timeout_ms, attempts
          from supabase_functions.http_request_queue where next_attempt_at <= now()
@@ -78,7 +89,7 @@ async function dispatchDue(project: ProjectRuntime): Promise<number> {
         const outcome = await send(request);
         const attempts = request.attempts + 1;
         const failed = outcome.error !== undefined || (outcome.status ?? 0) >= 500;
-        if (failed && attempts < MAX_ATTEMPTS) {
+        if (failed && !outcome.final && attempts < MAX_ATTEMPTS) {
           await c.query(
             `update supabase_functions.http_request_queue
                 set attempts = $2, next_attempt_at = now() + make_interval(secs => $3) where id = $1`,
@@ -110,6 +121,8 @@ async function dispatchDue(project: ProjectRuntime): Promise<number> {
 export class WebhookDispatcher {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
+  /** Each project's dispatch, on its own: a project whose endpoints are slow holds up no other. */
+  private readonly dispatching = new Map<string, Promise<void>>();
 
   constructor(private readonly ctx: AppContext) {}
 
@@ -145,23 +158,30 @@ export class WebhookDispatcher {
         return; // the control plane is away; the next tick tries again
       }
     }
-    const refs = this.enabled.refs;
-    await Promise.all(
-      refs.map(async (ref) => {
-        try {
-          const project = await this.ctx.registry.get(ref);
-          if (project) while ((await dispatchDue(project)) === BATCH);
-        } catch (e) {
-          // The project dropped supabase_functions: nothing to send until webhooks are enabled again.
-          if ((e as { code?: string }).code === "42P01") return;
-          this.ctx.log.warn({ ref, err: (e as Error).message }, "webhooks: dispatch failed");
-        }
-      }),
-    );
+    for (const ref of this.enabled.refs) {
+      if (this.dispatching.has(ref)) continue;
+      this.dispatching.set(
+        ref,
+        this.dispatchProject(ref).finally(() => this.dispatching.delete(ref)),
+      );
+    }
+  }
+
+  /** Sends what is due in `ref` until its queue has nothing more due. */
+  private async dispatchProject(ref: string): Promise<void> {
+    try {
+      const project = await this.ctx.registry.get(ref);
+      if (project) while ((await dispatchDue(project)) === BATCH);
+    } catch (e) {
+      // The project dropped supabase_functions: nothing to send until webhooks are enabled again.
+      if ((e as { code?: string }).code === "42P01") return;
+      this.ctx.log.warn({ ref, err: (e as Error).message }, "webhooks: dispatch failed");
+    }
   }
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.running;
+    await Promise.all(this.dispatching.values());
   }
 }

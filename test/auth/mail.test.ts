@@ -3,6 +3,10 @@ import { decodeJwt } from "jose";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { management } from "./helpers";
 import { memoryStorage, paramsOf, startMailbox, visit } from "./mailbox";
+import { allowLoopbackForTests } from "../../src/net/outbound";
+
+// The SMTP server listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 const SMTP = { user: "strata-mailer", pass: "smtp-secret-for-the-test-0815" };
 const TEMPLATE = (label: string) =>

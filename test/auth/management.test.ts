@@ -4,6 +4,10 @@ import type { AddressInfo } from "node:net";
 import { SignJWT } from "jose";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { graphql, management } from "./helpers";
+import { allowLoopbackForTests } from "../../src/net/outbound";
+
+// The OIDC issuer listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 describe("the Management API's auth families", () => {
   let server: TestServer;

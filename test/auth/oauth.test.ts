@@ -5,6 +5,10 @@ import { decodeJwt } from "jose";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { management } from "./helpers";
 import { memoryStorage, paramsOf, visit } from "./mailbox";
+import { allowLoopbackForTests } from "../../src/net/outbound";
+
+// The OAuth provider listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 const CLIENT = { id: "strata-rp", secret: "rp-secret-for-the-test-4711" };
 let ACCOUNT = {

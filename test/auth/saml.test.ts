@@ -9,6 +9,10 @@ import { loadKek } from "../../src/platform/kek";
 import { startTestServer, TEST_KEK, type TestServer } from "../helpers/server";
 import { management } from "./helpers";
 import { memoryStorage, paramsOf } from "./mailbox";
+import { allowLoopbackForTests } from "../../src/net/outbound";
+
+// The metadata host listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 const { binding } = samlify.Constants.namespace;
 const PERSISTENT = "urn:oasis:names:tc:SAML:2.0:nameid-format:persistent";

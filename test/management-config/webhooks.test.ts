@@ -1,8 +1,12 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { startTestServer, type TestServer } from "../helpers/server";
-import { mgmt } from "../management/client";
+import { mgmt, waitForStatus } from "../management/client";
 import { clientFor } from "../rest/fixtures";
+import { allowLoopbackForTests } from "../../src/net/outbound";
+
+// The webhook receiver listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 interface Received {
   method: string;
@@ -127,4 +131,49 @@ describe("Database webhooks", () => {
     expect(failed).toMatchObject({ status_code: null, attempts: 3 });
     expect(failed.error_msg).toEqual(expect.any(String));
   }, 30_000);
+
+  it("sends one project's webhooks while another project's endpoint holds its request", async () => {
+    let held: { res: http.ServerResponse; open: boolean } | undefined;
+    const holder = http.createServer((_req, res) => {
+      held = { res, open: true };
+      res.on("close", () => (held!.open = false));
+    });
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve));
+    const created = await mgmt(server, "POST", "/v1/projects", {
+      body: {
+        name: "other",
+        organization_slug: "default-org",
+        db_pass: "a-strong-password",
+        region: "us-east-1",
+      },
+    });
+    const other: string = created.body.ref;
+    await waitForStatus(server, other, "ACTIVE_HEALTHY");
+    for (const ref of [server.ref, other])
+      expect((await mgmt(server, "POST", `/v1/projects/${ref}/database/webhooks/enable`)).status).toBe(201);
+    try {
+      await server.sql(`
+        create table public.slow (id int primary key);
+        create trigger slow_hook after insert on public.slow for each row execute function
+          supabase_functions.http_request('http://127.0.0.1:${(holder.address() as AddressInfo).port}/', 'POST', '{}', '{}', '10000');
+        insert into public.slow values (1);
+      `);
+      await until(() => held);
+      const query = `
+        create table public.quick (id int primary key);
+        create trigger quick_hook after insert on public.quick for each row
+          execute function supabase_functions.http_request('${base}/quick', 'POST', '{}', '{}', '2000');
+        insert into public.quick values (1);`;
+      expect(
+        (await mgmt(server, "POST", `/v1/projects/${other}/database/query`, { body: { query } })).status,
+      ).toBe(201);
+      await until(() => received.find((r) => r.url === "/quick"));
+      // Delivered while the first project's request was still waiting for its answer.
+      expect(held!.open).toBe(true);
+    } finally {
+      held?.res.end();
+      await new Promise((resolve) => holder.close(resolve));
+      await mgmt(server, "DELETE", `/v1/projects/${other}`);
+    }
+  });
 });

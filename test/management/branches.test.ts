@@ -3,6 +3,10 @@ import type { AddressInfo } from "node:net";
 import { mintLegacyKey } from "../../src/auth/legacyKeys";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { atProjectHost, mgmt } from "./client";
+import { allowLoopbackForTests } from "../../src/net/outbound";
+
+// The notify_url receiver listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 /** Polls an action run until none of its steps is CREATED or RUNNING; answers it. */
 async function finishedRun(server: TestServer, ref: string, runId: string): Promise<any> {

@@ -2,6 +2,10 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt, waitForStatus } from "./client";
+import { allowLoopbackForTests } from "../../src/net/outbound";
+
+// The drain's sink listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 interface Delivery {
   status: number;

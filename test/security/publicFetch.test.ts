@@ -1,6 +1,9 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { fetchPublicJson } from "../../src/auth/publicFetch";
+import { allowLoopbackForTests, fetchPublicJson } from "../../src/net/outbound";
+
+// The receiver listens on loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 /** The fetch behind third-party JWKS and OIDC discovery: what it refuses to reach. */
 describe("Fetching a third party's keys", () => {
@@ -19,7 +22,7 @@ describe("Fetching a third party's keys", () => {
   });
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
-  it("reads a JSON document from this machine's loopback (local providers in tests)", async () => {
+  it("reads a JSON document from this machine's loopback (local providers, with the tests' switch)", async () => {
     expect(await fetchPublicJson(`${base}/jwks`)).toEqual({ keys: [] });
   });
 

@@ -1,6 +1,6 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { fetchPublicJson } from "../../src/auth/publicFetch";
+import { allowLoopbackForTests, fetchPublicJson } from "../../src/net/outbound";
 
 // The check's DNS answer for `rebind.test` is this machine; the system resolver knows no such name. A fetch
 // that resolved the name again (where a rebinding answer could differ) would fail to connect at all.
@@ -14,6 +14,9 @@ jest.mock("node:dns/promises", () => {
         : actual.lookup(host, options),
   };
 });
+
+// The answer is loopback, which the outbound policy reaches only with the tests' switch.
+allowLoopbackForTests();
 
 describe("Fetching a third party's keys, against DNS rebinding", () => {
   let server: http.Server;

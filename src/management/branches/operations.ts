@@ -3,7 +3,7 @@ import type { AppContext } from "../../context";
 import { oneOffClient } from "../../db/client";
 import { dropProjectDatabase } from "../../projects/clusters";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { fetchPublicJson } from "../../auth/publicFetch";
+import { fetchPublicJson } from "../../net/outbound";
 import { withProjectSqlClient } from "../database/sqlRunner";
 import { HttpError } from "../http";
 import { deleteProject, pauseProject, provisionProject, restoreProject } from "../projects/lifecycle";
@@ -22,8 +22,8 @@ import {
 
 /**
  * Sets a branch's status and tells its `notify_url`, if it has one, with a POST of
- * `{type: "branch.status", branch_id, project_ref, parent_project_ref, status}` (sent as auth hooks are: https,
- * or plain http to loopback only, never to an internal address; a failed delivery is logged, not retried).
+ * `{type: "branch.status", branch_id, project_ref, parent_project_ref, status}` (sent as auth hooks are: https
+ * to a public address only; a failed delivery is logged, not retried).
  */
 async function setStatusAndNotify(ctx: AppContext, branchId: string, status: string): Promise<void> {
   await setBranchStatus(ctx.platformPool, branchId, status);

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Router } from "express";
 import { z } from "zod";
 import { parseIdentityProvider } from "../../auth/saml";
-import { fetchPublicText, UnsafeUrl } from "../../auth/publicFetch";
+import { fetchPublicText, OutboundError } from "../../net/outbound";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { route } from "../route";
@@ -58,7 +58,7 @@ async function metadataOf(xml: string | undefined, url: string | undefined) {
     try {
       text = await fetchPublicText(url);
     } catch (e) {
-      const reason = e instanceof UnsafeUrl ? e.message : "it could not be fetched";
+      const reason = e instanceof OutboundError ? e.message : "it could not be fetched";
       throw new HttpError(400, `Invalid body: metadata_url: ${reason}`);
     }
   }
