@@ -26,11 +26,12 @@ revoke all on schema _strata_load from public;
 grant usage on schema _strata_load to public;
 alter default privileges in schema _strata_load revoke execute on functions from public;
 
--- Strata's machinery, as _strata: never dumped, never handed to the owner (010_project_roles.sql).
+-- Strata's machinery, as _strata: never dumped, never handed to the owner (010_project_roles.sql). The list and
+-- the pinned search_path of 610_webhooks_without_superuser.sql, with _strata_load.
 create or replace function _strata.is_internal_schema(name text) returns boolean
-language sql immutable as $$
+language sql immutable set search_path = pg_catalog, pg_temp as $$
   select name like 'pg\_%' or name in ('information_schema', 'platform', '_strata', '_strata_graphql', '_strata_load',
-                                        'strata_migrations')
+                                        'strata_migrations', 'supabase_functions')
 $$;
 
 create table if not exists _strata_load.session_keys (

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { withAdminTransaction } from "./transaction";
-import { oneOffClient } from "./client";
+import { CATALOG_ONLY_SESSION, oneOffClient } from "./client";
 
 /** `project` runs in every project database; `platform` only in the main database (the control plane). */
 export type BootstrapSet = "project" | "platform";
@@ -38,7 +38,12 @@ export async function applyBootstrap(
   /** Only the files whose version this accepts (a database brought to another one's version). */
   accept: (version: string) => boolean = () => true,
 ): Promise<string[]> {
-  const client = oneOffClient({ connectionString: databaseUrl });
+  // A project's files run where the tenant has objects of its own: they resolve nothing from its schemas.
+  // (The control plane's create pgcrypto's functions in its search path.)
+  const client = oneOffClient({
+    connectionString: databaseUrl,
+    options: sets.includes("platform") ? undefined : CATALOG_ONLY_SESSION,
+  });
   await client.connect();
   const applied: string[] = [];
   try {

@@ -1,6 +1,14 @@
 import pg from "pg";
 
 /**
+ * Startup options of Strata's superuser sessions on a project's database: names resolve in pg_catalog only.
+ * The tenant may create functions and operators in its own schemas (`public`), and one with a closer argument
+ * type (`public.format(text, variadic text[])`, `public.lower(name)`) would otherwise be chosen over the
+ * built-in and run with the superuser's rights. Strata's own objects are always named with their schema.
+ */
+export const CATALOG_ONLY_SESSION = "-c search_path=pg_catalog,pg_temp";
+
+/**
  * A client for one piece of work. An error on its connection while no query runs (the server restarted, the
  * session was ended) surfaces as that work's failure, never as an uncaught error that ends the process.
  */

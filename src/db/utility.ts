@@ -11,7 +11,8 @@ export async function runUtilityStatement(
   values: readonly string[],
 ): Promise<void> {
   const { rows } = await client.query<{ statement: string }>(
-    "select format($1, variadic $2::text[]) as statement",
+    // pg_catalog's format: a tenant's `format(text, variadic text[])` would match the call better.
+    "select pg_catalog.format($1, variadic $2::text[]) as statement",
     [template, values],
   );
   await client.query(rows[0].statement);

@@ -4,7 +4,7 @@ import { ensureLoginPassword } from "../db/loginRoles";
 import { withDatabase } from "../db/urls";
 import { runUtilityStatement } from "../db/utility";
 import type { KeyEncryptionKey } from "../platform/kek";
-import { oneOffClient } from "../db/client";
+import { CATALOG_ONLY_SESSION, oneOffClient } from "../db/client";
 
 /** A Postgres cluster projects live on (a row of platform.clusters). */
 export interface Cluster {
@@ -90,7 +90,11 @@ export async function prepareProjectDatabase(
 ): Promise<void> {
   await retryingRoleChanges(() => applyBootstrap(databaseUrl, ["project"]));
   await retryingRoleChanges(async () => {
-    const client = oneOffClient({ connectionString: databaseUrl, connectionTimeoutMillis: 10_000 });
+    const client = oneOffClient({
+      connectionString: databaseUrl,
+      options: CATALOG_ONLY_SESSION,
+      connectionTimeoutMillis: 10_000,
+    });
     await client.connect();
     try {
       await client.query("select _strata.ensure_project_roles($1, $2, $3)", [

@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
 import pg from "pg";
+import { CATALOG_ONLY_SESSION } from "../db/client";
 import { withPort } from "../db/urls";
 import type { Logger } from "../log";
 
@@ -35,9 +36,6 @@ export interface ProjectRecord {
   /** The row's xmin when loaded: a change notice for this version is one the runtime already has. */
   rowVersion?: string;
 }
-
-/** Startup options of Strata's own sessions on a project's database: names resolve in pg_catalog only (see `adminPool`). */
-export const CATALOG_ONLY_SESSION = "-c search_path=pg_catalog,pg_temp";
 
 /** Data pool size of a project whose pooler settings do not say. */
 export const DEFAULT_POOL_SIZE = 10;
@@ -117,12 +115,7 @@ export class ProjectRuntime {
     return this.replicaPoolInstances[this.nextReplica];
   }
 
-  /**
-   * Small superuser pool for management work on the project's database. Its sessions resolve names from
-   * pg_catalog only: the tenant may create functions and operators in its own schemas (`public`), and one
-   * with a closer argument type (`public.lower(varchar)`) would otherwise be chosen over the built-in and
-   * run with the superuser's rights. Strata's own objects are always named with their schema.
-   */
+  /** Small superuser pool for management work on the project's database (names resolve in pg_catalog only). */
   get adminPool(): pg.Pool {
     this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3, CATALOG_ONLY_SESSION);
     return this.adminPoolInstance;

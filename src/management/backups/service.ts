@@ -3,7 +3,7 @@ import path from "node:path";
 import { createGunzip, createGzip } from "node:zlib";
 import { pipeline, Transform } from "node:stream";
 import type { AppContext } from "../../context";
-import { oneOffClient } from "../../db/client";
+import { CATALOG_ONLY_SESSION, oneOffClient } from "../../db/client";
 import { DiskBackend } from "../../storage/backend/disk";
 import { backendOf, type ObjectBackend } from "../../storage/backend";
 import { HttpError } from "../http";
@@ -165,6 +165,7 @@ export class BackupService {
     const project = await this.ctx.registry.get(row.project_ref);
     const client = oneOffClient({
       connectionString: project!.record.adminUrl,
+      options: CATALOG_ONLY_SESSION,
       application_name: `strata-backup-${row.id}`,
     });
     const gzip = createGzip();
@@ -292,6 +293,7 @@ export class BackupService {
     const project = await this.ctx.registry.get(ref);
     const client = oneOffClient({
       connectionString: project!.record.adminUrl,
+      options: CATALOG_ONLY_SESSION,
       application_name: `strata-restore-${id}`,
     });
     let backup: BackupRow | undefined;
@@ -418,7 +420,7 @@ export class BackupService {
   /** Writes a dump of the database at `url` (a recovered cluster's copy of the project) to a gzip file. */
   private async dumpTo(url: string, file: string, progress: (done: number, total: number) => void) {
     await mkdir(path.dirname(file), { recursive: true });
-    const client = oneOffClient({ connectionString: url });
+    const client = oneOffClient({ connectionString: url, options: CATALOG_ONLY_SESSION });
     await client.connect();
     const gzip = createGzip();
     const out = createWriteStream(file, { mode: 0o600 });

@@ -1,7 +1,7 @@
 import { PassThrough } from "node:stream";
 import type pg from "pg";
 import type { AppContext } from "../../context";
-import { oneOffClient } from "../../db/client";
+import { CATALOG_ONLY_SESSION, oneOffClient } from "../../db/client";
 import { availableBinaries, type PostgresBinaries } from "../../db/embeddedCluster";
 import { withCredentials, withDatabase } from "../../db/urls";
 import { runUtilityStatement } from "../../db/utility";
@@ -144,7 +144,11 @@ async function step(ctx: AppContext, id: string, progress: string): Promise<void
 }
 
 async function connect(url: string, name: string): Promise<pg.Client> {
-  const client = oneOffClient({ connectionString: url, application_name: name });
+  const client = oneOffClient({
+    connectionString: url,
+    options: CATALOG_ONLY_SESSION,
+    application_name: name,
+  });
   await client.connect();
   return client;
 }
