@@ -94,6 +94,73 @@ begin
     execute format('revoke all on %s %s from %s', obj.kind, obj.name,
       case when obj.grantee = 0 then 'public' else quote_ident(pg_get_userbyid(obj.grantee)) end);
   end loop;
+  -- What an owner could have attached to them meanwhile runs when Strata writes there: triggers, rules,
+  -- policies, column defaults, constraints, index expressions and extra columns are put back as made above.
+  for obj in
+    select c.oid::regclass::text as tab, t.tgname::text as name, 'trigger' as kind
+      from pg_trigger t join pg_class c on c.oid = t.tgrelid
+     where c.relnamespace = 'supabase_functions'::regnamespace and not t.tgisinternal
+    union all
+    select c.oid::regclass::text, r.rulename::text, 'rule'
+      from pg_rewrite r join pg_class c on c.oid = r.ev_class
+     where c.relnamespace = 'supabase_functions'::regnamespace and c.relkind = 'r'
+    union all
+    select c.oid::regclass::text, p.polname::text, 'policy'
+      from pg_policy p join pg_class c on c.oid = p.polrelid
+     where c.relnamespace = 'supabase_functions'::regnamespace
+    union all
+    select c.oid::regclass::text, k.conname::text, 'constraint'
+      from pg_constraint k join pg_class c on c.oid = k.conrelid
+     where c.relnamespace = 'supabase_functions'::regnamespace and k.contype <> 'p'
+  loop
+    if obj.kind = 'constraint' then
+      execute format('alter table %s drop constraint %I', obj.tab, obj.name);
+    else
+      execute format('drop %s %I on %s', obj.kind, obj.name, obj.tab);
+    end if;
+  end loop;
+  for obj in
+    select i.indexrelid::regclass::text as name
+      from pg_index i join pg_class c on c.oid = i.indrelid
+     where c.relnamespace = 'supabase_functions'::regnamespace and not i.indisprimary
+  loop
+    execute format('drop index %s', obj.name);
+  end loop;
+  for obj in
+    select c.oid::regclass::text as tab, a.attname::text as col,
+           (c.relname, a.attname) in (('hooks', 'id'), ('hooks', 'hook_table_id'), ('hooks', 'hook_name'),
+             ('hooks', 'created_at'), ('hooks', 'request_id'), ('http_request_queue', 'id'),
+             ('http_request_queue', 'method'), ('http_request_queue', 'url'), ('http_request_queue', 'headers'),
+             ('http_request_queue', 'params'), ('http_request_queue', 'body'), ('http_request_queue', 'timeout_ms'),
+             ('http_request_queue', 'attempts'), ('http_request_queue', 'next_attempt_at'),
+             ('http_request_queue', 'created_at'), ('http_responses', 'id'), ('http_responses', 'status_code'),
+             ('http_responses', 'content_type'), ('http_responses', 'content'), ('http_responses', 'error_msg'),
+             ('http_responses', 'attempts'), ('http_responses', 'created')) as known
+      from pg_attribute a join pg_class c on c.oid = a.attrelid
+     where c.relnamespace = 'supabase_functions'::regnamespace and c.relkind = 'r' and a.attnum > 0
+       and not a.attisdropped
+  loop
+    if obj.known then
+      execute format('alter table %s alter column %I drop default', obj.tab, obj.col);
+    else
+      execute format('alter table %s drop column %I', obj.tab, obj.col);
+    end if;
+  end loop;
+  alter table supabase_functions.hooks disable row level security, no force row level security;
+  alter table supabase_functions.http_request_queue disable row level security, no force row level security;
+  alter table supabase_functions.http_responses disable row level security, no force row level security;
+  alter table supabase_functions.hooks alter column id set default nextval('supabase_functions.hooks_id_seq'),
+    alter column created_at set default now();
+  alter table supabase_functions.http_request_queue
+    alter column id set default nextval('supabase_functions.http_request_queue_id_seq'),
+    alter column headers set default '{}', alter column params set default '{}',
+    alter column timeout_ms set default 1000, alter column attempts set default 0,
+    alter column next_attempt_at set default now(), alter column created_at set default now(),
+    add constraint http_request_queue_method_check check (method in ('GET', 'POST'));
+  alter table supabase_functions.http_responses alter column created set default now();
+  create index supabase_functions_hooks_request_id_idx on supabase_functions.hooks (request_id);
+  create index supabase_functions_hooks_h_table_id_h_name_idx on supabase_functions.hooks (hook_table_id, hook_name);
+
   grant usage on schema supabase_functions to anon, authenticated, service_role, strata_webhook_trigger,
     strata_webhook_sender;
   grant insert on supabase_functions.http_request_queue, supabase_functions.hooks to strata_webhook_trigger;

@@ -212,12 +212,25 @@ describe("Tenant code reached from the webhook trigger and Strata's own function
         )
       ).rows,
     ).toEqual([{ prosecdef: true, owner: "postgres" }]);
-    // Meanwhile the owner attached its recorder to the responses Strata writes.
+    // Meanwhile the owner attached its recorder to the responses Strata writes, every way a table allows.
     await tenantSql(`
       create function public.on_response() returns trigger language plpgsql as $$
         begin perform public.record_caller('response trigger'); return new; end $$;
+      create function public.response_value() returns text language plpgsql as $$
+        begin perform public.record_caller('response default'); return 'x'; end $$;
+      create function public.response_check(t text) returns boolean language plpgsql immutable as $$
+        begin perform public.record_caller('response check'); return true; end $$;
       create trigger intruder after insert on supabase_functions.http_responses for each row
-        execute function public.on_response();`);
+        execute function public.on_response();
+      create rule intruder_rule as on insert to supabase_functions.http_responses
+        do also select public.response_value();
+      alter table supabase_functions.http_responses enable row level security;
+      alter table supabase_functions.http_responses force row level security;
+      create policy intruder_policy on supabase_functions.http_responses using (public.response_check(content));
+      alter table supabase_functions.http_responses add column extra text default public.response_value();
+      alter table supabase_functions.http_responses alter column content_type set default public.response_value();
+      alter table supabase_functions.http_responses add constraint intruder_check check (public.response_check(content));
+      create index intruder_index on supabase_functions.http_responses (public.response_check(content));`);
 
     await server.sql(projectSql("610_webhooks_without_superuser.sql"));
     const { rows } = await server.sql(
@@ -240,16 +253,42 @@ describe("Tenant code reached from the webhook trigger and Strata's own function
       },
     ]);
 
-    // The webhook still fires; the trigger left on the responses runs as the dispatcher's role, not as a superuser.
+    // None of what the owner attached is left on the tables.
+    const left = await server.sql(
+      `select (select count(*)::int from pg_trigger t join pg_class c on c.oid = t.tgrelid
+                where c.relnamespace = 'supabase_functions'::regnamespace and not t.tgisinternal) as triggers,
+              (select count(*)::int from pg_rewrite r join pg_class c on c.oid = r.ev_class
+                where c.relnamespace = 'supabase_functions'::regnamespace and c.relkind = 'r') as rules,
+              (select count(*)::int from pg_policy p join pg_class c on c.oid = p.polrelid
+                where c.relnamespace = 'supabase_functions'::regnamespace) as policies,
+              (select count(*)::int from pg_class c where c.relnamespace = 'supabase_functions'::regnamespace
+                and (c.relrowsecurity or c.relforcerowsecurity)) as rls,
+              (select count(*)::int from pg_attribute where attrelid = 'supabase_functions.http_responses'::regclass
+                and attname = 'extra' and not attisdropped) as extra,
+              (select count(*)::int from pg_index i where i.indrelid = 'supabase_functions.http_responses'::regclass
+                and not i.indisprimary) as indexes,
+              (select count(*)::int from pg_constraint where conrelid = 'supabase_functions.http_responses'::regclass
+                and contype = 'c') as checks,
+              (select count(*)::int from pg_attrdef where adrelid = 'supabase_functions.http_responses'::regclass
+                and pg_get_expr(adbin, adrelid) like '%response_value%') as defaults`,
+    );
+    expect(left.rows).toEqual([
+      { triggers: 0, rules: 0, policies: 0, rls: 0, extra: 0, indexes: 0, checks: 0, defaults: 0 },
+    ]);
+
+    // The webhook still fires, and nothing of the owner's runs when Strata records the answer.
     await server.sql("truncate public.seen");
     await tenantSql("insert into public.diary values (3, 'calm')");
     await until(() => received.find((d) => d.body.record?.id === 3));
-    const rows2 = await until(async () => {
-      const all = await seen();
-      return all.some((r) => r.via === "response trigger") ? all : undefined;
-    });
-    expect(rows2.filter((r) => r.superuser !== false)).toEqual([]);
-    expect(rows2.find((r) => r.via === "response trigger")).toMatchObject({ who: "strata_webhook_sender" });
+    await until(
+      async () =>
+        (
+          await server.sql(
+            "select r.status_code from supabase_functions.http_responses r join supabase_functions.hooks h on h.request_id = r.id order by r.created desc limit 1",
+          )
+        ).rows[0]?.status_code ?? undefined,
+    );
+    expect((await seen()).filter((r) => r.via.startsWith("response"))).toEqual([]);
     expect(existsSync(marker)).toBe(false);
   });
 
