@@ -56,7 +56,8 @@ describe("The modules that use Strata's superuser connection", () => {
     const exact = new Set(rows.map((r) => r.path));
     expect(project.filter((m) => !exact.has(m))).toEqual([]);
     // The control plane's may be listed by folder (Strata's own rows, the tenant's values bound).
-    const covers = (m: string) => rows.some((r) => r.path === m || (r.path.endsWith("/") && m.startsWith(r.path)));
+    const covers = (m: string) =>
+      rows.some((r) => r.path === m || (r.path.endsWith("/") && m.startsWith(r.path)));
     expect(control.filter((m) => !covers(m))).toEqual([]);
     for (const row of rows) expect(row.why.length).toBeGreaterThan(20);
   });
