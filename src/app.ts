@@ -29,6 +29,7 @@ import { LogRecorder } from "./logs/recorder";
 import { DrainForwarder } from "./logs/drains";
 import { stopFunctionRuntime } from "./functions/runtime";
 import { backendOf } from "./storage/backend";
+import { startStorageSweeper } from "./storage/sweep";
 import { BackupService } from "./management/backups/service";
 import { PhysicalBackups } from "./management/backups/physical";
 import { ReplicaManager } from "./projects/replicas";
@@ -341,6 +342,8 @@ export async function startStrata(
   ctx.config = { ...config, port };
   const info = await describeDefaultProject(ctx, db.managementToken);
   ctx.ready = true;
+  // Upload files a crash left without a row, expired resumable uploads: in the background, then daily.
+  const stopStorageSweeper = startStorageSweeper(ctx);
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
@@ -352,6 +355,7 @@ export async function startStrata(
       setTimeout(() => server.closeAllConnections(), 5000).unref();
       await closed;
       clearInterval(branchSweeper);
+      await stopStorageSweeper();
       await stopFunctionRuntime(ctx);
       await webhooks.stop();
       await backups.stop();
