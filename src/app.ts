@@ -28,6 +28,7 @@ import { UsageRecorder } from "./projects/usage";
 import { LogRecorder } from "./logs/recorder";
 import { DrainForwarder } from "./logs/drains";
 import { stopFunctionRuntime } from "./functions/runtime";
+import { reapOrphanWorkers } from "./functions/scratch";
 import { backendOf } from "./storage/backend";
 import { startStorageSweeper } from "./storage/sweep";
 import { BackupService } from "./management/backups/service";
@@ -293,6 +294,9 @@ export async function startStrata(
     ?.apply()
     .catch((e: Error) => log.error({ err: e.message }, "writing the cluster's access rules failed"));
   access?.startExpiry();
+  // Function workers and scratch directories a killed Strata left, before any worker of this one starts.
+  const reaped = reapOrphanWorkers();
+  if (reaped.killed || reaped.removed) log.info(reaped, "function workers of a previous run reaped");
   const { listener, serverOptions } = createApp(ctx);
   void resumeProvisioning(ctx);
   // Branches deleted with force=false go when their grace period ends.
