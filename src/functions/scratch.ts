@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
@@ -34,10 +34,17 @@ function processAlive(pid: number): boolean {
   }
 }
 
-/** Whether the pool named in a scratch directory's name still runs (in this process, or in another one). */
-function ownerRuns(dirName: string): boolean {
+/**
+ * Whether a scratch directory that no running worker names may still get one: the pool named in it still
+ * runs (in this process or another one), or, for a directory of an older Strata (no owner in its name), it
+ * was made less than a minute ago.
+ */
+function mayBeStarting(tmp: string, dirName: string): boolean {
   const owned = OWNED_SCRATCH.exec(dirName);
-  if (!owned) return false;
+  if (!owned) {
+    const made = statSync(path.join(tmp, dirName), { throwIfNoEntry: false })?.mtimeMs ?? 0;
+    return Date.now() - made < 60_000;
+  }
   const pid = Number(owned[1]);
   return pid === process.pid ? livePools.has(owned[2]) : processAlive(pid);
 }
@@ -70,7 +77,8 @@ function processes(): { pid: number; ppid: number; argv: string[] }[] {
  * uses, under this process's temporary directory. A worker is recognised by its command line (Deno running
  * with a socket in a `strata-fn-` directory there; a function cannot change its command line) and is left
  * when its parent is still the Strata process that started it. A scratch directory is removed when no
- * running worker names it and the pool that made it no longer runs. Called at start, before any worker.
+ * running worker names it and the pool that made it no longer runs. Called at start, before any worker of
+ * this server (other servers of this process, and other Strata processes, keep theirs).
  */
 export function reapOrphanWorkers(): { killed: number; removed: number } {
   const tmp = os.tmpdir();
@@ -83,8 +91,10 @@ export function reapOrphanWorkers(): { killed: number; removed: number } {
     );
     const dirName = socket && path.basename(path.dirname(socket));
     if (!dirName?.startsWith(SCRATCH_PREFIX)) continue;
+    // A worker whose directory names its Strata is orphaned once its parent is another process; one of an
+    // older Strata (no owner in the name) once init adopted it.
     const owner = OWNED_SCRATCH.exec(dirName);
-    if (owner && Number(owner[1]) === ppid) {
+    if (owner ? Number(owner[1]) === ppid : ppid !== 1) {
       inUse.add(dirName);
       continue;
     }
@@ -103,7 +113,7 @@ export function reapOrphanWorkers(): { killed: number; removed: number } {
     // No temporary directory: nothing to remove.
   }
   for (const name of names) {
-    if (inUse.has(name) || ownerRuns(name)) continue;
+    if (inUse.has(name) || mayBeStarting(tmp, name)) continue;
     rmSync(path.join(tmp, name), { recursive: true, force: true });
     removed++;
   }
