@@ -28,7 +28,9 @@ import { UsageRecorder } from "./projects/usage";
 import { LogRecorder } from "./logs/recorder";
 import { DrainForwarder } from "./logs/drains";
 import { stopFunctionRuntime } from "./functions/runtime";
+import { reapOrphanWorkers } from "./functions/scratch";
 import { backendOf } from "./storage/backend";
+import { startStorageSweeper } from "./storage/sweep";
 import { BackupService } from "./management/backups/service";
 import { PhysicalBackups } from "./management/backups/physical";
 import { ReplicaManager } from "./projects/replicas";
@@ -292,6 +294,9 @@ export async function startStrata(
     ?.apply()
     .catch((e: Error) => log.error({ err: e.message }, "writing the cluster's access rules failed"));
   access?.startExpiry();
+  // Function workers and scratch directories a killed Strata left, before any worker of this one starts.
+  const reaped = reapOrphanWorkers();
+  if (reaped.killed || reaped.removed) log.info(reaped, "function workers of a previous run reaped");
   const { listener, serverOptions } = createApp(ctx);
   void resumeProvisioning(ctx);
   // Branches deleted with force=false go when their grace period ends.
@@ -341,6 +346,8 @@ export async function startStrata(
   ctx.config = { ...config, port };
   const info = await describeDefaultProject(ctx, db.managementToken);
   ctx.ready = true;
+  // Upload files a crash left without a row, expired resumable uploads: in the background, then daily.
+  const stopStorageSweeper = startStorageSweeper(ctx);
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
@@ -352,6 +359,7 @@ export async function startStrata(
       setTimeout(() => server.closeAllConnections(), 5000).unref();
       await closed;
       clearInterval(branchSweeper);
+      await stopStorageSweeper();
       await stopFunctionRuntime(ctx);
       await webhooks.stop();
       await backups.stop();

@@ -18,7 +18,7 @@ import { bearerAuthOf, GateError, openDataRequest, openProject, type GateErrorCo
 import type { ProjectRuntime } from "../projects/runtime";
 import type { RequestAuth } from "./dataAuth";
 import { authSettings, type AuthSettings } from "./authConfig";
-import { AuthApiError } from "./errors";
+import { AUTH_BODY_LIMIT, AuthApiError, bodyTooLarge } from "./errors";
 import { recordAuthEvents, type AuthLogLocals } from "./authLogs";
 import { afterUserCreated, beforeUserCreated, checkVerificationAttempt, runAccessTokenHook } from "./hook";
 import { signProjectToken } from "./issueToken";
@@ -609,7 +609,12 @@ export function authRouter(ctx: AppContext): Router {
   }
 
   router.use(recordAuthEvents(ctx.logs));
-  router.use(express.json({ limit: "1mb" }));
+  // A body declared over the limit is refused before it is read, whatever its type; a chunked one stops the
+  // body parsers (JSON here, the SAML form) at the same limit.
+  router.use((req: Request, _res: Response, next: NextFunction) =>
+    next(Number(req.headers["content-length"]) > AUTH_BODY_LIMIT ? bodyTooLarge() : undefined),
+  );
+  router.use(express.json({ limit: AUTH_BODY_LIMIT }));
 
   router.get(
     "/.well-known/jwks.json",
@@ -1342,7 +1347,10 @@ export function authRouter(ctx: AppContext): Router {
     res.status(404).json({ code: 404, error_code: "not_found", msg: "Not found" });
   });
 
-  router.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+  router.use((caught: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const err = (caught as { type?: string }).type === "entity.too.large" ? bodyTooLarge() : caught;
+    // A body refused before its end: the rest is not read, so the connection is not reused.
+    if (!req.complete) res.setHeader("connection", "close");
     if (err instanceof AuthApiError || err instanceof GateError)
       (res.locals as AuthLogLocals).authError = {
         code: err instanceof AuthApiError ? err.errorCode : AUTH_ERROR_CODES[err.code],

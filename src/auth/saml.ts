@@ -9,7 +9,7 @@ import type { SsoProvider } from "../management/sso/routes";
 import { kekOf } from "../platform/kek";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { AuthSettings } from "./authConfig";
-import { AuthApiError } from "./errors";
+import { AUTH_BODY_LIMIT, AuthApiError } from "./errors";
 import { afterUserCreated, beforeUserCreated } from "./hook";
 import { redirectTarget, withParams } from "./redirects";
 import { parse, pkceOf, type AuthToolkit, type Handle } from "./router";
@@ -349,7 +349,7 @@ export function samlRoutes(tk: AuthToolkit, handle: Handle): Router {
 
   router.post(
     "/sso/saml/acs",
-    express.urlencoded({ extended: false, limit: "2mb" }),
+    express.urlencoded({ extended: false, limit: AUTH_BODY_LIMIT }),
     handle(
       async (project, req, res) => {
         const settings = await tk.settings(project);

@@ -1,8 +1,8 @@
 /**
  * The module each worker process runs first (Deno, not Node): it sets the function's environment (read
- * from stdin), sends calls to the project's own API over the worker's API socket, takes over `Deno.serve`
- * so that the function's handler listens on the worker's unix socket, then imports the function's
- * entrypoint. Arguments: socket path, entrypoint file URL, API socket path. Kept as text: it is written
+ * from stdin, which it then watches: its end means Strata is gone, and the worker exits), sends calls to
+ * the project's own API over the worker's API socket, takes over `Deno.serve` so that the function's
+ * handler listens on the worker's unix socket, then imports the function's entrypoint. Arguments: socket path, entrypoint file URL, API socket path. Kept as text: it is written
  * under the data directory at start, since Deno runs files, and it is not part of the Node program.
  */
 export const BOOTSTRAP_SOURCE = `
@@ -12,10 +12,27 @@ const [socketPath, entrypoint, apiSocketPath] = Deno.args;
 for (const name of ["DENO_DIR", "DENO_NO_UPDATE_CHECK", "NO_COLOR", "DENO_NODE_SHIM_ACTIVE", "PATH"]) {
   Deno.env.delete(name);
 }
-// The function's own variables come on stdin, not in the process's environment (see worker.ts).
-for (const [name, value] of Object.entries(JSON.parse(await new Response(Deno.stdin.readable).text()))) {
+// stdin is the supervisor pipe (see worker.ts): the function's own variables as one JSON line (not the
+// process's environment), then nothing until Strata's end closes it, when the worker exits. The exit is taken
+// before the function's code runs, which cannot replace it.
+const exit = Deno.exit;
+const supervisor = Deno.stdin.readable.pipeThrough(new TextDecoderStream()).getReader();
+let received = "";
+while (!received.includes("\\n")) {
+  const { value, done } = await supervisor.read();
+  if (done) exit(1);
+  received += value;
+}
+for (const [name, value] of Object.entries(JSON.parse(received.slice(0, received.indexOf("\\n"))))) {
   Deno.env.set(name, value);
 }
+(async () => {
+  try {
+    while (!(await supervisor.read()).done);
+  } finally {
+    exit(0);
+  }
+})();
 
 // The runtime's internals (its ops) stay out of the function's reach, so the wrappers below are the only
 // way to what they wrap.

@@ -1,3 +1,4 @@
+import { claimOwner } from "./scratch";
 import { Worker, type RuntimeFiles, type WorkerLimits, type WorkerSpec } from "./worker";
 
 export interface PoolOptions extends WorkerLimits {
@@ -17,6 +18,8 @@ export class PoolExhausted extends Error {}
 export class WorkerPool {
   private readonly workers = new Map<string, { fn: string; worker: Worker }>();
   private readonly sweeper: NodeJS.Timeout;
+  /** Names this pool's scratch directories, so another server's start-up leaves them alone. */
+  private readonly owner = claimOwner();
 
   constructor(
     private readonly options: PoolOptions,
@@ -37,7 +40,7 @@ export class WorkerPool {
     if (current && !current.worker.ended) return current.worker;
     this.retireOthers(fn, key);
     this.makeRoom();
-    const worker = new Worker(spec, this.options, this.runtime, onLine);
+    const worker = new Worker(spec, this.options, this.runtime, onLine, this.owner.owner);
     this.workers.set(key, { fn, worker });
     worker.onEnd(() => {
       if (this.workers.get(key)?.worker === worker) this.workers.delete(key);
@@ -59,6 +62,7 @@ export class WorkerPool {
     clearInterval(this.sweeper);
     for (const { worker } of this.workers.values()) worker.stop();
     this.workers.clear();
+    this.owner.release();
   }
 
   private retireOthers(fn: string, key: string) {

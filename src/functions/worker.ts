@@ -1,14 +1,14 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import type { ApiChannel } from "./channel";
 import { deniedHosts, IGNORED_ENV } from "./network";
 import { NEUTRAL_ROOT, pathNeutraliser } from "./neutralPaths";
+import { makeScratchDir } from "./scratch";
 
 /** What a worker runs: one version of one function, with its environment. */
 export interface WorkerSpec {
@@ -57,6 +57,26 @@ function cpuTimeMs(pid: number): number | undefined {
 }
 
 /**
+ * `setpriv --pdeathsig KILL --` (util-linux) where the host has one that knows the option: the kernel then
+ * kills a worker as soon as the Strata process that started it dies, even a worker stuck in a loop that would
+ * never read the end of its supervisor pipe. Looked for once.
+ */
+let parentDeathPrefix: string[] | undefined;
+function parentDeathSignal(): string[] {
+  if (parentDeathPrefix) return parentDeathPrefix;
+  parentDeathPrefix = [];
+  if (process.platform !== "linux") return parentDeathPrefix;
+  for (const setpriv of ["/usr/bin/setpriv", "/bin/setpriv"]) {
+    const help = spawnSync(setpriv, ["--help"], { encoding: "utf8" });
+    if (help.stdout?.includes("--pdeathsig")) {
+      parentDeathPrefix = [setpriv, "--pdeathsig", "KILL", "--"];
+      break;
+    }
+  }
+  return parentDeathPrefix;
+}
+
+/**
  * The deployment's import map when it names one, else the `deno.json` next to its entrypoint (imports,
  * compiler options), as `supabase functions deploy` uses them; never a configuration outside its files.
  */
@@ -87,9 +107,9 @@ function neutraliserFor(spec: WorkerSpec, runtime: RuntimeFiles, scratch: string
  * a second socket in the scratch directory (channel.ts). What it prints is recorded with neutral paths.
  */
 export class Worker {
-  readonly scratch = mkdtempSync(path.join(os.tmpdir(), "strata-fn-"));
-  readonly socketPath = path.join(this.scratch, "worker.sock");
-  private readonly apiSocketPath = path.join(this.scratch, "api.sock");
+  readonly scratch: string;
+  readonly socketPath: string;
+  private readonly apiSocketPath: string;
   private readonly api: ApiChannel | undefined;
   private readonly child: ChildProcess;
   // One connection per request: a kept-alive socket that the worker closes as a request goes out fails that
@@ -110,7 +130,12 @@ export class Worker {
     private readonly limits: WorkerLimits,
     runtime: RuntimeFiles,
     onLine: (level: "log" | "error", line: string) => void,
+    /** The pool's owner id (claimOwner), in the scratch directory's name. */
+    owner: string,
   ) {
+    this.scratch = makeScratchDir(owner);
+    this.socketPath = path.join(this.scratch, "worker.sock");
+    this.apiSocketPath = path.join(this.scratch, "api.sock");
     const denied = deniedHosts().join(",");
     const args = [
       "run",
@@ -145,9 +170,16 @@ export class Worker {
       NO_COLOR: "1",
     };
     this.api = spec.api?.(this.apiSocketPath);
-    this.child = spawn(runtime.deno, args, { cwd: this.scratch, env, stdio: ["pipe", "pipe", "pipe"] });
+    const [command, ...prefix] = [...parentDeathSignal(), runtime.deno];
+    this.child = spawn(command, [...prefix, ...args], {
+      cwd: this.scratch,
+      env,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    // stdin is the supervisor pipe: the function's variables as one JSON line, then held open while this
+    // process lives. The bootstrap exits when it ends, so a worker does not outlive a Strata that died.
     this.child.stdin!.on("error", () => {});
-    this.child.stdin!.end(JSON.stringify(spec.env));
+    this.child.stdin!.write(`${JSON.stringify(spec.env)}\n`);
     const neutral = neutraliserFor(spec, runtime, this.scratch);
     createInterface({ input: this.child.stdout! }).on("line", (l) => onLine("log", neutral(l)));
     createInterface({ input: this.child.stderr! }).on("line", (l) => {
@@ -265,6 +297,7 @@ export class Worker {
     this.ended ??= why;
     clearInterval(this.cpuTimer);
     this.agent.destroy();
+    this.child.stdin?.destroy();
     this.api?.close();
     for (const listener of this.endWaiters) listener(this.ended);
     this.endWaiters.clear();

@@ -52,6 +52,25 @@ export const bucketNotEmpty = () =>
     "ResourceNotEmpty",
     "The bucket you tried to delete is not empty",
   );
+/**
+ * No space left for a write: the bytes' file system (ENOSPC, EDQUOT) or the database (SQLSTATE 53100
+ * disk_full). The platform's storage server has no code for it (it answers 500 InternalError or
+ * DatabaseError): 507 Insufficient Storage says what happened, and that a retry will not help until space is
+ * freed. Nothing of the upload is kept.
+ */
+export const insufficientStorage = () =>
+  new StorageError(
+    507,
+    "InsufficientStorage",
+    "InsufficientStorage",
+    "There is not enough storage space left to store the object",
+  );
+
+export function isOutOfSpace(e: unknown): boolean {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  return code === "ENOSPC" || code === "EDQUOT" || code === "53100";
+}
+
 export const invalidJwt = (message: string) => new StorageError(400, "InvalidJWT", "InvalidJWT", message);
 export const invalidSignature = (message = "Invalid signature") =>
   new StorageError(400, "InvalidSignature", "InvalidSignature", message);
@@ -88,5 +107,6 @@ export function fromDatabase(e: unknown, duplicate = "ResourceAlreadyExists"): u
     return invalidRequest(message);
   if (code === "57014")
     return new StorageError(544, "DatabaseTimeout", "DatabaseTimeout", "The database timed out");
+  if (isOutOfSpace(e)) return insufficientStorage();
   return e;
 }

@@ -1,3 +1,4 @@
+import { readdir, readFile, rm, stat } from "node:fs/promises";
 import type { IncomingHttpHeaders } from "node:http";
 import path from "node:path";
 import { randomUUID } from "node:crypto";
@@ -7,7 +8,7 @@ import type { Request, Response } from "express";
 import type { AppContext } from "../context";
 import { GateError, openDataRequest } from "../http/gate";
 import { roleSettingsOf } from "../catalog/roleSettings";
-import { fromGate, invalidRequest, StorageError } from "./errors";
+import { fromGate, insufficientStorage, invalidRequest, isOutOfSpace, StorageError } from "./errors";
 import { checkBucketId, checkObjectName } from "./names";
 import { subjectOf, type Caller, type StorageService } from "./service";
 
@@ -22,10 +23,51 @@ import { subjectOf, type Caller, type StorageService } from "./service";
 
 type TusRequest = Parameters<NonNullable<ServerOptions["onUploadCreate"]>>[0];
 const ROUTE = "/storage/v1/upload/resumable";
+/** An upload not finished a day after it began is given up (its parts removed, its URL answered 404). */
+const EXPIRY_MS = 24 * 60 * 60 * 1000;
+/** An upload's id, `<project ref>.<uuid>`: its parts are the file of that name, its info `<id>.json`. */
+const UPLOAD_ID = /^([a-z]{20}\.[0-9a-f-]{36})(\.json)?$/;
+
+const partsDirOf = (dataDir: string) => path.join(dataDir, "storage-resumable");
+
+/**
+ * Removes the uploads begun over a day before `now` (their expiry): abandoned ones, and any a crash left
+ * behind, with or without their info file. Returns how many.
+ */
+export async function removeExpiredUploads(dataDir: string, now = Date.now()): Promise<number> {
+  const dir = partsDirOf(dataDir);
+  const ids = new Set<string>();
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const id = UPLOAD_ID.exec(name)?.[1];
+    if (id) ids.add(id);
+  }
+  let removed = 0;
+  for (const id of ids) {
+    const files = [path.join(dir, id), path.join(dir, `${id}.json`)];
+    const info = await readFile(files[1], "utf8")
+      .then((text) => JSON.parse(text) as { creation_date?: string })
+      .catch(() => undefined);
+    // Without its info file (written right after the parts' file), the parts' file tells when it began.
+    const began = info?.creation_date
+      ? Date.parse(info.creation_date)
+      : (await stat(files[0]).catch(() => undefined))?.mtimeMs;
+    if (began === undefined || !(now - began > EXPIRY_MS)) continue;
+    await Promise.all(files.map((f) => rm(f, { force: true })));
+    removed++;
+  }
+  return removed;
+}
 
 /** A refusal as TUS hooks throw it: the status and storage's JSON error as the body. */
 function tusError(e: unknown): { status_code: number; body: string } {
-  const refusal = e instanceof StorageError ? e : e instanceof GateError ? fromGate(e) : undefined;
+  const refusal =
+    e instanceof StorageError
+      ? e
+      : e instanceof GateError
+        ? fromGate(e)
+        : isOutOfSpace(e)
+          ? insufficientStorage()
+          : undefined;
   if (!refusal) throw e;
   return {
     status_code: refusal.httpStatus === 400 ? refusal.status : refusal.httpStatus,
@@ -67,9 +109,9 @@ async function makeHandler(ctx: AppContext, service: StorageService) {
   const { FileStore } = await import("@tus/file-store");
   const { Server } = await import("@tus/server");
   const store = new FileStore({
-    directory: path.join(ctx.config.dataDir, "storage-resumable"),
-    // Parts of an upload left unfinished for a day are removed (cleanUpExpiredUploads).
-    expirationPeriodInMilliseconds: 24 * 60 * 60 * 1000,
+    directory: partsDirOf(ctx.config.dataDir),
+    // Parts of an upload left unfinished for a day are removed by the storage sweep (removeExpiredUploads).
+    expirationPeriodInMilliseconds: EXPIRY_MS,
   });
 
   async function callerOf(req: TusRequest): Promise<Caller> {

@@ -10,7 +10,9 @@ import type { ByteRange } from "./backend/types";
 import {
   bucketNotFound,
   fromGate,
+  insufficientStorage,
   invalidParameter,
+  isOutOfSpace,
   invalidRequest,
   objectNotFound,
   StorageError,
@@ -468,6 +470,9 @@ export function storageRouter(ctx: AppContext): Router {
     const e = refusalOf(asPoolTimeout(caught));
     if (!e) {
       ctx.log.error({ err: caught, path: req.path }, "storage request failed");
+    } else if (e.status === 507) {
+      // The client is told; the operator must free space.
+      ctx.log.warn({ path: req.path }, "storage: no space left for an upload");
     }
     const answer = e ?? new StorageError(500, "InternalError", "internal", "Internal Server Error");
     if (res.headersSent) {
@@ -492,6 +497,8 @@ function refusalOf(e: unknown): StorageError | undefined {
   if (e instanceof PoolTimeout) {
     return new StorageError(429, "SlowDown", "too_many_connections", e.message, 429);
   }
+  // Before the check below, which takes any error with a system code (ENOSPC too) for an unreachable database.
+  if (isOutOfSpace(e)) return insufficientStorage();
   if (isDatabaseUnreachable(e)) {
     return new StorageError(
       503,

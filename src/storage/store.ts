@@ -382,3 +382,13 @@ export async function listKeys(
   );
   return { entries: rows };
 }
+
+/** Which of `versions` no object row holds (bytes the sweep may remove). */
+export async function versionsWithoutRow(c: pg.ClientBase, versions: string[]): Promise<string[]> {
+  const { rows } = await c.query<{ version: string }>(
+    `select v.version from unnest($1::text[]) as v (version)
+      where not exists (select from storage.objects o where o.version = v.version)`,
+    [versions],
+  );
+  return rows.map((r) => r.version);
+}

@@ -1,6 +1,7 @@
-import { createHash, randomUUID } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
-import { copyFile, mkdir, rename, rm } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream, type Dirent } from "node:fs";
+import { copyFile, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { Transform, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -28,8 +29,34 @@ export function measuring(): { stream: Transform; result: () => StoredBytes } {
 }
 
 /**
+ * Who writes a partial file: this host (a short hash of its name) and process. A later start on the same host
+ * knows a partial file whose writer is no longer running as a crash's leftover, whatever its age.
+ */
+const HOST = createHash("sha256").update(os.hostname()).digest("hex").slice(0, 12);
+const WRITER = `${HOST}-${process.pid}`;
+/** `<version>.<host>-<pid>.part`, or `<version>.<uuid>.part` as writes named them before. */
+const PARTIAL = /^[0-9a-f-]{36}\.(?:([0-9a-f]{12})-(\d+)|[0-9a-f-]{36})\.part$/;
+const OBJECT = /^[0-9a-f-]{36}$/;
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Whether a partial file's writer is known to be gone: another process of this host that no longer runs. */
+function writerGone(name: string): boolean {
+  const [, host, pid] = PARTIAL.exec(name) ?? [];
+  return host === HOST && Number(pid) !== process.pid && !processAlive(Number(pid));
+}
+
+/**
  * Bytes as files under a directory (the data directory's `storage/` by default). A write goes to a
- * temporary file renamed into place once complete, so a reader never sees half an object.
+ * temporary file (`<key>.<writer>.part`) renamed into place once complete, so a reader never sees half an
+ * object.
  */
 export class DiskBackend implements ObjectBackend {
   constructor(private readonly root: string) {}
@@ -41,7 +68,7 @@ export class DiskBackend implements ObjectBackend {
   async write(key: string, body: Readable): Promise<StoredBytes> {
     const file = this.fileOf(key);
     await mkdir(path.dirname(file), { recursive: true });
-    const partial = `${file}.${randomUUID()}.part`;
+    const partial = `${file}.${WRITER}.part`;
     const measure = measuring();
     try {
       await pipeline(body, measure.stream, createWriteStream(partial, { flags: "wx", mode: 0o600 }));
@@ -79,5 +106,47 @@ export class DiskBackend implements ObjectBackend {
 
   async removeProject(ref: string): Promise<void> {
     await rm(path.join(this.root, checkRef(ref)), { recursive: true, force: true });
+  }
+
+  /** The files named like `shape` in each project's directory, with when each was last written. */
+  private async *files(
+    shape: RegExp,
+  ): AsyncGenerator<{ ref: string; entries: { name: string; mtime: Date }[] }> {
+    const refs = await readdir(this.root, { withFileTypes: true }).catch(() => [] as Dirent[]);
+    for (const dir of refs) {
+      if (!dir.isDirectory() || !/^[a-z]{20}$/.test(dir.name)) continue;
+      const names = await readdir(path.join(this.root, dir.name)).catch(() => [] as string[]);
+      const entries = [];
+      for (const name of names.filter((n) => shape.test(n))) {
+        // A file removed meanwhile (a finished write's partial, a deleted object) is no longer there to sweep.
+        const info = await stat(path.join(this.root, dir.name, name)).catch(() => undefined);
+        if (info?.isFile()) entries.push({ name, mtime: info.mtime });
+      }
+      yield { ref: dir.name, entries };
+    }
+  }
+
+  /**
+   * Removes the partial files of cut-off writes: those whose writer on this host is gone, and any other
+   * untouched since `staleBefore` (a live write touches its file with every chunk). Returns how many.
+   */
+  async removeUnfinished(staleBefore: Date): Promise<number> {
+    let removed = 0;
+    for await (const { ref, entries } of this.files(PARTIAL)) {
+      for (const { name, mtime } of entries) {
+        if (!writerGone(name) && mtime >= staleBefore) continue;
+        await rm(path.join(this.root, ref, name), { force: true });
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  /** Each project's object keys last written before `before`. */
+  async *keysWrittenBefore(before: Date): AsyncGenerator<{ ref: string; keys: string[] }> {
+    for await (const { ref, entries } of this.files(OBJECT)) {
+      const keys = entries.filter(({ mtime }) => mtime < before).map(({ name }) => `${ref}/${name}`);
+      if (keys.length) yield { ref, keys };
+    }
   }
 }

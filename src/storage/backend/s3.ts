@@ -4,6 +4,7 @@ import { measuring } from "./disk";
 import {
   checkKey,
   checkRef,
+  isKey,
   ObjectMissing,
   type ByteRange,
   type ObjectBackend,
@@ -131,6 +132,33 @@ export class S3Backend implements ObjectBackend {
       if (keys.length) await this.remove(keys);
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
+  }
+
+  /**
+   * Aborts the multipart uploads of Strata's keys begun before `staleBefore` (a node that died mid-write
+   * leaves its parts stored, and billed, until they are). A store that cannot list them has nothing to abort.
+   */
+  async removeUnfinished(staleBefore: Date): Promise<number> {
+    const { ListMultipartUploadsCommand, AbortMultipartUploadCommand } = await sdk();
+    const client = await this.client();
+    const Bucket = this.settings.bucket;
+    let aborted = 0;
+    let marker: { KeyMarker?: string; UploadIdMarker?: string } = {};
+    for (;;) {
+      const page = await client
+        .send(new ListMultipartUploadsCommand({ Bucket, ...marker }))
+        .catch((e: unknown) => {
+          if ((e as { name?: string }).name === "NotImplemented") return undefined;
+          throw e;
+        });
+      for (const { Key, UploadId, Initiated } of page?.Uploads ?? []) {
+        if (!Key || !UploadId || !Initiated || Initiated >= staleBefore || !isKey(Key)) continue;
+        await client.send(new AbortMultipartUploadCommand({ Bucket, Key, UploadId }));
+        aborted++;
+      }
+      if (!page?.IsTruncated) return aborted;
+      marker = { KeyMarker: page.NextKeyMarker, UploadIdMarker: page.NextUploadIdMarker };
+    }
   }
 
   async close(): Promise<void> {

@@ -27,6 +27,11 @@ export interface ObjectBackend {
   remove(keys: string[]): Promise<void>;
   /** Removes every object of a project (its keys start with `<ref>/`), when the project is deleted. */
   removeProject(ref: string): Promise<void>;
+  /**
+   * Removes what writes cut off by a crash left behind (partial files, unfinished multipart uploads): those
+   * known to be abandoned, and any not written to since `staleBefore`. Returns how many.
+   */
+  removeUnfinished(staleBefore: Date): Promise<number>;
   close?(): Promise<void>;
 }
 
@@ -42,8 +47,13 @@ export class ObjectMissing extends Error {
   }
 }
 
+/** Whether a key has the shape of Strata's keys, `<project ref>/<version id>`. */
+export function isKey(key: string): boolean {
+  return /^[a-z]{20}\/[0-9a-f-]{36}$/.test(key);
+}
+
 /** Object keys are generated, never user input; still, a backend refuses any other shape. */
 export function checkKey(key: string): string {
-  if (!/^[a-z]{20}\/[0-9a-f-]{36}$/.test(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
+  if (!isKey(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
   return key;
 }
