@@ -35,7 +35,7 @@ import { BackupService } from "./management/backups/service";
 import { PhysicalBackups } from "./management/backups/physical";
 import { ReplicaManager } from "./projects/replicas";
 import type { OwnCluster } from "./db/physical";
-import { ReadOnlyMonitor } from "./management/database-config/readonly";
+import { ClusterDiskGuard, ReadOnlyMonitor } from "./management/database-config/readonly";
 import { EmbeddedClusters } from "./projects/embeddedClusters";
 import { failInterruptedUpgrades } from "./management/upgrade/service";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
@@ -169,17 +169,22 @@ export async function prepareDatabase(
   let embedded: EmbeddedDatabase | undefined;
   let adminUrl = config.databaseUrl;
   if (!adminUrl) {
-    embedded = await startEmbeddedPostgres(
-      config.dataDir,
-      config.embeddedPgPort,
-      (record) => {
+    embedded = await startEmbeddedPostgres(config.dataDir, config.embeddedPgPort, {
+      onLog: (record) => {
         log.debug({ postgres: record.message, severity: record.error_severity }, "embedded postgres");
         onPostgresLog(record);
       },
-      config.embeddedPgListen,
+      listenAddresses: config.embeddedPgListen,
       // Every start archives WAL (a CLI command's too: a gap would end point-in-time restores there).
-      path.join(config.dataDir, "wal-archive"),
-    ).catch((e: Error) => {
+      archiveDir: path.join(config.dataDir, "wal-archive"),
+      onState: (state) =>
+        state.running
+          ? log.info("the embedded PostgreSQL runs again")
+          : log.warn(
+              { reason: state.reason, retry_in_ms: state.retryInMs },
+              "the embedded PostgreSQL is down; restarting it",
+            ),
+    }).catch((e: Error) => {
       throw new StartupError(e.message, { cause: e });
     });
     adminUrl = embedded.url;
@@ -267,8 +272,15 @@ export async function startStrata(
           await ctx.replicas?.restartAll();
         }
       : undefined,
+    databaseDown: db.embedded && (() => db.embedded!.downReason()),
     ready: false,
   };
+  if (db.embedded)
+    ctx.clusterDisk = new ClusterDiskGuard(
+      ctx,
+      { id: DEFAULT_CLUSTER_ID, adminUrl: db.adminUrl, databaseDir: db.embedded.databaseDir },
+      { warnBytes: config.diskWarnFreeBytes, refuseBytes: config.diskRefuseFreeBytes },
+    );
   // Clusters of newer PostgreSQL majors that upgraded projects live on start with the main one.
   const embeddedClusters = db.embedded
     ? new EmbeddedClusters(db.platformPool, {

@@ -80,6 +80,13 @@ export interface StrataConfig {
   projectDiskQuotaBytes: number | undefined;
   /** How often each node measures the open projects' disk usage (read-only mode past the threshold). */
   diskCheckMs: number;
+  /**
+   * Free space of the embedded cluster's volume below which a warning is logged, and above which refused
+   * writes are allowed again.
+   */
+  diskWarnFreeBytes: number;
+  /** Free space of the embedded cluster's volume below which every project's writes are refused. */
+  diskRefuseFreeBytes: number;
   /** Where storage keeps object bytes: the data directory's `storage/` unless an S3 bucket is named. */
   storage: {
     s3Bucket: string | undefined;
@@ -215,6 +222,8 @@ const schema = z.object({
     .int("DISK_CHECK_MS must be a positive whole number of milliseconds")
     .positive("DISK_CHECK_MS must be a positive whole number of milliseconds")
     .default(60_000),
+  DISK_WARN_FREE_MB: positiveInt("DISK_WARN_FREE_MB").default(1024),
+  DISK_REFUSE_FREE_MB: positiveInt("DISK_REFUSE_FREE_MB").default(256),
   MANAGEMENT_RATE_LIMIT: z.coerce
     .number({ error: "MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute" })
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
@@ -268,6 +277,10 @@ export function loadConfig(
     );
   }
   const c = parsed.data;
+  if (c.DISK_WARN_FREE_MB <= c.DISK_REFUSE_FREE_MB)
+    throw new ConfigError(
+      `Invalid configuration: DISK_WARN_FREE_MB must be more than DISK_REFUSE_FREE_MB (got ${c.DISK_WARN_FREE_MB} and ${c.DISK_REFUSE_FREE_MB})`,
+    );
   return {
     databaseUrl: c.DATABASE_URL,
     port: c.PORT,
@@ -306,6 +319,8 @@ export function loadConfig(
     projectDiskQuotaBytes:
       c.PROJECT_DISK_QUOTA_MB === undefined ? undefined : Math.floor(c.PROJECT_DISK_QUOTA_MB * 1024 * 1024),
     diskCheckMs: c.DISK_CHECK_MS,
+    diskWarnFreeBytes: c.DISK_WARN_FREE_MB * 1024 * 1024,
+    diskRefuseFreeBytes: c.DISK_REFUSE_FREE_MB * 1024 * 1024,
     storage: {
       s3Bucket: c.STORAGE_S3_BUCKET,
       s3Endpoint: c.STORAGE_S3_ENDPOINT,

@@ -46,6 +46,10 @@ export interface AppContext {
   replicas?: import("./projects/replicas").ReplicaManager;
   /** Restarts the embedded cluster Strata runs (absent with DATABASE_URL: that cluster is not Strata's). */
   restartCluster?: () => Promise<void>;
+  /** Why the embedded cluster is down now, while its supervisor restarts it (absent with DATABASE_URL). */
+  databaseDown?: () => string | undefined;
+  /** The embedded cluster's disk watermarks: refuses every project's writes when its volume is nearly full. */
+  clusterDisk?: import("./management/database-config/readonly").ClusterDiskGuard;
   /** False while the server is still starting (listening, but the default project not opened yet). */
   ready?: boolean;
 }

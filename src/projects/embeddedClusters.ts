@@ -92,6 +92,13 @@ export class EmbeddedClusters {
             );
             access.observeLog(record);
           },
+          onState: (state) =>
+            state.running
+              ? this.opts.log.info({ cluster: id }, "an embedded cluster runs again")
+              : this.opts.log.warn(
+                  { cluster: id, reason: state.reason, retry_in_ms: state.retryInMs },
+                  "an embedded cluster is down; restarting it",
+                ),
         });
         // Its projects' network restrictions, SSL enforcement, bans and JIT logins, as on the main cluster.
         this.opts.prepareAccess?.(access);
