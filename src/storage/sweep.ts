@@ -1,5 +1,5 @@
 import type { AppContext } from "../context";
-import { withAdminTransaction } from "../db/transaction";
+import { withTransaction } from "../db/transaction";
 import type { ObjectBackend } from "./backend";
 import { DiskBackend } from "./backend/disk";
 import { removeExpiredUploads } from "./resumable";
@@ -64,7 +64,10 @@ async function removeRowless(
   let removed = 0;
   for (let i = 0; i < keys.length; i += BATCH) {
     const versions = keys.slice(i, i + BATCH).map((key) => key.slice(ref.length + 1));
-    const orphans = await withAdminTransaction(project.adminPool, (c) => versionsWithoutRow(c, versions));
+    // As the owner, who owns storage.objects (a view of its own there would run as whoever reads it).
+    const orphans = await withTransaction(project.ownerPool, project.asOwnerScope, (c) =>
+      versionsWithoutRow(c, versions),
+    );
     await backend.remove(orphans.map((version) => `${ref}/${version}`));
     removed += orphans.length;
   }
