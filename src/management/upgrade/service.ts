@@ -328,6 +328,10 @@ async function dropOldDatabase(cluster: Cluster, database: string): Promise<void
   await dropProjectDatabase(cluster, database);
 }
 
+/** A list setting's stored text: names, plain or double-quoted, separated by commas. */
+const LIST_VALUE =
+  /^\s*("([^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*)(\s*,\s*("([^"]|"")*"|[A-Za-z_][A-Za-z0-9_$]*))*\s*$/;
+
 /** GUCs whose value is a list: their stored text is already in SET's syntax, never one quoted literal. */
 const LIST_SETTINGS = new Set([
   "search_path",
@@ -383,14 +387,15 @@ async function copyRoles(from: pg.Client, to: pg.Client, ref: string, database: 
       where d.datname = current_database()`,
   );
   for (const { rolname, setconfig } of settings) {
-    if (rolname) {
-      const exists = await to.query("select 1 from pg_roles where rolname = $1", [rolname]);
-      if (!exists.rowCount) continue;
-    }
+    // The database's own settings and its own roles' only: a role every project shares (anon, authenticator)
+    // may have been given settings here by any tenant.
+    if (rolname && !names.includes(rolname)) continue;
     for (const entry of setconfig as string[]) {
       const at = entry.indexOf("=");
       const name = entry.slice(0, at);
       const value = entry.slice(at + 1);
+      // A list's stored text goes into the statement as it is: only a list of plain or quoted names may.
+      if (LIST_SETTINGS.has(name) && !LIST_VALUE.test(value)) continue;
       const valueSql = LIST_SETTINGS.has(name) ? value : "%L";
       const args = LIST_SETTINGS.has(name) ? [] : [value];
       if (rolname)
