@@ -6,6 +6,7 @@ import { mintLegacyKey } from "./auth/legacyKeys";
 import type { StrataConfig } from "./config";
 import type { AppContext } from "./context";
 import { applyBootstrap } from "./db/bootstrap";
+import { allowLoopbackForLocalTesting } from "./net/outbound";
 import { withAdminTransaction } from "./db/transaction";
 import {
   attachKek,
@@ -226,6 +227,12 @@ export async function startStrata(
   config: StrataConfig,
   log: Logger = createLogger(config.logLevel),
 ): Promise<RunningStrata> {
+  if (config.outboundLoopback) {
+    allowLoopbackForLocalTesting();
+    log.warn(
+      "STRATA_OUTBOUND_LOOPBACK=allow: the URLs projects supply may reach this machine's loopback (a local test setup only)",
+    );
+  }
   // The embedded cluster's log is read for failed logins (network bans) once its access rules exist.
   let access: ClusterAccess | undefined;
   const db = await prepareDatabase(config, log, (record) => access?.observeLog(record));

@@ -14,6 +14,11 @@ function blockingFile(dir: string): string | undefined {
 
 /** Everything the server reads from its environment (which overrides graphile.config.ts). */
 export interface StrataConfig {
+  /**
+   * Whether the URLs projects supply (hooks, JWKS, OIDC, webhooks, drains, notify_url) may reach this
+   * machine's loopback: for a local test setup only (`STRATA_OUTBOUND_LOOPBACK=allow`), warned at every start.
+   */
+  outboundLoopback: boolean;
   /** Superuser URL of the main database; undefined means "start the embedded PostgreSQL". */
   databaseUrl: string | undefined;
   port: number;
@@ -191,6 +196,9 @@ const schema = z.object({
   GRAPHQL_MAX_ALIASES: positiveInt("GRAPHQL_MAX_ALIASES").optional(),
   GRAPHQL_MAX_FIELDS: positiveInt("GRAPHQL_MAX_FIELDS").optional(),
   GRAPHQL_MAX_PLANNING_MS: positiveInt("GRAPHQL_MAX_PLANNING_MS").optional(),
+  STRATA_OUTBOUND_LOOPBACK: z
+    .enum(["deny", "allow"], { error: "STRATA_OUTBOUND_LOOPBACK must be deny or allow" })
+    .default("deny"),
   PROJECT_IDLE_MS: positiveInt("PROJECT_IDLE_MS").default(600_000),
   LOG_RETENTION_HOURS: positiveInt("LOG_RETENTION_HOURS").default(72),
   STRATA_KEK: z.string().min(32, "STRATA_KEK must be at least 32 characters long").optional(),
@@ -309,6 +317,7 @@ export function loadConfig(
       maxFields: c.GRAPHQL_MAX_FIELDS,
       planningMs: c.GRAPHQL_MAX_PLANNING_MS,
     }),
+    outboundLoopback: c.STRATA_OUTBOUND_LOOPBACK === "allow",
     projectIdleMs: c.PROJECT_IDLE_MS,
     logRetentionHours: c.LOG_RETENTION_HOURS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,

@@ -74,8 +74,9 @@ export function renderTemplate(template: string, values: MailValues, html = true
 /**
  * Sends one auth mail through the project's SMTP server (smtp_host, smtp_port, smtp_user, smtp_pass), from
  * smtp_sender_name <smtp_admin_email>, with the configured subject and template of its kind. The host is a
- * tenant's choice: it is reached under the outbound policy (a public address only, the connection made to
- * the address approved, TLS verified against the name).
+ * tenant's choice: it is reached under the outbound policy as a mail relay (a public address, or this
+ * machine's or a private network's MTA, as self-hosted mail often is; never link-local or reserved ranges; the
+ * connection made to the address approved, TLS verified against the name).
  */
 export async function sendAuthMail(
   settings: AuthSettings,
@@ -92,7 +93,7 @@ export async function sendAuthMail(
   const user = typeof settings.smtp_user === "string" && settings.smtp_user ? settings.smtp_user : undefined;
   let approved: string;
   try {
-    approved = (await approvedAddress(host)).address;
+    approved = (await approvedAddress(host, { mailRelay: true })).address;
   } catch (e) {
     throw new MailError(`SMTP server not reached: ${(e as Error).message}`);
   }

@@ -32,17 +32,26 @@ const DEFAULT_TIMEOUT_MS = 5000;
 const DEFAULT_MAX_BYTES = 256 * 1024;
 const MAX_REDIRECTS = 3;
 
-let loopbackForTests = false;
+let loopbackAllowed = false;
 
 /**
  * Lets outbound requests reach this machine's loopback (127.0.0.0/8, ::1), over plain http too: tests run
- * the server in-process and their receivers listen on 127.0.0.1. Only code can turn it on, and only under
- * NODE_ENV=test (set by jest; `strata start` sets production), so no configuration can enable it.
+ * the server in-process and their receivers listen on 127.0.0.1. Only code can turn it on this way, and only
+ * under NODE_ENV=test (set by jest; `strata start` sets production).
  */
 export function allowLoopbackForTests(allowed = true): void {
   if (process.env.NODE_ENV !== "test")
     throw new Error("allowLoopbackForTests is only for tests (NODE_ENV=test)");
-  loopbackForTests = allowed;
+  loopbackAllowed = allowed;
+}
+
+/**
+ * The operator's switch for a local test setup (`STRATA_OUTBOUND_LOOPBACK=allow`: the platform's own client
+ * test suites run their OIDC provider and receivers on 127.0.0.1): loopback is reached as in tests. Start-up
+ * says so in a warning on every start; private and link-local addresses stay refused.
+ */
+export function allowLoopbackForLocalTesting(): void {
+  loopbackAllowed = true;
 }
 
 const cidrs = (list: string[]) => list.map((cidr) => ipaddr.parseCIDR(cidr));
@@ -114,15 +123,21 @@ function ownAddresses(): Set<string> {
   return own;
 }
 
-/** Whether the policy lets a request reach `address`; loopback only while the test switch is on. */
-function reachable(address: string): boolean {
+/**
+ * Whether the policy lets a request reach `address`; loopback only while a test switch is on. A mail relay (the
+ * project's SMTP server) may also be on this machine or the operator's private network, as self-hosted mail
+ * servers are: only its loopback and private (RFC 1918, ULA) addresses are let through besides public ones,
+ * never link-local (the cloud metadata address), carrier-grade NAT or the other reserved ranges.
+ */
+function reachable(address: string, mailRelay = false): boolean {
   let ip: ipaddr.IPv4 | ipaddr.IPv6;
   try {
     ip = canonical(address);
   } catch {
     return false;
   }
-  if (isLoopback(ip)) return loopbackForTests;
+  if (isLoopback(ip)) return loopbackAllowed || mailRelay;
+  if (mailRelay && ["private", "uniqueLocal"].includes(ip.range())) return true;
   return isPublic(ip) && !ownAddresses().has(ip.toNormalizedString());
 }
 
@@ -131,13 +146,17 @@ function reachable(address: string): boolean {
  * reachable: a name with one internal address among public ones is refused, since any of them may be used.
  * Answers the address to connect to.
  */
-export async function approvedAddress(host: string): Promise<LookupAddress> {
+export async function approvedAddress(
+  host: string,
+  opts: { mailRelay?: boolean } = {},
+): Promise<LookupAddress> {
   const bare = host.replace(/^\[|\]$/g, "");
   const addresses = isIP(bare)
     ? [bare]
     : (await lookup(bare, { all: true }).catch(() => [])).map((a) => a.address);
   if (!addresses.length) throw new OutboundError(`${host} does not resolve`);
-  if (!addresses.every(reachable)) throw refuse(`${host} is a private or internal address`);
+  if (!addresses.every((a) => reachable(a, opts.mailRelay)))
+    throw refuse(`${host} is a private or internal address`);
   return { address: addresses[0], family: isIP(addresses[0]) === 6 ? 6 : 4 };
 }
 

@@ -23,6 +23,7 @@ describe("configuration", () => {
     [{ DATABASE_URL: "mysql://x" }, /DATABASE_URL must be a postgres:\/\/ connection URL/],
     [{ JWT_SECRET: "short" }, /JWT_SECRET must be at least 32 characters/],
     [{ LOG_LEVEL: "loud" }, /LOG_LEVEL must be one of/],
+    [{ STRATA_OUTBOUND_LOOPBACK: "yes" }, /STRATA_OUTBOUND_LOOPBACK must be deny or allow/],
     // A file where the data directory (or a folder above it) should be: named, with the fix.
     [
       { STRATA_DATA_DIR: __filename },

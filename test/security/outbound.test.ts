@@ -346,27 +346,28 @@ describe("Tenant-supplied URLs with the loopback switch off", () => {
     expect(local.requests.filter((r) => r.url.startsWith("/realms"))).toEqual([]);
   });
 
-  it("SMTP: a project's SMTP host on this machine gets no connection; the mail fails", async () => {
+  it("SMTP: a mail relay on this machine is reached (a local MTA), never through link-local or reserved addresses", async () => {
     const mailbox = await startMailbox({ user: "u", pass: "p" });
-    for (const host of ["127.0.0.1", "localhost", "0.0.0.0", "::1", "::ffff:127.0.0.1", "loopback.test"]) {
-      expect(
-        (
-          await config({
-            smtp_host: host,
-            smtp_port: String(mailbox.port),
-            smtp_user: "u",
-            smtp_pass: "p",
-            smtp_admin_email: "auth@example.test",
-            smtp_max_frequency: 0,
-            rate_limit_email_sent: 1000,
-            mailer_autoconfirm: false,
-          })
-        ).status,
-      ).toBe(200);
-      const res = await signUp(`mail-${Math.random()}@example.test`);
-      expect(res).toMatchObject({ status: 500, body: { error_code: "unexpected_failure" } });
-    }
+    const send = async (host: string) => {
+      await config({
+        smtp_host: host,
+        smtp_port: String(mailbox.port),
+        smtp_user: "u",
+        smtp_pass: "p",
+        smtp_admin_email: "auth@example.test",
+        smtp_max_frequency: 0,
+        rate_limit_email_sent: 1000,
+        mailer_autoconfirm: false,
+      });
+      return signUp(`mail-${Math.random()}@example.test`);
+    };
+    // 0.0.0.0 would reach the same receiver; the others are the metadata address and other reserved nets.
+    for (const host of ["0.0.0.0", "169.254.169.254", "100.64.0.1", "[::]", "240.0.0.1"])
+      expect(await send(host)).toMatchObject({ status: 500, body: { error_code: "unexpected_failure" } });
     expect(mailbox.mails).toEqual([]);
+    for (const host of ["127.0.0.1", "localhost", "loopback.test"])
+      expect((await send(host)).status).toBe(200);
+    expect(mailbox.mails.length).toBe(3);
     await mailbox.close();
   });
 
