@@ -1,4 +1,5 @@
-import type { GateError } from "../http/gate";
+import { PoolTimeout, asPoolTimeout, isDatabaseUnreachable } from "../db/transaction";
+import { GateError } from "../http/gate";
 
 /**
  * A refusal of /storage/v1 in the platform storage server's shape: `{statusCode, code, error, message}`, the
@@ -71,6 +72,18 @@ export function isOutOfSpace(e: unknown): boolean {
   return code === "ENOSPC" || code === "EDQUOT" || code === "53100";
 }
 
+export const invalidRange = () =>
+  new StorageError(416, "InvalidRange", "InvalidRange", "The requested range is not satisfiable", 416);
+export const uploadNotFound = () => new StorageError(404, "NoSuchUpload", "not_found", "Upload not found");
+export const routeNotFound = (route: string) =>
+  new StorageError(404, "InvalidRequest", "Not Found", `Route ${route} not found`, 404);
+export const tooManyConnections = (message: string) =>
+  new StorageError(429, "SlowDown", "too_many_connections", message, 429);
+export const databaseUnavailable = () =>
+  new StorageError(503, "DatabaseUnavailable", "DatabaseUnavailable", "The database is out of reach", 503);
+export const internalError = () =>
+  new StorageError(500, "InternalError", "internal", "Internal Server Error");
+
 export const invalidJwt = (message: string) => new StorageError(400, "InvalidJWT", "InvalidJWT", message);
 export const invalidSignature = (message = "Invalid signature") =>
   new StorageError(400, "InvalidSignature", "InvalidSignature", message);
@@ -109,4 +122,24 @@ export function fromDatabase(e: unknown, duplicate = "ResourceAlreadyExists"): u
     return new StorageError(544, "DatabaseTimeout", "DatabaseTimeout", "The database timed out");
   if (isOutOfSpace(e)) return insufficientStorage();
   return e;
+}
+
+/** A thrown error as the client's answer, or undefined for a server fault. */
+export function refusalOf(caught: unknown): StorageError | undefined {
+  const e = asPoolTimeout(caught);
+  if (e instanceof StorageError) return e;
+  // The client went away in the middle of its upload: nothing was stored, and nobody is left to answer.
+  if ((e as Error).message === "aborted" || (e as { code?: unknown }).code === "ECONNRESET") {
+    return invalidRequest("The upload was cut off before its end");
+  }
+  if (e instanceof GateError) return fromGate(e);
+  if (e instanceof PoolTimeout) return tooManyConnections(e.message);
+  // Before the check below, which takes any error with a system code (ENOSPC too) for an unreachable database.
+  if (isOutOfSpace(e)) return insufficientStorage();
+  if (isDatabaseUnreachable(e)) return databaseUnavailable();
+  const status = (e as { status?: unknown }).status;
+  // express.json: a malformed or oversized body.
+  if (typeof status === "number" && status >= 400 && status < 500)
+    return invalidRequest((e as Error).message);
+  return undefined;
 }

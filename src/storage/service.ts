@@ -7,7 +7,6 @@ import { withTransaction } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import { ObjectMissing, type ObjectBackend } from "./backend";
 import type { ByteRange } from "./backend/types";
-import { storageSettingsOf } from "./config";
 import { bucketNotFound, fromDatabase, objectNotFound, tooLarge } from "./errors";
 import * as store from "./store";
 import { checkMimeType, limitedTo, type UploadBody } from "./upload";
@@ -90,24 +89,20 @@ export class StorageService {
     await this.test(caller, (c) => store.writeObject(c, probe, upsert));
   }
 
-  /** Before a resumable upload's first byte: the bucket, its media types, the size and the caller's policies. */
+  /**
+   * Before a resumable upload's first byte: the bucket, its media types, the size (`projectSizeLimit`: the
+   * project's `fileSizeLimit`) and the caller's policies.
+   */
   async checkResumableUpload(
     caller: Caller,
     target: { bucketId: string; name: string; contentType: string },
-    size: number,
-    upsert: boolean,
+    options: { size: number; upsert: boolean; projectSizeLimit: number },
   ) {
     const bucket = await this.asOwner(caller.project, (c) => store.findBucket(c, target.bucketId));
     if (!bucket) throw bucketNotFound();
     checkMimeType(target.contentType, bucket.allowed_mime_types);
-    if (size > (await this.sizeLimitOf(caller.project, bucket))) throw tooLarge();
-    await this.checkUploadAllowed(caller, target, upsert);
-  }
-
-  /** The largest object a bucket takes: its own limit and the project's `fileSizeLimit`, whichever is less. */
-  private async sizeLimitOf(project: ProjectRuntime, bucket: store.BucketRow): Promise<number> {
-    const global = (await storageSettingsOf(this.ctx.platformPool, project.ref)).fileSizeLimit;
-    return Math.min(bucket.file_size_limit ?? Infinity, global);
+    if (options.size > sizeLimitOf(bucket, options.projectSizeLimit)) throw tooLarge();
+    await this.checkUploadAllowed(caller, target, options.upsert);
   }
 
   private keyOf(project: ProjectRuntime, version: string): string {
@@ -149,7 +144,8 @@ export class StorageService {
   /**
    * Stores an upload at `bucketId/name`. `mode`: `create` (a taken name is 409 unless `upsert`), `update`
    * (the object must exist). `signedFor`: an upload through a signed upload URL, written as the owner
-   * (the signer's permission was checked when the URL was made), owned by the signer.
+   * (the signer's permission was checked when the URL was made), owned by the signer. `projectSizeLimit`:
+   * the project's `fileSizeLimit`, which the bucket's own limit may only lower.
    */
   async upload(
     caller: Caller,
@@ -159,6 +155,7 @@ export class StorageService {
       mode: "create" | "update";
       upsert: boolean;
       declaredLength?: number;
+      projectSizeLimit: number;
       signedFor?: { owner?: string };
     },
   ): Promise<store.ObjectRow> {
@@ -170,7 +167,7 @@ export class StorageService {
     }));
     if (!bucket) throw bucketNotFound();
     checkMimeType(body.contentType, bucket.allowed_mime_types);
-    const limit = await this.sizeLimitOf(project, bucket);
+    const limit = sizeLimitOf(bucket, options.projectSizeLimit);
     if (options.declaredLength !== undefined && options.declaredLength > limit) throw tooLarge();
 
     const owner = options.signedFor ? options.signedFor.owner : subjectOf(caller.auth);
@@ -323,6 +320,11 @@ export class StorageService {
 export function subjectOf(auth: RequestAuth): string | undefined {
   const sub = auth.claims.sub;
   return typeof sub === "string" && sub ? sub : undefined;
+}
+
+/** The largest object a bucket takes: its own limit and the project's, whichever is less. */
+function sizeLimitOf(bucket: store.BucketRow, projectSizeLimit: number): number {
+  return Math.min(bucket.file_size_limit ?? Infinity, projectSizeLimit);
 }
 
 /** Metadata for a permission test: policies may read it, so it has the upload's declared type. */

@@ -44,12 +44,10 @@ export async function signGrant(
  */
 export async function verifyGrant<G extends DownloadGrant | UploadGrant>(
   secret: string,
-  token: unknown,
+  token: string,
   url: string,
   scope: G["scope"],
 ): Promise<G> {
-  if (typeof token !== "string" || !token)
-    throw invalidJwt("querystring must have required property 'token'");
   let payload: Record<string, unknown>;
   try {
     ({ payload } = await jwtVerify(token, keyOf(secret), { algorithms: ["HS256"], requiredClaims: ["exp"] }));

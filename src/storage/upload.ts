@@ -14,7 +14,7 @@ export interface UploadBody {
 const DEFAULT_CACHE = "no-cache";
 
 /** `3600` or `max-age=3600` as the Cache-Control value kept with the object. */
-function cacheControlOf(value: string | undefined): string {
+export function cacheControlOf(value: string | undefined): string {
   if (!value) return DEFAULT_CACHE;
   return /^\d+$/.test(value) ? `max-age=${value}` : value;
 }
