@@ -5,7 +5,8 @@ import { Webhook } from "standardwebhooks";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
 import { fetchPublicJson } from "../net/outbound";
-import { toUser, type UserRow } from "./users";
+import { endSessions } from "./store/sessions";
+import { toUser, type UserRow } from "./store/users";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 
@@ -163,7 +164,7 @@ export async function checkVerificationAttempt(
   if (output?.decision !== "reject") return;
   const message = typeof output.message === "string" && output.message ? output.message : undefined;
   if (name === "mfa_verification_attempt" || output.should_logout_user === true) {
-    await pool.query("delete from auth.sessions where user_id = $1", [input.user_id]);
+    await endSessions(pool, String(input.user_id), null, "global");
   }
   if (name === "mfa_verification_attempt") {
     throw new AuthApiError(
