@@ -188,33 +188,19 @@ function claimsOf(output: unknown): Record<string, unknown> {
   return claims as Record<string, unknown>;
 }
 
+/** A user-created hook with the user's row (the hook's payload is built only when it is enabled). */
+function userCreatedHook(name: "before_user_created" | "after_user_created") {
+  return async (pool: pg.Pool, settings: AuthSettings, row: UserRow, ip: string | undefined) => {
+    if (!hookEnabled(settings, name)) return;
+    await runHook(pool, settings, name, { metadata: hookMetadata(name, ip), user: toUser(row) });
+  };
+}
+
 /**
  * The before-user-created hook, called with the new user's row inside the transaction that inserted it:
  * an error answer refuses the sign-up and the transaction writes nothing.
  */
-export async function beforeUserCreated(
-  pool: pg.Pool,
-  settings: AuthSettings,
-  row: UserRow,
-  ip: string | undefined,
-): Promise<void> {
-  if (!hookEnabled(settings, "before_user_created")) return;
-  await runHook(pool, settings, "before_user_created", {
-    metadata: hookMetadata("before_user_created", ip),
-    user: toUser(row),
-  });
-}
+export const beforeUserCreated = userCreatedHook("before_user_created");
 
 /** The after-user-created hook, once the user is committed: its error is the caller's, the user stays. */
-export async function afterUserCreated(
-  pool: pg.Pool,
-  settings: AuthSettings,
-  row: UserRow,
-  ip: string | undefined,
-): Promise<void> {
-  if (!hookEnabled(settings, "after_user_created")) return;
-  await runHook(pool, settings, "after_user_created", {
-    metadata: hookMetadata("after_user_created", ip),
-    user: toUser(row),
-  });
-}
+export const afterUserCreated = userCreatedHook("after_user_created");

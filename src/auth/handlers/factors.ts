@@ -76,20 +76,27 @@ async function checkFactorLimits({ project, settings, caller }: SessionCall) {
   }
 }
 
-const nameConflict = (friendlyName: string) => (e: { code?: string }) => {
-  if (e.code === "23505") {
-    throw new AuthApiError(
-      422,
-      "mfa_factor_name_conflict",
-      `A factor with the friendly name "${friendlyName}" for this user already exists`,
-    );
-  }
-  throw e;
-};
+/** The caller's new unverified factor; its friendly name (if any) is not one the user gave another. */
+async function insertNamedFactor(
+  { project, caller }: SessionCall,
+  friendlyName: string,
+  factor: { type: "totp"; secret: string } | { type: "phone"; phone: string },
+) {
+  return insertFactor(project.authPool, { userId: caller.user.id, friendlyName, ...factor }).catch(
+    (e: { code?: string }) => {
+      if (e.code !== "23505") throw e;
+      throw new AuthApiError(
+        422,
+        "mfa_factor_name_conflict",
+        `A factor with the friendly name "${friendlyName}" for this user already exists`,
+      );
+    },
+  );
+}
 
 /** POST /factors: a new unverified factor (TOTP: its secret and QR code; phone: its number). */
 export async function enroll(call: SessionCall) {
-  const { project, req, settings, caller } = call;
+  const { req, settings, caller } = call;
   const body = parse(enrollBody, req.body);
   if (body.factor_type === "phone") return enrollPhone(call, body);
   if (body.factor_type !== "totp") {
@@ -114,12 +121,7 @@ export async function enroll(call: SessionCall) {
     }
   }
   const uri = new OTPAuth.TOTP({ issuer, label: caller.user.email || caller.user.id, secret }).toString();
-  const factor = await insertFactor(project.authPool, {
-    userId: caller.user.id,
-    friendlyName,
-    type: "totp",
-    secret,
-  }).catch(nameConflict(friendlyName));
+  const factor = await insertNamedFactor(call, friendlyName, { type: "totp", secret });
   const svg = await QRCode.toString(uri, { type: "svg" });
   return {
     id: factor.id,
@@ -156,12 +158,7 @@ async function enrollPhone(call: SessionCall, body: z.infer<typeof enrollBody>) 
   );
   await checkFactorLimits(call);
   const friendlyName = body.friendly_name ?? "";
-  const factor = await insertFactor(project.authPool, {
-    userId: caller.user.id,
-    friendlyName,
-    type: "phone",
-    phone,
-  }).catch(nameConflict(friendlyName));
+  const factor = await insertNamedFactor(call, friendlyName, { type: "phone", phone });
   return { id: factor.id, type: "phone", friendly_name: friendlyName, phone: body.phone };
 }
 

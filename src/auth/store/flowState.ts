@@ -87,8 +87,8 @@ export async function issueAuthCode(
 ): Promise<string | undefined> {
   const { rows } = await db.query(
     `update auth.flow_state set user_id = $2, auth_code_issued_at = now(), updated_at = now()
-      where id = $1${options.unclaimed ? " and user_id is null" : ""} returning auth_code`,
-    [flowId, userId],
+      where id = $1 and ($3::boolean is not true or user_id is null) returning auth_code`,
+    [flowId, userId, Boolean(options.unclaimed)],
   );
   return rows[0]?.auth_code;
 }
