@@ -2,7 +2,7 @@ import { IncomingMessage, ServerResponse, type RequestListener, type ServerOptio
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { pinoHttp } from "pino-http";
 import type { AppContext } from "./context";
-import { authRouter } from "./auth/router";
+import { authRouter } from "./auth/routes";
 import { functionsRouter } from "./functions/router";
 import { setPublicApi } from "./functions/runtime";
 import { graphqlRouter } from "./graphql/router";

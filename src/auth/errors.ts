@@ -16,3 +16,19 @@ export const AUTH_BODY_LIMIT = 1 << 20;
 /** A body over AUTH_BODY_LIMIT, answered as the platform's auth server answers it. */
 export const bodyTooLarge = () =>
   new AuthApiError(413, "request_entity_too_large", `Request body too large (max ${AUTH_BODY_LIMIT} bytes)`);
+
+/** Refusals that several endpoints answer alike. */
+export const userNotFound = () => new AuthApiError(404, "user_not_found", "User not found");
+export const emailExists = () =>
+  new AuthApiError(422, "email_exists", "A user with this email address has already been registered");
+export const signupDisabled = () =>
+  new AuthApiError(422, "signup_disabled", "Signups not allowed for this instance");
+export const phoneExists = () =>
+  new AuthApiError(422, "phone_exists", "A user with this phone number has already been registered");
+/** The refusal of a body with both an email address and a phone number (`ending` as the platform's routes say). */
+export const emailOrPhoneOnly = (ending: string) =>
+  new AuthApiError(
+    400,
+    "validation_failed",
+    `Only an email address or phone number should be provided${ending}`,
+  );

@@ -5,7 +5,8 @@ import { Webhook } from "standardwebhooks";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
 import { fetchPublicJson } from "../net/outbound";
-import { toUser, type UserRow } from "./users";
+import { endSessions } from "./store/sessions";
+import { toUser, type UserRow } from "./store/users";
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_$]*$/;
 
@@ -163,7 +164,7 @@ export async function checkVerificationAttempt(
   if (output?.decision !== "reject") return;
   const message = typeof output.message === "string" && output.message ? output.message : undefined;
   if (name === "mfa_verification_attempt" || output.should_logout_user === true) {
-    await pool.query("delete from auth.sessions where user_id = $1", [input.user_id]);
+    await endSessions(pool, String(input.user_id), null, "global");
   }
   if (name === "mfa_verification_attempt") {
     throw new AuthApiError(
@@ -187,33 +188,19 @@ function claimsOf(output: unknown): Record<string, unknown> {
   return claims as Record<string, unknown>;
 }
 
+/** A user-created hook with the user's row (the hook's payload is built only when it is enabled). */
+function userCreatedHook(name: "before_user_created" | "after_user_created") {
+  return async (pool: pg.Pool, settings: AuthSettings, row: UserRow, ip: string | undefined) => {
+    if (!hookEnabled(settings, name)) return;
+    await runHook(pool, settings, name, { metadata: hookMetadata(name, ip), user: toUser(row) });
+  };
+}
+
 /**
  * The before-user-created hook, called with the new user's row inside the transaction that inserted it:
  * an error answer refuses the sign-up and the transaction writes nothing.
  */
-export async function beforeUserCreated(
-  pool: pg.Pool,
-  settings: AuthSettings,
-  row: UserRow,
-  ip: string | undefined,
-): Promise<void> {
-  if (!hookEnabled(settings, "before_user_created")) return;
-  await runHook(pool, settings, "before_user_created", {
-    metadata: hookMetadata("before_user_created", ip),
-    user: toUser(row),
-  });
-}
+export const beforeUserCreated = userCreatedHook("before_user_created");
 
 /** The after-user-created hook, once the user is committed: its error is the caller's, the user stays. */
-export async function afterUserCreated(
-  pool: pg.Pool,
-  settings: AuthSettings,
-  row: UserRow,
-  ip: string | undefined,
-): Promise<void> {
-  if (!hookEnabled(settings, "after_user_created")) return;
-  await runHook(pool, settings, "after_user_created", {
-    metadata: hookMetadata("after_user_created", ip),
-    user: toUser(row),
-  });
-}
+export const afterUserCreated = userCreatedHook("after_user_created");

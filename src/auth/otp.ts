@@ -1,10 +1,21 @@
-import { createHash, randomInt, randomUUID } from "node:crypto";
+import { createHash, randomInt } from "node:crypto";
 import type pg from "pg";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
 import { hookMetadata, runHook } from "./hook";
 import { MailError, sendAuthMail, type MailKind } from "./mailer";
-import { apiUser, setUser, upsertEmailIdentity, userById, type UserRow } from "./users";
+import { startFlow } from "./store/flowState";
+import { upsertEmailIdentity } from "./store/identities";
+import { deleteEmailChangeTokens, deleteOneTimeToken, saveOneTimeToken } from "./store/oneTimeTokens";
+import {
+  apiUser,
+  lockUsersByAddress,
+  lockUsersByTokenHash,
+  makeEmailUser,
+  setUser,
+  userById,
+  type UserRow,
+} from "./store/users";
 
 /** The platform's token hash: SHA-224 of the address and the code, hex. The link carries the hash. */
 export function tokenHash(email: string, otp: string): string {
@@ -109,20 +120,20 @@ export async function issueToken(
   const stored = options.pkce ? `pkce_${hash}` : hash;
   const tokenColumn = options.tokenColumn ?? columns.token;
   await setUser(db, user.id, { [tokenColumn]: stored, [columns.sentAt]: new Date() });
-  await db.query(
-    `insert into auth.one_time_tokens (user_id, token_type, token_hash, relates_to)
-     values ($1, $2, $3, $4)
-     on conflict (user_id, token_type) do update
-       set token_hash = excluded.token_hash, relates_to = excluded.relates_to, updated_at = now()`,
-    [user.id, options.tokenColumn ?? columns.ott, stored, to],
-  );
+  await saveOneTimeToken(db, {
+    userId: user.id,
+    type: options.tokenColumn ?? columns.ott,
+    hash: stored,
+    relatesTo: to,
+  });
   if (options.pkce) {
-    await db.query(
-      `insert into auth.flow_state (user_id, auth_code, code_challenge_method, code_challenge, provider_type,
-                                    authentication_method)
-       values ($1, $2, $3, $4, 'email', $5)`,
-      [user.id, randomUUID(), options.pkce.method, options.pkce.codeChallenge, type],
-    );
+    await startFlow(db, {
+      userId: user.id,
+      challenge: options.pkce.codeChallenge,
+      challengeMethod: options.pkce.method,
+      providerType: "email",
+      authenticationMethod: type,
+    });
   }
   const link =
     `${options.apiUrl}/verify?token=${encodeURIComponent(stored)}&type=${type}` +
@@ -214,18 +225,10 @@ export async function findToken(
   token: { hash: string } | { email: string; otp: string },
 ): Promise<{ user: UserRow; column: string; pkce: boolean }> {
   const columns = TYPE_COLUMNS[type];
-  let candidates: UserRow[];
-  if ("hash" in token) {
-    const where = columns.map((c) => `${c} = $1`).join(" or ");
-    candidates = (await db.query(`select * from auth.users where ${where} for update`, [token.hash])).rows;
-  } else {
-    candidates = (
-      await db.query(
-        "select * from auth.users where (email = $1 or email_change = $1) and not is_sso_user for update",
-        [token.email],
-      )
-    ).rows;
-  }
+  const candidates =
+    "hash" in token
+      ? await lockUsersByTokenHash(db, columns, token.hash)
+      : await lockUsersByAddress(db, token.email);
   for (const user of candidates) {
     for (const column of columns) {
       const stored = (user as unknown as Record<string, string | null>)[column];
@@ -279,17 +282,8 @@ export async function applyToken(
       is_anonymous: false,
       email_confirmed_at: user.email_confirmed_at ?? new Date(),
     });
-    if (user.is_anonymous) {
-      await db.query(
-        `update auth.users set raw_app_meta_data = raw_app_meta_data ||
-           '{"provider": "email", "providers": ["email"]}'::jsonb where id = $1`,
-        [user.id],
-      );
-    }
-    await db.query(
-      "delete from auth.one_time_tokens where user_id = $1 and token_type::text like 'email_change%'",
-      [user.id],
-    );
+    if (user.is_anonymous) await makeEmailUser(db, user.id);
+    await deleteEmailChangeTokens(db, user.id);
     await upsertEmailIdentity(db, updated);
     return { kind: "signed_in", user: updated };
   }
@@ -297,26 +291,31 @@ export async function applyToken(
     [column]: null,
     email_confirmed_at: user.email_confirmed_at ?? new Date(),
   });
-  await db.query("delete from auth.one_time_tokens where user_id = $1 and token_type = $2", [
-    user.id,
-    column,
-  ]);
+  await deleteOneTimeToken(db, user.id, column);
   await upsertEmailIdentity(db, updated);
   return { kind: "signed_in", user: updated };
 }
 
-/** The PKCE flow a verified link of `type` started: its auth code, issued now. */
-export async function issueAuthCode(
+/** Sends the email change mail(s): to the new address, and (secure change) to the current one too. */
+export async function sendEmailChange(
   db: pg.PoolClient,
-  userId: string,
-  type: string,
-): Promise<string | undefined> {
-  const { rows } = await db.query(
-    `update auth.flow_state set auth_code_issued_at = now(), updated_at = now()
-      where id = (select id from auth.flow_state where user_id = $1 and authentication_method = $2
-                   order by created_at desc limit 1)
-      returning auth_code`,
-    [userId, type],
-  );
-  return rows[0]?.auth_code;
+  settings: AuthSettings,
+  user: UserRow,
+  options: IssueOptions,
+): Promise<void> {
+  await issueToken(db, settings, user, "email_change", {
+    ...options,
+    to: user.email_change!,
+    tokenColumn: "email_change_token_new",
+  });
+  if (settings.mailer_secure_email_change_enabled && user.email) {
+    await issueToken(db, settings, (await userById(db, user.id))!, "email_change", {
+      ...options,
+      pkce: undefined,
+      to: user.email,
+      tokenColumn: "email_change_token_current",
+    });
+  } else {
+    await setUser(db, user.id, { email_change_token_current: null });
+  }
 }

@@ -1,5 +1,8 @@
 import { scrypt, timingSafeEqual } from "node:crypto";
 import bcrypt from "bcryptjs";
+import type { AuthSettings } from "./authConfig";
+import { AuthApiError } from "./errors";
+import { isLeakedPassword } from "./leakedPasswords";
 
 /** bcrypt with cost 10, as the platform's auth server stores passwords (`$2a$10$...`). */
 const BCRYPT_COST = 10;
@@ -26,4 +29,41 @@ export async function verifyPassword(password: string, stored: string): Promise<
     ),
   );
   return key.length === expected.length && timingSafeEqual(key, expected);
+}
+
+/** The reasons a password fails the project's rules (`length`, `characters`), with the platform's message. */
+export function passwordWeakness(password: string, settings: AuthSettings) {
+  const reasons: string[] = [];
+  const messages: string[] = [];
+  const min = Number(settings.password_min_length ?? 6);
+  if (password.length < min) {
+    reasons.push("length");
+    messages.push(`Password should be at least ${min} characters.`);
+  }
+  const groups = String(settings.password_required_characters ?? "")
+    .split(":")
+    .filter(Boolean);
+  if (groups.some((group) => ![...group].some((c) => password.includes(c)))) {
+    reasons.push("characters");
+    messages.push(`Password should contain at least one character of each: ${groups.join(", ")}.`);
+  }
+  if (settings.password_hibp_enabled === true && isLeakedPassword(password)) {
+    reasons.push("pwned");
+    messages.push("Password is known to be weak and easy to guess, please choose a different one.");
+  }
+  return reasons.length ? { reasons, message: messages.join(" ") } : undefined;
+}
+
+/** Refuses a password bcrypt cannot take whole, or one that fails the project's rules. */
+export function checkPassword(password: string, settings: AuthSettings): void {
+  if (Buffer.byteLength(password) > MAX_PASSWORD_BYTES) {
+    throw new AuthApiError(
+      422,
+      "validation_failed",
+      `Password cannot be longer than ${MAX_PASSWORD_BYTES} characters`,
+    );
+  }
+  const weak = passwordWeakness(password, settings);
+  if (weak)
+    throw new AuthApiError(422, "weak_password", weak.message, { weak_password: { reasons: weak.reasons } });
 }

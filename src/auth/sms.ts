@@ -5,7 +5,8 @@ import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
 import { hookMetadata, runHook } from "./hook";
 import { tokenHash } from "./otp";
-import { apiUser, setUser, userById, type UserRow } from "./users";
+import { saveOneTimeToken } from "./store/oneTimeTokens";
+import { apiUser, setUser, userById, type UserRow } from "./store/users";
 
 /**
  * Phone numbers and SMS delivery as the platform's auth server does them: numbers are kept as E.164 digits
@@ -405,12 +406,11 @@ export async function sendPhoneOtp(
   }
   const hash = tokenHash(phone, otp);
   await setUser(db, user.id, { [columns.token]: hash, [columns.sentAt]: new Date() });
-  await db.query(
-    `insert into auth.one_time_tokens (user_id, token_type, token_hash, relates_to)
-     values ($1, $2, $3, $4)
-     on conflict (user_id, token_type) do update
-       set token_hash = excluded.token_hash, relates_to = excluded.relates_to, updated_at = now()`,
-    [user.id, kind === "phone_change" ? "phone_change_token" : columns.token, hash, phone],
-  );
+  await saveOneTimeToken(db, {
+    userId: user.id,
+    type: kind === "phone_change" ? "phone_change_token" : columns.token,
+    hash,
+    relatesTo: phone,
+  });
   return messageId;
 }

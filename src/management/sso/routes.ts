@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { Router } from "express";
 import { z } from "zod";
-import { parseIdentityProvider } from "../../auth/saml";
+import { parseIdentityProvider } from "../../auth/samlProvider";
+import type { SsoProvider } from "../../auth/store/saml";
 import { fetchPublicText, OutboundError } from "../../net/outbound";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
@@ -10,7 +11,7 @@ import { readSettings, writeSettings } from "../settings";
 
 /**
  * SAML single sign-on providers: their metadata (given, or fetched from metadata_url) and entity id, domains
- * and attribute mapping. The auth service signs users in through them (src/auth/saml.ts).
+ * and attribute mapping. The auth service signs users in through them (src/auth/handlers/sso.ts, samlAcs.ts).
  */
 
 const Domain = z.string().regex(/^(?=.{1,253}$)([a-z0-9-]+\.)+[a-z]{2,}$/i, "must be a domain name");
@@ -31,21 +32,6 @@ const Update = z.object({
   attribute_mapping: z.record(z.string(), z.unknown()).optional(),
   name_id_format: z.string().optional(),
 });
-
-export interface SsoProvider {
-  id: string;
-  saml: {
-    id: string;
-    entity_id: string;
-    metadata_url?: string;
-    metadata_xml?: string;
-    attribute_mapping?: unknown;
-    name_id_format?: string;
-  };
-  domains: { id: string; domain: string; created_at: string; updated_at: string }[];
-  created_at: string;
-  updated_at: string;
-}
 
 /**
  * The provider's metadata and entity id: `metadata_xml` as given, or the document at `metadata_url` fetched

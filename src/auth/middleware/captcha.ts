@@ -1,14 +1,12 @@
-import { isIP } from "node:net";
-import type { Request } from "express";
-import type { AuthSettings } from "./authConfig";
-import { AuthApiError } from "./errors";
+import type { AuthCall } from "../call";
+import { AuthApiError } from "../errors";
 
 /**
- * CAPTCHA protection as the platform's auth server applies it (security_captcha_*): the routes that sign
- * up, sign in or send a message need `gotrue_meta_security.captcha_token` in the body, checked with the
- * provider's siteverify endpoint (the project's secret, the token and the client's address). Callers with
- * the service key skip it, and so do the /token grants that only continue a sign-in (refresh_token, pkce,
- * id_token).
+ * CAPTCHA protection as the platform's auth server applies it (security_captcha_*): the routes the table
+ * marks `captcha` (those that sign up, sign in or send a message) need `gotrue_meta_security.captcha_token`
+ * in the body, checked with the provider's siteverify endpoint (the project's secret, the token and the
+ * client's address). Callers with the service key skip it, and so do the /token grants that only continue
+ * a sign-in (refresh_token, pkce, id_token).
  */
 export type CaptchaProvider = "hcaptcha" | "turnstile";
 
@@ -19,20 +17,11 @@ export const CAPTCHA_URLS: Record<CaptchaProvider, string> = {
 };
 
 const TIMEOUT_MS = 10_000;
-/** The routes the platform's auth server guards with verifyCaptcha (POST only; paths under /auth/v1). */
-const ROUTES = new Set(["/signup", "/otp", "/magiclink", "/recover", "/resend", "/token", "/sso"]);
-
-export const isCaptchaRoute = (req: Request): boolean => req.method === "POST" && ROUTES.has(req.path);
 const SKIPPED_GRANTS = new Set(["pkce", "refresh_token", "id_token"]);
 
-export async function verifyCaptcha(
-  req: Request,
-  settings: AuthSettings,
-  role: string,
-  urls: Partial<Record<CaptchaProvider, string>>,
-): Promise<void> {
+export async function verifyCaptcha({ req, settings, key, ctx }: AuthCall): Promise<void> {
   if (settings.security_captcha_enabled !== true) return;
-  if (role === "service_role") return;
+  if (key.role === "service_role") return;
   if (req.path === "/token" && SKIPPED_GRANTS.has(String(req.query.grant_type))) return;
   const security = (req.body as Record<string, unknown> | undefined)?.gotrue_meta_security;
   const raw = (security as Record<string, unknown> | undefined)?.captcha_token;
@@ -54,7 +43,7 @@ export async function verifyCaptcha(
   const form = new URLSearchParams({ secret, response: token, remoteip: req.ip ?? "" });
   let result: { success?: unknown; "error-codes"?: unknown };
   try {
-    const res = await fetch(urls[provider] ?? CAPTCHA_URLS[provider], {
+    const res = await fetch(ctx.config.captchaUrls[provider] ?? CAPTCHA_URLS[provider], {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
       body: form.toString(),
@@ -72,20 +61,4 @@ export async function verifyCaptcha(
       `captcha protection: request disallowed (${codes.join(", ")})`,
     );
   }
-}
-
-export const SBFF_HEADER = "sb-forwarded-for";
-
-/**
- * security_sb_forwarded_for_enabled: the leftmost address of `Sb-Forwarded-For`, when it is a valid IP, is
- * the client's address for everything that uses it (rate limits per address, CAPTCHA's remoteip, hook
- * metadata), as the platform's sbff middleware; an invalid value is ignored.
- */
-export async function applySbForwardedFor(req: Request, settings: AuthSettings): Promise<void> {
-  if (settings.security_sb_forwarded_for_enabled !== true) return;
-  const first = String(req.get(SBFF_HEADER) ?? "")
-    .split(",")[0]
-    .trim();
-  if (!isIP(first)) return;
-  Object.defineProperty(req, "ip", { value: first, configurable: true });
 }

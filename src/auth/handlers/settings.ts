@@ -1,0 +1,34 @@
+import type { AuthCall } from "../call";
+import { publishedJwks } from "../signingKeys";
+
+/** What the auth server tells any client about itself: its public keys and the providers switched on. */
+
+const JWKS_MAX_AGE_SECONDS = 600;
+
+/** GET /.well-known/jwks.json: the project's published signing keys (no API key needed). */
+export async function jwks({ project, res }: AuthCall) {
+  res.set("Cache-Control", `public, max-age=${JWKS_MAX_AGE_SECONDS}`);
+  return { keys: await publishedJwks(project.platformPool, project.ref) };
+}
+
+/** GET /settings: which sign-in methods the project allows, as auth-js reads them. */
+export async function publicSettings({ settings: s }: AuthCall) {
+  const external: Record<string, boolean> = {};
+  for (const [field, value] of Object.entries(s)) {
+    const m = /^external_([a-z0-9]+)_enabled$/.exec(field);
+    if (m && m[1] !== "anonymous") external[m[1]] = value === true;
+  }
+  return {
+    external: {
+      ...external,
+      email: s.external_email_enabled !== false,
+      phone: s.external_phone_enabled === true,
+      anonymous_users: s.external_anonymous_users_enabled === true,
+    },
+    disable_signup: Boolean(s.disable_signup),
+    mailer_autoconfirm: Boolean(s.mailer_autoconfirm),
+    phone_autoconfirm: Boolean(s.sms_autoconfirm),
+    sms_provider: String(s.sms_provider ?? ""),
+    saml_enabled: Boolean(s.saml_enabled),
+  };
+}

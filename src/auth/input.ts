@@ -1,0 +1,44 @@
+import { z } from "zod";
+import { AuthApiError } from "./errors";
+import type { Pkce } from "./otp";
+
+/** What the auth endpoints read from request bodies: the shared field schemas and their 400s. */
+
+export const email = z.string().trim().toLowerCase().email();
+export const metadata = z.record(z.string(), z.unknown());
+export const uuid = z.string().uuid();
+/** The PKCE fields of a flow that ends with a code for the browser (auth-js flowType "pkce"). */
+export const pkceFields = {
+  code_challenge: z.string().nullish(),
+  code_challenge_method: z.string().nullish(),
+};
+
+/** A body as `schema` reads it, or the auth server's 400 naming the first field at fault. */
+export function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const parsed = schema.safeParse(body ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new AuthApiError(400, "validation_failed", `${issue.path.join(".") || "body"}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+/** The PKCE challenge of a request (s256 unless `plain`), or undefined for the implicit flow. */
+export function pkceOf(body: {
+  code_challenge?: string | null;
+  code_challenge_method?: string | null;
+}): Pkce | undefined {
+  if (!body.code_challenge) return undefined;
+  const method = (body.code_challenge_method ?? "s256").toLowerCase();
+  if (method !== "s256" && method !== "plain") {
+    throw new AuthApiError(400, "validation_failed", "code challenge method not supported");
+  }
+  if (body.code_challenge.length < 43 || body.code_challenge.length > 128) {
+    throw new AuthApiError(
+      400,
+      "validation_failed",
+      "code challenge has to be between 43 and 128 characters",
+    );
+  }
+  return { codeChallenge: body.code_challenge, method };
+}
