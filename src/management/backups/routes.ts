@@ -5,7 +5,7 @@ import { HttpError, requireInstallationAdmin } from "../http";
 import { route } from "../route";
 import { requireFeature } from "../billing/plans";
 import { pitrDays } from "../billing/routes";
-import { writeSettings } from "../settings";
+import { writeSettings } from "../../projects/settings";
 import type { PhysicalBackupRow } from "./physical";
 import { DEFAULT_SCHEDULE, type BackupRow, type BackupService } from "./service";
 

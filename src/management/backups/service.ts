@@ -7,7 +7,7 @@ import { CATALOG_ONLY_SESSION, oneOffClient } from "../../db/client";
 import { DiskBackend } from "../../storage/backend/disk";
 import { backendOf, type ObjectBackend } from "../../storage/backend";
 import { HttpError } from "../http";
-import { readSettings } from "../settings";
+import { readSettings } from "../../projects/settings";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { finished } from "node:stream/promises";
@@ -16,7 +16,7 @@ import { writeDump } from "./dump";
 import type { PhysicalBackupRow, PhysicalBackups } from "./physical";
 import { applyDump } from "./restore";
 import { touchProject } from "../projects/store";
-import { withOwnerLoad } from "../database/ownerLoad";
+import { withOwnerLoad } from "../../projects/ownerLoad";
 
 /**
  * How a restore brings the project back: WAL replay from a base backup to the target second (clusters Strata

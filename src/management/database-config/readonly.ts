@@ -7,7 +7,7 @@ import { touchProject } from "../projects/store";
 import { withOneOffClient } from "../../db/client";
 import { runUtilityStatement } from "../../db/utility";
 import { projectAuthenticator } from "../../projects/clusters";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 import { autoscaleDisk, grownSize } from "./autoscale";
 
 /**

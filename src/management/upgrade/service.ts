@@ -16,7 +16,7 @@ import {
 } from "../../projects/clusters";
 import { writeDump } from "../backups/dump";
 import { applyDump } from "../backups/restore";
-import { withOwnerLoad } from "../database/ownerLoad";
+import { withOwnerLoad } from "../../projects/ownerLoad";
 import { HttpError } from "../http";
 import { findAnyProject, type ProjectRow } from "../projects/store";
 
