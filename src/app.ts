@@ -32,13 +32,14 @@ import { stopFunctionRuntime } from "./functions/runtime";
 import { reapOrphanWorkers } from "./functions/scratch";
 import { backendOf } from "./storage/backend";
 import { startStorageSweeper } from "./storage/sweep";
-import { BackupService } from "./management/backups/service";
-import { PhysicalBackups } from "./management/backups/physical";
+import { BackupService } from "./jobs/backups/service";
+import { PhysicalBackups } from "./jobs/backups/physical";
 import { ReplicaManager } from "./projects/replicas";
 import type { OwnCluster } from "./db/physical";
-import { ClusterDiskGuard, ReadOnlyMonitor } from "./management/database-config/readonly";
+import { ClusterDiskGuard, DiskWatch } from "./jobs/diskWatch";
+import { settleReadOnly } from "./management/database-config/readonly";
 import { EmbeddedClusters } from "./projects/embeddedClusters";
-import { failInterruptedUpgrades } from "./management/upgrade/service";
+import { Upgrades } from "./jobs/upgrades";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
@@ -305,10 +306,11 @@ export async function startStrata(
   await embeddedClusters?.startRegistered();
   ctx.embeddedClusters = embeddedClusters;
   ctx.accessOf = (clusterId) => (access?.manages(clusterId) ? access : embeddedClusters?.accessOf(clusterId));
-  ctx.upgrades = new Set();
-  await failInterruptedUpgrades(ctx).catch((e: Error) =>
-    log.error({ err: e.message }, "marking interrupted upgrades failed"),
-  );
+  const upgrades = new Upgrades(ctx);
+  ctx.upgrades = upgrades;
+  await upgrades
+    .start()
+    .catch((e: Error) => log.error({ err: e.message }, "marking interrupted upgrades failed"));
   await access
     ?.apply()
     .catch((e: Error) => log.error({ err: e.message }, "writing the cluster's access rules failed"));
@@ -349,7 +351,7 @@ export async function startStrata(
   await replicas
     ?.startAll()
     .catch((e: Error) => log.error({ err: e.message }, "starting the read replicas failed"));
-  const readOnly = new ReadOnlyMonitor(ctx, config.diskCheckMs);
+  const diskWatch = new DiskWatch(ctx, config.diskCheckMs, (project) => settleReadOnly(ctx, project));
   const server: Server = await new Promise((resolve, reject) => {
     const refuse = (e: Error) =>
       reject(
@@ -382,13 +384,13 @@ export async function startStrata(
       await stopFunctionRuntime(ctx);
       await webhooks.stop();
       await backups.stop();
-      readOnly.stop();
+      diskWatch.stop();
       access?.stopExpiry();
       await ctx.storage?.close?.();
       await usage.stop();
       drains.stop();
       await logs.stop();
-      await Promise.all([...(ctx.upgrades ?? [])]);
+      await upgrades.stop();
       await registry.closeAll();
       await embeddedClusters?.stopAll();
       await replicas?.stopAll();

@@ -3,12 +3,17 @@ import type { StrataConfig } from "./config";
 import type { Logger } from "./log";
 import type { ProjectRegistry } from "./projects/registry";
 import type { ClusterAccess } from "./projects/access";
+import type { EmbeddedClusters } from "./projects/embeddedClusters";
+import type { ReplicaManager } from "./projects/replicas";
 import type { UsageRecorder } from "./projects/usage";
 import type { LogRecorder } from "./logs/recorder";
-import type { ObjectBackend } from "./storage/backend/types";
-import type { RealtimeServer } from "./realtime/socket";
 
-/** What every part of the HTTP layer is given: configuration, logs, the control plane and the projects. */
+/**
+ * What every part of the HTTP layer is given: configuration, logs, the control plane and the projects. It
+ * imports no layer above it: a service or background job that hands itself around adds its own field here
+ * from its module (`declare module ".../context"`: storage's byte backend, realtime's server, backups,
+ * upgrades, the cluster's disk guard), and src/app.ts sets it.
+ */
 export interface AppContext {
   config: StrataConfig;
   log: Logger;
@@ -25,31 +30,21 @@ export interface AppContext {
   logs?: LogRecorder;
   /** Sends what database webhooks queue; told when a project enables them. */
   webhooks?: { refresh(): void };
-  /** Where storage keeps object bytes (absent in CLI commands that serve nothing). */
-  storage?: ObjectBackend;
-  /** Realtime's websocket server and channels (absent in CLI commands that serve nothing). */
-  realtime?: RealtimeServer;
   /** Access rules (pg_hba.conf) of the cluster Strata runs itself; absent with DATABASE_URL. */
   access?: ClusterAccess;
-  /** Backups of project databases: on demand, scheduled, restored (absent in CLI commands that serve nothing). */
-  backups?: import("./management/backups/service").BackupService;
   /**
    * The access rules (pg_hba.conf) of a cluster Strata runs: the main embedded one (`access`) or an upgrade
    * cluster; undefined for a cluster that is not Strata's (DATABASE_URL).
    */
-  accessOf?: (clusterId: string) => import("./projects/access").ClusterAccess | undefined;
+  accessOf?: (clusterId: string) => ClusterAccess | undefined;
   /** Clusters of newer PostgreSQL majors Strata runs for upgraded projects (absent with DATABASE_URL). */
-  embeddedClusters?: import("./projects/embeddedClusters").EmbeddedClusters;
-  /** Upgrades running in this process (awaited before the clusters stop). */
-  upgrades?: Set<Promise<void>>;
+  embeddedClusters?: EmbeddedClusters;
   /** Read replicas of the embedded cluster (absent with DATABASE_URL and in CLI commands that serve nothing). */
-  replicas?: import("./projects/replicas").ReplicaManager;
+  replicas?: ReplicaManager;
   /** Restarts the embedded cluster Strata runs (absent with DATABASE_URL: that cluster is not Strata's). */
   restartCluster?: () => Promise<void>;
   /** Why the embedded cluster is down now, while its supervisor restarts it (absent with DATABASE_URL). */
   databaseDown?: () => string | undefined;
-  /** The embedded cluster's disk watermarks: refuses every project's writes when its volume is nearly full. */
-  clusterDisk?: import("./management/database-config/readonly").ClusterDiskGuard;
   /** False while the server is still starting (listening, but the default project not opened yet). */
   ready?: boolean;
 }

@@ -3,7 +3,7 @@ import { mintLegacyKey } from "../auth/legacyKeys";
 import { verifyJwt } from "../auth/verifyJwt";
 import type { AppContext } from "../context";
 import { openProject } from "../http/gate";
-import { decryptSecret } from "../management/secrets/crypto";
+import { decryptSecret } from "../platform/secrets";
 import { kekOf } from "../platform/kek";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { DeployedFile } from "./files";

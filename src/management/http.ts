@@ -1,6 +1,7 @@
 import pg from "pg";
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { AppContext } from "../context";
+import { JobRefused } from "../jobs/refused";
 import { sha256 } from "../platform/ids";
 
 /** A Management API error: answered as `{"message": ...}` with its status. */
@@ -192,7 +193,7 @@ export function mayReadSecrets(req: { principal?: Principal; membership?: { role
 /** Maps every error to `{"message": ...}`; unexpected ones become 500 without internals. */
 export function managementErrorHandler(ctx: AppContext) {
   return (err: unknown, _req: Request, res: Response, _next: NextFunction): void => {
-    if (err instanceof HttpError) {
+    if (err instanceof HttpError || err instanceof JobRefused) {
       res.status(err.status).json({ message: err.message });
       return;
     }

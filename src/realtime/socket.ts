@@ -21,6 +21,13 @@ import { decodeFrame, encodeFrame, type Frame, type Vsn } from "./protocol";
  * socket. Attached to the HTTP server's `upgrade` event.
  */
 
+declare module "../context" {
+  interface AppContext {
+    /** Realtime's websocket server and channels (absent in CLI commands that serve nothing). */
+    realtime?: RealtimeServer;
+  }
+}
+
 export const WEBSOCKET_PATH = "/realtime/v1/websocket";
 /** A subscriber whose socket holds this much unsent data is disconnected instead of buffering more. */
 const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;

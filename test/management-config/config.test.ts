@@ -1,4 +1,4 @@
-import { decryptSecret } from "../../src/management/secrets/crypto";
+import { decryptSecret } from "../../src/platform/secrets";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { mgmt } from "./api";
 

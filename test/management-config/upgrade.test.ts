@@ -252,6 +252,79 @@ describe("Management API: major-version upgrade to an embedded PostgreSQL 18", (
       ]),
     ).toEqual([]);
   }, 60_000);
+
+  it("marks an upgrade a stop cut short failed at the next start, and opens its project's database again", async () => {
+    const created = async (name: string) => {
+      const { ref } = (
+        await call("POST", "/v1/projects", {
+          name,
+          organization_slug: "default-org",
+          db_pass: "Cut-Pass-123",
+        })
+      ).body as { ref: string };
+      for (let i = 0; i < 150; i++) {
+        if ((await call("GET", `/v1/projects/${ref}`)).body.status === "ACTIVE_HEALTHY") break;
+        await sleep(200);
+      }
+      const { rows } = await strata.ctx.platformPool.query(
+        "select database_name, cluster_id from platform.projects where ref = $1",
+        [ref],
+      );
+      return { ref, database: rows[0].database_name as string, cluster: rows[0].cluster_id as string };
+    };
+    const cut = await created("cut short");
+    await call("POST", `/v1/projects/${cut.ref}/database/query`, {
+      query: "create table public.kept (id int primary key); insert into public.kept values (1)",
+    });
+    // A project the upgrade had already moved: it is where it belongs, and stays as it is.
+    const moved = await created("moved on");
+    const { rows } = await strata.ctx.platformPool.query(
+      `insert into platform.project_upgrades (project_ref, source_cluster_id, target_version)
+       values ($1, $2, 18), ($3, 'an-earlier-cluster', 18) returning id`,
+      [cut.ref, cut.cluster, moved.ref],
+    );
+    // One upgrade of a project at a time.
+    const again = await call("POST", `/v1/projects/${moved.ref}/upgrade`, { target_version: "18" });
+    expect(again).toEqual({
+      status: 409,
+      body: { message: `An upgrade of project ${moved.ref} is already running` },
+    });
+    // As the upgrade leaves them mid-move: the project UPGRADING, its database closed to every session.
+    await strata.ctx.platformPool.query("update platform.projects set status = 'UPGRADING' where ref = $1", [
+      cut.ref,
+    ]);
+    for (const { database } of [cut, moved])
+      await query(strata.ctx.adminUrl, `alter database "${database}" with allow_connections false`);
+
+    await strata.stop();
+    strata = await startStrata(loadConfig(env), createLogger("silent"));
+
+    const status = await call("GET", `/v1/projects/${cut.ref}/upgrade/status?tracking_id=${rows[0].id}`);
+    expect(status.body.databaseUpgradeStatus).toMatchObject({
+      status: 2,
+      error: "8_upgrade_completion_failed",
+      error_message: "Strata stopped during the upgrade",
+    });
+    expect((await call("GET", `/v1/projects/${cut.ref}`)).body.status).toBe("ACTIVE_HEALTHY");
+    const allowed = (database: string) =>
+      query(strata.ctx.adminUrl, "select datallowconn from pg_database where datname = $1", [database]);
+    expect(await allowed(cut.database)).toEqual([{ datallowconn: true }]);
+    const anon = ((await call("GET", `/v1/projects/${cut.ref}/api-keys`)).body as any[]).find(
+      (k) => k.name === "anon",
+    ).api_key;
+    expect(await atProjectHost(server(), cut.ref, "/rest/v1/kept?select=id", { apikey: anon })).toEqual({
+      status: 200,
+      body: [{ id: 1 }],
+    });
+
+    const { rows: movedUpgrade } = await strata.ctx.platformPool.query(
+      "select status, error_detail from platform.project_upgrades where id = $1",
+      [rows[1].id],
+    );
+    expect(movedUpgrade).toEqual([{ status: 2, error_detail: "Strata stopped during the upgrade" }]);
+    expect(await allowed(moved.database)).toEqual([{ datallowconn: false }]);
+    await query(strata.ctx.adminUrl, `alter database "${moved.database}" with allow_connections true`);
+  }, 120_000);
 });
 
 describe("Management API: upgrade on a DATABASE_URL cluster", () => {

@@ -5,9 +5,9 @@ import { HttpError, requireInstallationAdmin } from "../http";
 import { route } from "../route";
 import { requireFeature } from "../billing/plans";
 import { pitrDays } from "../billing/routes";
-import { writeSettings } from "../settings";
-import type { PhysicalBackupRow } from "./physical";
-import { DEFAULT_SCHEDULE, type BackupRow, type BackupService } from "./service";
+import { writeSettings } from "../../projects/settings";
+import type { PhysicalBackupRow } from "../../jobs/backups/physical";
+import { DEFAULT_SCHEDULE, type BackupRow, type BackupService } from "../../jobs/backups/service";
 
 const BackupItem = z.object({
   id: z.number().int(),

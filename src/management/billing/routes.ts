@@ -5,7 +5,7 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { touchProject } from "../projects/store";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 import { applyConnectionLimit, BASELINE, COMPUTE_SIZES, computeSize } from "./compute";
 import { releaseHostname } from "../domains/store";
 import { billingAllows, planHas, projectBilling, type Feature } from "./plans";

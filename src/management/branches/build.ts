@@ -2,7 +2,7 @@ import type pg from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import { withAdminTransaction, withSnapshotTransaction } from "../../db/transaction";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { copyRowsInto, quoteIdent, withOwnerLoad, type StrataLoad } from "../database/ownerLoad";
+import { copyRowsInto, quoteIdent, withOwnerLoad, type StrataLoad } from "../../projects/ownerLoad";
 import { withProjectSqlClient } from "../database/sqlRunner";
 
 /**

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
  * Disk autoscaling, as on the platform: once the database uses GROW_AT of its disk, the disk grows by

@@ -1,20 +1,20 @@
 import { statfs } from "node:fs/promises";
 import { existsSync } from "node:fs";
-import type pg from "pg";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { touchProject } from "../projects/store";
 import { withOneOffClient } from "../../db/client";
 import { runUtilityStatement } from "../../db/utility";
 import { projectAuthenticator } from "../../projects/clusters";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 import { autoscaleDisk, grownSize } from "./autoscale";
 
 /**
  * Read-only mode of a project's database, as on the platform: turned on by the operator (PUT .../readonly)
  * or by the system when the database uses more than THRESHOLD of its disk (unless disk autoscaling, where
  * the project turned it on, grew the disk first: autoscale.ts), lifted for 15 minutes by
- * `readonly/temporary-disable`, after which it comes back if its cause is still there.
+ * `readonly/temporary-disable`, after which it comes back if its cause is still there. The disk watch
+ * (jobs/diskWatch.ts) settles it on an interval for the projects open on each node.
  *
  * It is `default_transaction_read_only = on` for the project's own roles in its database (`ALTER ROLE ...
  * IN DATABASE ... SET`): data requests, the auth service, the owner's and the SQL endpoint's logins. Strata's
@@ -135,107 +135,6 @@ export async function diskUsage(ctx: AppContext, project: ProjectRuntime): Promi
   };
 }
 
-/** Free space of the volume holding `dir`, measured now. */
-async function freeBytes(dir: string): Promise<number> {
-  const fs = await statfs(dir);
-  return fs.bavail * fs.bsize;
-}
-
-const MB = 1024 * 1024;
-
-/**
- * Disk watermarks of the volume holding the embedded cluster's data directory. PostgreSQL stops (PANIC) when
- * it cannot write WAL, so below `refuseBytes` free every project's writes are refused cleanly first, until
- * more than `warnBytes` are free again; below `warnBytes` a warning is logged. The refusal is the cluster's
- * default (ALTER SYSTEM default_transaction_read_only, with a reload): it reaches every project's sessions,
- * open or not, at their next transaction, and leaves each project's own read-only mode (a setting of its
- * roles in its database, which outranks the cluster's) as it was. Strata's superuser is exempt by its own
- * role setting (db/embedded.ts). Writes then fail with PostgreSQL's read-only error (SQLSTATE 25006), which
- * each API answers as a refused statement, not as a database out of reach.
- */
-export class ClusterDiskGuard {
-  /** Whether the refusal is applied on the cluster (read from it at the first check). */
-  private refusing: boolean | undefined;
-  private warned = false;
-  private free: number | undefined;
-  private checking: Promise<void> | undefined;
-
-  constructor(
-    private readonly ctx: AppContext,
-    private readonly cluster: { id: string; adminUrl: string; databaseDir: string },
-    private readonly watermarks: { warnBytes: number; refuseBytes: number },
-  ) {}
-
-  /** Why the cluster's writes are refused now, or undefined. */
-  refusal(): string | undefined {
-    if (!this.refusing || this.free === undefined) return undefined;
-    return (
-      `only ${Math.floor(this.free / MB)} MB free on the database's volume: writes are refused until ` +
-      `more than ${Math.floor(this.watermarks.warnBytes / MB)} MB are free`
-    );
-  }
-
-  /** Whether writes of the projects on `clusterId` are refused now. */
-  refuses(clusterId: string): boolean {
-    return clusterId === this.cluster.id && this.refusing === true;
-  }
-
-  /** Measures the volume, refuses or allows writes as the watermarks say, and logs each change once. */
-  check(): Promise<void> {
-    this.checking ??= this.measure().finally(() => (this.checking = undefined));
-    return this.checking;
-  }
-
-  private async measure(): Promise<void> {
-    const { warnBytes, refuseBytes } = this.watermarks;
-    const free = await freeBytes(this.cluster.databaseDir);
-    this.free = free;
-    // A refusal an earlier run left applied is kept or lifted as the space says.
-    const refusing = (this.refusing ??= await this.refusalApplied());
-    const refuse = free < refuseBytes || (refusing && free < warnBytes);
-    const figures = { free_mb: Math.floor(free / MB), warn_mb: warnBytes / MB, refuse_mb: refuseBytes / MB };
-    if (refuse !== refusing) {
-      await this.applyRefusal(refuse);
-      this.refusing = refuse;
-      if (refuse)
-        this.ctx.log.error(
-          figures,
-          "the database's volume is nearly full: every project's writes are refused",
-        );
-      else this.ctx.log.info(figures, "space is back on the database's volume: writes are allowed");
-    }
-    const low = free < warnBytes;
-    if (low && !refuse && !this.warned)
-      this.ctx.log.warn(figures, "the database's volume is running out of space");
-    this.warned = low;
-  }
-
-  private withCluster<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-    return withOneOffClient({ connectionString: this.cluster.adminUrl }, work);
-  }
-
-  private refusalApplied(): Promise<boolean> {
-    return this.withCluster(async (client) => {
-      const { rows } = await client.query(
-        `select exists (select from pg_file_settings where name = 'default_transaction_read_only'
-                          and setting = 'on' and sourcefile like '%postgresql.auto.conf') as on`,
-      );
-      return rows[0].on;
-    });
-  }
-
-  private applyRefusal(on: boolean): Promise<void> {
-    return this.withCluster(async (client) => {
-      await client.query(
-        on
-          ? "alter system set default_transaction_read_only = on"
-          : "alter system reset default_transaction_read_only",
-      );
-      await client.query("select pg_reload_conf()");
-    });
-  }
-}
-
 export interface ReadOnlyState {
   enabled: boolean;
   override_enabled: boolean;
@@ -316,52 +215,4 @@ export async function temporarilyDisable(ctx: AppContext, project: ProjectRuntim
     override_active_until: new Date(Date.now() + OVERRIDE_MS).toISOString(),
   });
   return settleReadOnly(ctx, project);
-}
-
-/**
- * Checks the disk of every project open on this node on an interval (an unused project is not kept open for
- * it; it is checked again when a request opens it) (and ends temporary disables whose window passed), after
- * the embedded cluster's volume (ClusterDiskGuard; also at once, so that a refusal left by an earlier run is
- * lifted when space is back).
- */
-export class ReadOnlyMonitor {
-  private readonly timer: NodeJS.Timeout;
-  private busy = false;
-
-  constructor(
-    private readonly ctx: AppContext,
-    intervalMs: number,
-  ) {
-    this.timer = setInterval(() => void this.tick(), intervalMs);
-    this.timer.unref();
-    void this.checkClusterDisk();
-  }
-
-  private async checkClusterDisk(): Promise<void> {
-    await this.ctx.clusterDisk
-      ?.check()
-      .catch((e: Error) => this.ctx.log.warn({ err: e.message }, "the database's volume check failed"));
-  }
-
-  private async tick(): Promise<void> {
-    if (this.busy) return;
-    this.busy = true;
-    try {
-      await this.checkClusterDisk();
-      for (const project of await this.ctx.registry.open()) {
-        if (project.record.status !== "ACTIVE_HEALTHY") continue;
-        await settleReadOnly(this.ctx, project).catch((e) =>
-          this.ctx.log.warn({ ref: project.ref, err: (e as Error).message }, "read-only check failed"),
-        );
-      }
-    } catch (e) {
-      this.ctx.log.warn({ err: (e as Error).message }, "read-only check failed");
-    } finally {
-      this.busy = false;
-    }
-  }
-
-  stop(): void {
-    clearInterval(this.timer);
-  }
 }

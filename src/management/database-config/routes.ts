@@ -2,7 +2,7 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 import { HttpError } from "../http";
 import { diskUsage, DISK_DEFAULTS, setManualReadOnly, settleReadOnly, temporarilyDisable } from "./readonly";
 import { applyConfig, effectiveConfig, PostgresConfigAnswer, PostgresConfigBody } from "./postgres";

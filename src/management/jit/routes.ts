@@ -10,7 +10,7 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret, sha256 } from "../../platform/ids";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
  * Just-in-time database access. An admin maps organization members (or invited emails) to database roles of

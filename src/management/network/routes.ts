@@ -14,7 +14,7 @@ import {
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
  * Network restrictions, network bans and SSL enforcement of direct database connections. On the cluster

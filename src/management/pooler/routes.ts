@@ -4,7 +4,7 @@ import type { AppContext } from "../../context";
 import { DEFAULT_POOL_SIZE, POOL_IDLE_MS, type ProjectRuntime } from "../../projects/runtime";
 import { touchProject } from "../projects/store";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
  * The pooler settings size Strata's own pool of each project (the connections its data requests run on):

@@ -8,7 +8,7 @@ import { organizationOf } from "../organizations/routes";
 import { route } from "../route";
 import { COMPUTE_SIZES, computeOfInstanceSize, computeSize } from "../billing/compute";
 import { planHas } from "../billing/plans";
-import { writeSettings } from "../settings";
+import { writeSettings } from "../../projects/settings";
 import { projectHealth } from "./health";
 import {
   cancelRestore,

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { REALTIME_DEFAULTS } from "../../catalog/realtimeConfig";
 import type { AppContext } from "../../context";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 
 /** Realtime configuration, read by realtime on every connect and join (src/catalog/realtimeConfig.ts). */
 const DEFAULTS = REALTIME_DEFAULTS;

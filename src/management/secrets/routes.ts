@@ -5,7 +5,7 @@ import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { route } from "../route";
 import { kekOf } from "../../platform/kek";
-import { decryptSecret, digestOf, encryptSecret, newRootKey } from "./crypto";
+import { decryptSecret, digestOf, encryptSecret, newRootKey } from "../../platform/secrets";
 import { withAdminTransaction } from "../../db/transaction";
 
 /** Project secrets (encrypted at rest) and the root key they are encrypted under (`sodium`/`pgsodium`). */

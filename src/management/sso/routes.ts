@@ -7,7 +7,7 @@ import { fetchPublicText, OutboundError } from "../../net/outbound";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
  * SAML single sign-on providers: their metadata (given, or fetched from metadata_url) and entity id, domains

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { withTransaction } from "../../db/transaction";
 import { route } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, writeSettings } from "../../projects/settings";
 import { STORAGE_DEFAULTS } from "../../storage/config";
 
 /** Storage configuration (stored, applied by /storage/v1 on its next request) and the project's buckets. */

@@ -7,6 +7,13 @@ import type { ObjectBackend } from "./types";
 export type { ObjectBackend } from "./types";
 export { ObjectMissing } from "./types";
 
+declare module "../../context" {
+  interface AppContext {
+    /** Where storage keeps object bytes (absent in CLI commands that serve nothing). */
+    storage?: ObjectBackend;
+  }
+}
+
 /** The configured backend: an S3-compatible bucket when STORAGE_S3_BUCKET is set, else the data directory. */
 export function backendOf(config: StrataConfig): ObjectBackend {
   const s = config.storage;

@@ -1,11 +1,14 @@
-import type { AppContext } from "../context";
+import type pg from "pg";
+
+/** What holds the control plane's pool: the AppContext, for the Management API and the background jobs. */
+type ControlPlane = { platformPool: pg.Pool };
 
 /**
  * Document-style configuration of a project (`platform.project_settings`): each family keeps its own kind,
  * read merged over the family's defaults so a fresh project answers the full shape.
  */
 export async function readSettings<T extends object>(
-  ctx: AppContext,
+  ctx: ControlPlane,
   ref: string,
   kind: string,
   defaults: T,
@@ -19,7 +22,7 @@ export async function readSettings<T extends object>(
 
 /** Merges `patch` into the stored document and answers the whole result. */
 export async function writeSettings<T extends object>(
-  ctx: AppContext,
+  ctx: ControlPlane,
   ref: string,
   kind: string,
   defaults: T,

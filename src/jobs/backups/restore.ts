@@ -1,6 +1,6 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
-import { copyRowsInto, type StrataLoad } from "../database/ownerLoad";
+import { copyRowsInto, type StrataLoad } from "../../projects/ownerLoad";
 import { MANAGED_SCHEMAS, userSchemas } from "./dump";
 
 /** Reads lines and byte runs from a stream of Buffers. */

@@ -1,6 +1,10 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 
-/** AES-256-GCM under a key derived from the project's root key: `iv.tag.ciphertext`, base64url parts. */
+/**
+ * A project's secrets (its edge functions' environment), sealed under the project's root key (itself sealed
+ * by the key-encryption key, kek.ts): AES-256-GCM under a key derived from the root key, stored as
+ * `iv.tag.ciphertext` in base64url parts. The Management API writes them, the functions gate opens them.
+ */
 
 const keyOf = (rootKey: string) => createHash("sha256").update(rootKey, "utf8").digest();
 

@@ -3,9 +3,9 @@ import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
-import { oneOffClient } from "../../db/client";
-import { withAdminTransaction } from "../../db/transaction";
-import { runUtilityStatement } from "../../db/utility";
+import { oneOffClient } from "../db/client";
+import { withAdminTransaction } from "../db/transaction";
+import { runUtilityStatement } from "../db/utility";
 
 /**
  * Loads into a project's database (restores, upgrades, branch copies) run as the project's owner: on a

@@ -6,8 +6,8 @@ import type { AppContext } from "../../context";
 import { CATALOG_ONLY_SESSION, oneOffClient } from "../../db/client";
 import { DiskBackend } from "../../storage/backend/disk";
 import { backendOf, type ObjectBackend } from "../../storage/backend";
-import { HttpError } from "../http";
-import { readSettings } from "../settings";
+import { JobRefused } from "../refused";
+import { readSettings } from "../../projects/settings";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { finished } from "node:stream/promises";
@@ -15,8 +15,7 @@ import { withPort } from "../../db/urls";
 import { writeDump } from "./dump";
 import type { PhysicalBackupRow, PhysicalBackups } from "./physical";
 import { applyDump } from "./restore";
-import { touchProject } from "../projects/store";
-import { withOwnerLoad } from "../database/ownerLoad";
+import { withOwnerLoad } from "../../projects/ownerLoad";
 
 /**
  * How a restore brings the project back: WAL replay from a base backup to the target second (clusters Strata
@@ -43,10 +42,18 @@ export interface BackupRow {
 /** The daily backup time of a project: the schedule's default until PATCH .../backups/schedule sets one. */
 export const DEFAULT_SCHEDULE = { schedule_for: "00:00:00", updated_at: "", changes: [] as string[] };
 
+declare module "../../context" {
+  interface AppContext {
+    /** Backups of project databases: on demand, scheduled, restored (absent in CLI commands that serve nothing). */
+    backups?: BackupService;
+  }
+}
+
 /**
  * Backups of project databases: taken on demand, on each project's daily schedule and before a restore;
  * kept in the backup store (the S3 bucket storage uses, or the data directory's `backups/`) for
- * `retentionDays`; restored in one transaction on the project's database.
+ * `retentionDays`; restored in one transaction on the project's database. Started and stopped by app.ts;
+ * the Management API's backup routes call it through the context.
  */
 export class BackupService {
   readonly store: ObjectBackend;
@@ -249,7 +256,7 @@ export class BackupService {
       const lacking = walReplay
         ? "neither a base backup with archived WAL nor a logical backup"
         : "no logical backup; WAL replay from the cluster's base backups is for the installation's administrators";
-      throw new HttpError(
+      throw new JobRefused(
         400,
         `No completed backup of project ${ref} was taken at or before ${target.toISOString()}` +
           (archives ? ` (${lacking})` : ""),
@@ -263,7 +270,7 @@ export class BackupService {
       [ref],
     );
     if (running[0] && !(await this.failIfOrphaned("database_restores", running[0].id, ref))) {
-      throw new HttpError(409, `A restore of project ${ref} is already running`);
+      throw new JobRefused(409, `A restore of project ${ref} is already running`);
     }
     // One running restore per project (a unique index): of two requests at once, one answers 409.
     const { rows } = await this.ctx.platformPool
@@ -280,7 +287,7 @@ export class BackupService {
       )
       .catch((e) => {
         if ((e as { code?: string }).code === "23505") {
-          throw new HttpError(409, `A restore of project ${ref} is already running`);
+          throw new JobRefused(409, `A restore of project ${ref} is already running`);
         }
         throw e;
       });
@@ -411,8 +418,9 @@ export class BackupService {
       );
     } finally {
       await cleanUp();
-      // Schema caches, pools and realtime's slot start anew on every node (the row change is announced).
-      await touchProject(this.ctx.platformPool, ref);
+      // Schema caches, pools and realtime's slot start anew on every node: the row's change is announced.
+      const announce = "update platform.projects set updated_at = now() where ref = $1";
+      await this.ctx.platformPool.query(announce, [ref]);
       await this.ctx.registry.retire(ref).catch(() => {});
     }
   }
@@ -506,11 +514,4 @@ export class BackupService {
   schedule(ref: string) {
     return readSettings(this.ctx, ref, "backup_schedule", DEFAULT_SCHEDULE);
   }
-}
-
-/** Reads a backup's bytes as the SQL script they hold (for tests and tools). */
-export async function readBackupScript(store: ObjectBackend, location: string): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of (await store.read(location)).pipe(createGunzip())) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
 }
