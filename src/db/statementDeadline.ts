@@ -56,10 +56,11 @@ function watch(client: pg.PoolClient, ms: number): void {
     sendCancel(state);
     state.connection.stream.destroy(new StatementDeadlineExceeded(ms));
   };
-  const query = client.query;
   client.query = function (this: pg.PoolClient, ...args: unknown[]) {
     if (!timer) arm();
-    return (query as (...a: unknown[]) => unknown).apply(this, args);
+    // pg's own method, looked up at each call (a wrapper put on the prototype later is kept).
+    const { query } = Object.getPrototypeOf(this) as { query: (...a: unknown[]) => unknown };
+    return query.apply(this, args);
   } as typeof client.query;
   // Heard after pg's own listener, which has sent the next queued statement by then (if any).
   state.connection.on("readyForQuery", () => {
