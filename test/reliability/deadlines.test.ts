@@ -47,6 +47,7 @@ describe("Deadlines of data requests", () => {
   let base: string;
   let anonKey: string;
   let serviceKey: string;
+  let publishableKey: string;
   let admin: pg.Pool;
   const stopped: number[] = [];
 
@@ -97,10 +98,10 @@ describe("Deadlines of data requests", () => {
     });
   const rpc = (fn: string, args: unknown, key = anonKey) =>
     rest(`/rpc/${fn}`, key, { method: "POST", body: JSON.stringify(args) });
-  const graphql = (query: string) =>
+  const graphql = (query: string, key = anonKey) =>
     timed(`${base}/graphql/v1`, {
       method: "POST",
-      headers: { apikey: anonKey, "content-type": "application/json" },
+      headers: { apikey: key, "content-type": "application/json" },
       body: JSON.stringify({ query }),
     });
   const sleepingBackends = async () =>
@@ -133,6 +134,16 @@ describe("Deadlines of data requests", () => {
                  $$ begin perform pg_sleep(seconds); return 1; end $$;
                grant execute on function public.nap(float8) to anon, service_role`);
     await until(async () => (await rpc("nap", { seconds: 0 })).status === 200);
+    // An opaque key: each request reads it on the control plane's pool.
+    const created = await fetch(`${base}/v1/projects/${strata.info.ref}/api-keys`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${strata.info.management_token}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ type: "publishable", name: "web_app" }),
+    });
+    publishableKey = ((await created.json()) as { api_key: string }).api_key;
     await until(async () => (await graphql("{ itemsCollection { edges { node { id } } } }")).status === 200);
   }, 180_000);
 
@@ -165,6 +176,7 @@ describe("Deadlines of data requests", () => {
     // Several pooled connections are idle and warm: the requests below find them and send their statements.
     const warm = await Promise.all(Array.from({ length: 6 }, () => rpc("nap", { seconds: 0.3 })));
     expect(warm.map((a) => a.status)).toEqual(Array(6).fill(200));
+    expect((await rest("/items?select=id", publishableKey)).status).toBe(200);
     for (const pid of clusterProcesses()) {
       process.kill(pid, "SIGSTOP");
       stopped.push(pid);
@@ -178,9 +190,14 @@ describe("Deadlines of data requests", () => {
         rpc("nap", { seconds: 0 }, serviceKey),
         graphql("{ itemsCollection { edges { node { id } } } }"),
         graphql('mutation { insertIntoitemsCollection(objects: [{ id: "4" }]) { affectedCount } }'),
+        graphql("{ itemsCollection { edges { node { id } } } }", publishableKey),
       ]);
-      // More requests than the pool has connections, arriving while the first ones wait.
-      const later = await Promise.all(Array.from({ length: 12 }, () => rest("/items?select=id")));
+      // More requests than the pool has connections, arriving while the first ones wait; and requests whose
+      // key is read on the control plane's pool.
+      const later = await Promise.all([
+        ...Array.from({ length: 12 }, () => rest("/items?select=id")),
+        ...Array.from({ length: 8 }, () => rest("/items?select=id", publishableKey)),
+      ]);
       for (const a of [...answers, ...later]) {
         expect(a.status).toBe(503);
         expect(a.ms).toBeLessThan(ANSWERED_WITHIN_MS);
