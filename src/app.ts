@@ -8,6 +8,7 @@ import type { AppContext } from "./context";
 import { applyBootstrap } from "./db/bootstrap";
 import { allowLoopbackForLocalTesting } from "./net/outbound";
 import { withAdminTransaction } from "./db/transaction";
+import { enforceStatementDeadline } from "./db/statementDeadline";
 import {
   attachKek,
   finishInterruptedRotation,
@@ -41,7 +42,7 @@ import { settleReadOnly } from "./management/database-config/readonly";
 import { EmbeddedClusters } from "./projects/embeddedClusters";
 import { Upgrades } from "./jobs/upgrades";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
-import { createApp } from "./server";
+import { createApp, HttpDrain } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 import { deleteDueBranches } from "./management/branches/operations";
 import { oneOffClient } from "./db/client";
@@ -198,7 +199,13 @@ export async function prepareDatabase(
     const controlUrl = await prepareControlDatabase(adminUrl).catch((e: Error) => {
       throw e instanceof ControlDatabaseError ? new StartupError(e.message, { cause: e }) : e;
     });
-    const platformPool = new pg.Pool({ connectionString: controlUrl, max: 5 });
+    // Data requests read the control plane too (opaque API keys): the same bounds as the data pools.
+    const platformPool = new pg.Pool({
+      connectionString: controlUrl,
+      max: 5,
+      connectionTimeoutMillis: config.poolWaitMs,
+    });
+    enforceStatementDeadline(platformPool, config.dataRequestTimeoutMs);
     platformPool.on("error", (e) => log.warn({ err: e.message }, "idle control-plane connection lost"));
     const kek = await openKek(platformPool, config);
     attachKek(platformPool, kek);
@@ -220,6 +227,28 @@ export async function prepareDatabase(
   } catch (e) {
     await embedded?.stop();
     throw e;
+  }
+}
+
+/** The last steps of a stop (flushes, pools) get at least this long, even when the drain took the whole grace. */
+const ENDING_MIN_MS = 2000;
+
+/** Waits for `work` until `deadline` (a Date.now() value) at most; answers whether it settled by then. */
+async function settledBy(deadline: number, work: Promise<unknown>): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -249,7 +278,7 @@ export async function startStrata(
     db.platformPool,
     db.defaultRef,
     log,
-    config.poolWaitMs,
+    { waitMs: config.poolWaitMs, statementMs: config.dataRequestTimeoutMs },
     config.projectIdleMs,
   );
   await registry.watchControlPlane(db.controlUrl);
@@ -319,6 +348,7 @@ export async function startStrata(
   const reaped = reapOrphanWorkers();
   if (reaped.killed || reaped.removed) log.info(reaped, "function workers of a previous run reaped");
   const { listener, serverOptions } = createApp(ctx);
+  const http = new HttpDrain(listener);
   void resumeProvisioning(ctx);
   // Branches deleted with force=false go when their grace period ends.
   const branchSweeper = setInterval(() => void deleteDueBranches(ctx).catch(() => {}), 60_000);
@@ -357,7 +387,7 @@ export async function startStrata(
       reject(
         new StartupError(`Cannot listen on port ${config.port}: ${e.message} (set PORT to a free port)`),
       );
-    const s = createServer(serverOptions, listener);
+    const s = createServer(serverOptions, http.listener);
     s.once("error", refuse);
     s.listen(config.port, () => resolve(s));
   });
@@ -370,32 +400,48 @@ export async function startStrata(
   // Upload files a crash left without a row, expired resumable uploads: in the background, then daily.
   const stopStorageSweeper = startStorageSweeper(ctx);
 
-  let stopping: Promise<void> | undefined;
-  const stop = () =>
-    (stopping ??= (async () => {
-      // Drain: stop accepting, let in-flight requests finish, then close pools and the database.
-      // Websockets first: upgraded sockets would hold server.close() open, and their slots must be dropped.
-      await ctx.realtime?.close();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      setTimeout(() => server.closeAllConnections(), 5000).unref();
-      await closed;
-      clearInterval(branchSweeper);
-      await stopStorageSweeper();
-      await stopFunctionRuntime(ctx);
-      await webhooks.stop();
-      await backups.stop();
-      diskWatch.stop();
-      access?.stopExpiry();
-      await ctx.storage?.close?.();
-      await usage.stop();
-      drains.stop();
-      await logs.stop();
-      await upgrades.stop();
+  /**
+   * The one stop sequence, bounded by SHUTDOWN_GRACE_MS: stop accepting and drain the requests in flight
+   * (realtime sockets get a close frame); stop the background loops, whose batch under way finishes or stays
+   * claimed (its transaction rolls back) for another node; stop the function workers; write the last usage
+   * and log records; end the pools; stop PostgreSQL with a fast shutdown. What still runs when the grace is
+   * over is cut, and the last steps get at least ENDING_MIN_MS.
+   */
+  const shutdown = async () => {
+    const deadline = Date.now() + config.shutdownGraceMs;
+    const drained = http.drain(server);
+    const realtimeClosed = ctx.realtime?.close();
+    if (!(await settledBy(deadline, drained))) {
+      log.warn("shutdown: requests still running at the end of the grace were cut");
+      server.closeAllConnections();
+      ctx.realtime?.terminate();
+    }
+    clearInterval(branchSweeper);
+    diskWatch.stop();
+    access?.stopExpiry();
+    drains.stop();
+    const background = Promise.all([
+      realtimeClosed,
+      stopStorageSweeper(),
+      webhooks.stop(),
+      backups.stop(),
+      upgrades.stop(),
+    ]);
+    if (!(await settledBy(deadline, background)))
+      log.warn("shutdown: background work still running at the end of the grace was left to the next start");
+    const ending = (async () => {
+      await Promise.all([stopFunctionRuntime(ctx), usage.stop(), logs.stop(), ctx.storage?.close?.()]);
       await registry.closeAll();
-      await embeddedClusters?.stopAll();
-      await replicas?.stopAll();
-      await db.platformPool.end().catch(() => {});
-      await db.embedded?.stop();
-    })());
+      await db.platformPool.end();
+    })();
+    if (!(await settledBy(Math.max(deadline, Date.now() + ENDING_MIN_MS), ending)))
+      log.warn("shutdown: connections still in use at the end of the grace were cut");
+    await embeddedClusters?.stopAll();
+    await replicas?.stopAll();
+    // Fast shutdown (SIGINT): open transactions roll back and the backends' connections are closed.
+    await db.embedded?.stop();
+  };
+  let stopping: Promise<void> | undefined;
+  const stop = () => (stopping ??= shutdown());
   return { ctx, info, port, stop };
 }

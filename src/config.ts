@@ -47,6 +47,13 @@ export interface StrataConfig {
   /** How long a data request waits for a free database connection before it answers 503. */
   poolWaitMs: number;
   /**
+   * How long a statement of a data request may go unanswered by the database (a hung or stopped server)
+   * before the request answers 503: the statement is cancelled and its connection dropped.
+   */
+  dataRequestTimeoutMs: number;
+  /** How long a stop waits for requests in flight and background work before it cuts them. */
+  shutdownGraceMs: number;
+  /**
    * GraphQL queries whose grafast plan allows it run that plan directly (src/graphql/planRunner.ts) instead
    * of through grafast's engine; `STRATA_GRAPHQL_PLAN_RUNNER=off` sends every request through the engine.
    */
@@ -188,6 +195,8 @@ const schema = z.object({
     )
     .default("127.0.0.1"),
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
+  DATA_REQUEST_TIMEOUT_MS: positiveInt("DATA_REQUEST_TIMEOUT_MS").default(30_000),
+  SHUTDOWN_GRACE_MS: positiveInt("SHUTDOWN_GRACE_MS").default(10_000),
   STRATA_GRAPHQL_PLAN_RUNNER: z
     .enum(["on", "off"], { error: "STRATA_GRAPHQL_PLAN_RUNNER must be on or off" })
     .default("on"),
@@ -309,6 +318,8 @@ export function loadConfig(
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,
+    dataRequestTimeoutMs: c.DATA_REQUEST_TIMEOUT_MS,
+    shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
     graphqlPlanRunner: c.STRATA_GRAPHQL_PLAN_RUNNER === "on",
     graphqlLimits: definedOnly({
       maxTokens: c.GRAPHQL_MAX_TOKENS,

@@ -1,4 +1,10 @@
-import { IncomingMessage, ServerResponse, type RequestListener, type ServerOptions } from "node:http";
+import {
+  IncomingMessage,
+  ServerResponse,
+  type RequestListener,
+  type Server,
+  type ServerOptions,
+} from "node:http";
 import express, { type Express, type NextFunction, type Request, type Response } from "express";
 import { pinoHttp } from "pino-http";
 import type { AppContext } from "./context";
@@ -169,4 +175,49 @@ export function createApp(ctx: AppContext): {
   // Functions reach their own project's API through this handler on a socket of their own.
   setPublicApi(ctx, { listener, serverOptions });
   return { app, listener, serverOptions };
+}
+
+const STOPPING_BODY = JSON.stringify({ message: "Server is shutting down; retry on another node" });
+
+/**
+ * The HTTP side of a stop: the server accepts no new connection, the requests in flight finish and answer with
+ * `Connection: close`, and a request that still arrives on an open connection (pipelined behind one in flight,
+ * or its headers still on their way) answers 503 with `Connection: close`, so its client goes elsewhere.
+ */
+export class HttpDrain {
+  private readonly inFlight = new Set<ServerResponse>();
+  private draining = false;
+  /** A response's `close` listener: one function for every response, no closure per request. */
+  private readonly forget: (this: ServerResponse) => void;
+
+  constructor(private readonly serve: RequestListener) {
+    const inFlight = this.inFlight;
+    this.forget = function () {
+      inFlight.delete(this);
+    };
+  }
+
+  readonly listener: RequestListener = (req, res) => {
+    if (this.draining) {
+      res.shouldKeepAlive = false;
+      res.writeHead(503, {
+        "Content-Type": "application/json",
+        "Content-Length": Buffer.byteLength(STOPPING_BODY),
+        Connection: "close",
+      });
+      res.end(STOPPING_BODY);
+      return;
+    }
+    this.inFlight.add(res);
+    res.on("close", this.forget);
+    this.serve(req, res);
+  };
+
+  /** Starts draining `server`; settles once every connection is closed (requests answered, sockets closed). */
+  drain(server: Server): Promise<void> {
+    this.draining = true;
+    for (const res of this.inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
+    // Also closes the idle kept-alive connections at once.
+    return new Promise((resolve) => server.close(() => resolve()));
+  }
 }

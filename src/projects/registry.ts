@@ -5,7 +5,13 @@ import { withCredentials, withDatabase } from "../db/urls";
 import { randomSecret } from "../platform/ids";
 import { kekOf, type KeyEncryptionKey } from "../platform/kek";
 import { prepareProjectDatabase, projectAuthenticator } from "./clusters";
-import { DEFAULT_POOL_SIZE, ProjectRecord, ProjectRuntime, RETIRE_GRACE_MS } from "./runtime";
+import {
+  DEFAULT_POOL_SIZE,
+  ProjectRecord,
+  ProjectRuntime,
+  RETIRE_GRACE_MS,
+  type PoolLimits,
+} from "./runtime";
 
 const PROJECT_SELECT = `
   select p.id, p.ref, p.name, p.organization_id, p.status, p.is_default, p.jwt_secret, p.legacy_keys_iat,
@@ -96,8 +102,8 @@ export class ProjectRegistry {
     readonly platformPool: pg.Pool,
     readonly defaultRef: string,
     private readonly log: Logger,
-    /** How long a request waits for a free connection of a project's pools. */
-    private readonly poolWaitMs?: number,
+    /** The bounds of a request on a project's pools. */
+    private readonly poolLimits: PoolLimits = {},
     /** A project's runtime unused this long is retired (its pools and DDL watch closed); the default's never. */
     idleMs = 10 * 60_000,
   ) {
@@ -252,7 +258,7 @@ export class ProjectRegistry {
     if (!found) return undefined;
     const kek = kekOf(this.platformPool);
     const row = await withRolePasswords(this.platformPool, kek, found);
-    const runtime = new ProjectRuntime(toRecord(row, kek), this.log, this.platformPool, this.poolWaitMs);
+    const runtime = new ProjectRuntime(toRecord(row, kek), this.log, this.platformPool, this.poolLimits);
     // A paused or provisioning database accepts no connections; its row's next change reloads the runtime.
     if (runtime.record.status === "ACTIVE_HEALTHY") {
       await this.prepareRow(row, kek);

@@ -1,6 +1,7 @@
 import { EventEmitter } from "node:events";
 import pg from "pg";
 import { CATALOG_ONLY_SESSION } from "../db/client";
+import { enforceStatementDeadline } from "../db/statementDeadline";
 import { withPort } from "../db/urls";
 import type { Logger } from "../log";
 
@@ -51,6 +52,14 @@ const AUTH_SEARCH_PATH = "pg_catalog,auth,pg_temp";
 /** Notices of the DDL watch within this window cause one schema rebuild. */
 const DDL_DEBOUNCE_MS = 50;
 
+/** The bounds of a request on a project's pools. */
+export interface PoolLimits {
+  /** How long a request waits for a free connection (default 10 s). */
+  waitMs?: number;
+  /** How long a statement of a data request may go unanswered (a hung server) before it fails; none if unset. */
+  statementMs?: number;
+}
+
 /** How long a replaced pool or runtime stays open for the requests still running on it. */
 export const RETIRE_GRACE_MS = 10_000;
 
@@ -84,8 +93,7 @@ export class ProjectRuntime {
     private readonly log: Logger,
     /** Superuser pool on the main database: the auth gate reads the project's keys from the control plane. */
     readonly platformPool: pg.Pool,
-    /** How long a request waits for a free connection of this project's pools. */
-    private readonly poolWaitMs = 10_000,
+    private readonly limits: PoolLimits = {},
   ) {
     this.events.setMaxListeners(100);
   }
@@ -96,7 +104,7 @@ export class ProjectRuntime {
 
   /** Pool of the project's data login (`authenticator_<ref>`) for data requests. */
   get dataPool(): pg.Pool {
-    this.dataPoolInstance ??= this.makePool(this.record.dataUrl, this.record.poolSize);
+    this.dataPoolInstance ??= this.makePool(this.record.dataUrl, this.record.poolSize, { timed: true });
     return this.dataPoolInstance;
   }
 
@@ -109,7 +117,7 @@ export class ProjectRuntime {
     const ports = this.record.replicaPorts ?? [];
     if (!ports.length) return this.dataPool;
     this.replicaPoolInstances ??= ports.map((port) =>
-      this.makePool(withPort(this.record.dataUrl, port), this.record.poolSize),
+      this.makePool(withPort(this.record.dataUrl, port), this.record.poolSize, { timed: true }),
     );
     this.nextReplica = (this.nextReplica + 1) % this.replicaPoolInstances.length;
     return this.replicaPoolInstances[this.nextReplica];
@@ -117,7 +125,7 @@ export class ProjectRuntime {
 
   /** Small superuser pool for management work on the project's database (names resolve in pg_catalog only). */
   get adminPool(): pg.Pool {
-    this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3, CATALOG_ONLY_SESSION);
+    this.adminPoolInstance ??= this.makePool(this.record.adminUrl, 3, { options: CATALOG_ONLY_SESSION });
     return this.adminPoolInstance;
   }
 
@@ -126,7 +134,10 @@ export class ProjectRuntime {
    * Postgres-function hooks, run as that role, never as the superuser.
    */
   get authPool(): pg.Pool {
-    this.authPoolInstance ??= this.makePool(this.record.authUrl, 3, `-c search_path=${AUTH_SEARCH_PATH}`);
+    this.authPoolInstance ??= this.makePool(this.record.authUrl, 3, {
+      options: `-c search_path=${AUTH_SEARCH_PATH}`,
+      timed: true,
+    });
     return this.authPoolInstance;
   }
 
@@ -137,7 +148,7 @@ export class ProjectRuntime {
    * run with the owner's rights, never the superuser's.
    */
   get ownerPool(): pg.Pool {
-    this.ownerPoolInstance ??= this.makePool(this.record.sqlUrl, 3, CATALOG_ONLY_SESSION);
+    this.ownerPoolInstance ??= this.makePool(this.record.sqlUrl, 3, { options: CATALOG_ONLY_SESSION });
     return this.ownerPoolInstance;
   }
 
@@ -146,15 +157,25 @@ export class ProjectRuntime {
     return { role: this.record.ownerRole, claims: {} };
   }
 
-  private makePool(connectionString: string, max: number, options?: string): pg.Pool {
+  /**
+   * A pool of the project's database. `timed`: every statement has the client-side deadline of data requests
+   * (the pools a data request uses: data, replicas, and auth, which reads the roles a request may assume);
+   * the admin and owner pools run work that may rightly take longer (replication slots, loads).
+   */
+  private makePool(
+    connectionString: string,
+    max: number,
+    { options, timed = false }: { options?: string; timed?: boolean } = {},
+  ): pg.Pool {
     // A request waits a bounded time for a connection, then fails (503) instead of queueing forever.
     const pool = new pg.Pool({
       connectionString,
       options,
       max,
       idleTimeoutMillis: POOL_IDLE_MS,
-      connectionTimeoutMillis: this.poolWaitMs,
+      connectionTimeoutMillis: this.limits.waitMs ?? 10_000,
     });
+    if (timed && this.limits.statementMs) enforceStatementDeadline(pool, this.limits.statementMs);
     // An idle client losing its connection (database restarted) must not crash the process.
     pool.on("error", (e) =>
       this.log.warn({ ref: this.ref, err: e.message }, "idle database connection lost"),

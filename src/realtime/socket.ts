@@ -132,12 +132,21 @@ export class RealtimeServer {
     await hub.close();
   }
 
+  /**
+   * A stop: every socket gets a close frame at once (1001 going away: realtime-js reconnects, to another node
+   * when there is one), upgrades are refused, and each project's feed and slot are dropped.
+   */
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.sweeper);
     for (const c of [...this.connections]) c.close(1001, "server shutting down");
-    await Promise.all([...this.hubs.keys()].map((ref) => this.closeProject(ref)));
     this.wss.close();
+    await Promise.all([...this.hubs.keys()].map((ref) => this.closeProject(ref)));
+  }
+
+  /** Cuts the sockets whose clients have not answered their close frame (a stop's grace is over). */
+  terminate(): void {
+    for (const ws of this.wss.clients) ws.terminate();
   }
 
   forget(c: Connection): void {

@@ -9,6 +9,7 @@ import { schemaCacheOf } from "../catalog/schemaCache";
 import type { AppContext } from "../context";
 import { rawBody } from "../http/plainBody";
 import {
+  asPoolTimeout,
   isDatabaseUnreachable,
   queryInOneRoundTrip,
   withTransaction,
@@ -137,7 +138,9 @@ function send(res: Response, req: Request, apiReq: ApiRequest, outcome: Outcome)
 const isSqlState = (code: unknown): code is string => typeof code === "string" && /^[0-9A-Z]{5}$/.test(code);
 
 /** Every failure of a REST request in PostgREST's error format: the one place errors are mapped. */
-function sendFailure(ctx: AppContext, res: Response, e: unknown, auth: RequestAuth | undefined): void {
+function sendFailure(ctx: AppContext, res: Response, caught: unknown, auth: RequestAuth | undefined): void {
+  // pg-pool's wait timeout of any pool the request used (the control plane's reads opaque keys) is a PoolTimeout.
+  const e = asPoolTimeout(caught);
   if (e instanceof ExplainOutput) res.status(200).type(e.type).send(e.body);
   else if (e instanceof RestError) sendError(res, e);
   else if (e instanceof GateError) res.status(e.status).json({ message: e.message, hint: e.hint });
