@@ -1,4 +1,4 @@
-import type { Request, Response, Router } from "express";
+import { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import type { AppContext } from "../context";
 import type { ProjectRuntime } from "../projects/runtime";
@@ -20,16 +20,12 @@ export interface RouteLimit {
   seconds: number;
 }
 
-/** One Management API operation: its path, access rule, validated inputs and success status. */
-export interface RouteSpec<
+/** What one Management API operation declares besides its method, path and summary. */
+export interface RouteOptions<
   B extends z.ZodType = z.ZodType,
   Q extends z.ZodType = z.ZodType,
   P extends ProjectNeed | undefined = ProjectNeed | undefined,
 > {
-  method: Method;
-  /** Express path, e.g. `/v1/projects/:ref/api-keys/:id`. */
-  path: string;
-  summary: string;
   access: Access;
   body?: B;
   query?: Q;
@@ -41,6 +37,18 @@ export interface RouteSpec<
   project?: P;
   /** Limits besides the standard one (see rateLimit.ts). */
   rateLimits?: RouteLimit[];
+}
+
+/** One Management API operation: its path, access rule, validated inputs and success status. */
+export interface RouteSpec<
+  B extends z.ZodType = z.ZodType,
+  Q extends z.ZodType = z.ZodType,
+  P extends ProjectNeed | undefined = ProjectNeed | undefined,
+> extends RouteOptions<B, Q, P> {
+  method: Method;
+  /** Express path, e.g. `/v1/projects/:ref/api-keys/:id`. */
+  path: string;
+  summary: string;
 }
 
 export interface RouteInput<B extends z.ZodType, Q extends z.ZodType, P extends ProjectNeed | undefined> {
@@ -139,4 +147,46 @@ export function route<
       next(e);
     }
   });
+}
+
+type Register<F extends ProjectNeed | undefined> = <
+  B extends z.ZodType = z.ZodUnknown,
+  Q extends z.ZodType = z.ZodUnknown,
+  P extends ProjectNeed | undefined = F,
+>(
+  path: string,
+  summary: string,
+  options: RouteOptions<B, Q, P>,
+  handler: (input: RouteInput<B, Q, P>) => Promise<unknown>,
+) => void;
+
+/** A resource family's operations, one line of the table each: `routes.get(path, summary, options, handler)`. */
+export type RouteTable<F extends ProjectNeed | undefined> = { router: Router } & Record<Method, Register<F>>;
+
+/**
+ * The route table of one resource family, on a router of its own. `project` is what the family's operations
+ * load as `:ref` unless one declares its own (most of a family's operations address the project alike).
+ */
+export function routeTable<F extends ProjectNeed | undefined = undefined>(
+  ctx: AppContext,
+  family: { project?: F } = {},
+): RouteTable<F> {
+  const router = Router({ caseSensitive: true });
+  const register =
+    (method: Method): Register<F> =>
+    (path, summary, options, handler) =>
+      route(
+        ctx,
+        router,
+        { project: family.project, ...options, method, path, summary } as RouteSpec,
+        handler as never,
+      );
+  return {
+    router,
+    get: register("get"),
+    post: register("post"),
+    put: register("put"),
+    patch: register("patch"),
+    delete: register("delete"),
+  };
 }

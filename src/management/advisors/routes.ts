@@ -1,7 +1,7 @@
 import { Router } from "express";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { route } from "../route";
+import { routeTable } from "../route";
 
 /** Advisors: lints computed from the project's catalog, in the platform's Lint shape. */
 
@@ -136,37 +136,23 @@ async function performanceLints(project: ProjectRuntime): Promise<Lint[]> {
 }
 
 export function advisorRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "database" });
   const access = { permission: "advisors_read", scope: "database:read" };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: "/v1/projects/:ref/advisors/security",
-      summary: "Security lints of the project's database",
-      access,
-      status: 200,
-    },
+  routes.get(
+    "/v1/projects/:ref/advisors/security",
+    "Security lints of the project's database",
+    { access, status: 200 },
     async ({ project }) => ({
       lints: await securityLints(project),
     }),
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: "/v1/projects/:ref/advisors/performance",
-      summary: "Performance lints of the project's database",
-      access,
-      status: 200,
-    },
+  routes.get(
+    "/v1/projects/:ref/advisors/performance",
+    "Performance lints of the project's database",
+    { access, status: 200 },
     async ({ project }) => ({
       lints: await performanceLints(project),
     }),
   );
-  return router;
+  return routes.router;
 }

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { functionRuntimeOf } from "../../functions/runtime";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { queryLogs } from "../../logs/query";
 import { kekOf } from "../../platform/kek";
 import { LOG_RETENTION_DAYS, projectBilling, requireFeature } from "../billing/plans";
@@ -138,7 +138,7 @@ async function runLogQuery(ctx: AppContext, ref: string, query: z.infer<typeof L
 }
 
 export function analyticsRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/analytics/endpoints";
   // `logs.all` is the deprecated name of the same query (with its own rate limit).
   for (const [name, summary, limits] of [
@@ -149,15 +149,11 @@ export function analyticsRoutes(ctx: AppContext): Router {
       [{ name: "logs.all", points: 30, seconds: 60 }],
     ],
   ] as const) {
-    route(
-      ctx,
-      router,
+    routes.get(
+      `${base}/${name}`,
+      summary,
       {
-        method: "get",
-        project: "any",
-        path: `${base}/${name}`,
         rateLimits: [...limits],
-        summary,
         access: { permission: "analytics_logs_read", scope: "analytics:read" },
         query: LogQuery,
         status: 200,
@@ -166,15 +162,11 @@ export function analyticsRoutes(ctx: AppContext): Router {
       async ({ project, query }) => runLogQuery(ctx, project.ref, query),
     );
   }
-  route(
-    ctx,
-    router,
+  routes.get(
+    `${base}/usage.api-counts`,
+    "Requests per service over an interval",
     {
-      method: "get",
-      project: "any",
-      path: `${base}/usage.api-counts`,
       rateLimits: [{ name: "usage.api-counts", points: 30, seconds: 60 }],
-      summary: "Requests per service over an interval",
       access: { permission: "analytics_usage_read" },
       query: z.object({
         interval: z.enum(["15min", "30min", "1hr", "3hr", "1day", "3day", "7day"]).default("1day"),
@@ -200,14 +192,10 @@ export function analyticsRoutes(ctx: AppContext): Router {
       };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.get(
+    `${base}/functions.combined-stats`,
+    "Invocations of one edge function per time bucket: status classes and execution time",
     {
-      method: "get",
-      project: "any",
-      path: `${base}/functions.combined-stats`,
-      summary: "Invocations of one edge function per time bucket: status classes and execution time",
       access: { permission: "analytics_usage_read" },
       query: z.object({
         interval: z.enum(["15min", "1hr", "3hr", "1day"]),
@@ -238,15 +226,11 @@ export function analyticsRoutes(ctx: AppContext): Router {
       };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.get(
+    `${base}/usage.api-requests-count`,
+    "Requests of the last 24 hours",
     {
-      method: "get",
-      project: "any",
-      path: `${base}/usage.api-requests-count`,
       rateLimits: [{ name: "usage.api-requests-count", points: 30, seconds: 60 }],
-      summary: "Requests of the last 24 hours",
       access: { permission: "analytics_usage_read" },
       status: 200,
     },
@@ -263,28 +247,16 @@ export function analyticsRoutes(ctx: AppContext): Router {
   const drains = "/v2/projects/:ref/analytics/log-drains";
   const read = { permission: "analytics_config_read", scope: "analytics_config:read" };
   const write = { permission: "analytics_config_write", scope: "analytics_config:write" };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: drains,
-      summary: "Lists log drains",
-      access: read,
-      status: 200,
-      response: z.object({ data: z.array(drainResponse) }),
-    },
+  routes.get(
+    drains,
+    "Lists log drains",
+    { access: read, status: 200, response: z.object({ data: z.array(drainResponse) }) },
     async ({ project }) => ({ data: (await drainsOf(ctx.platformPool, project.ref)).map(drainJson) }),
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    drains,
+    "Creates a log drain: the project's new log events are forwarded to it in batches",
     {
-      method: "post",
-      project: "any",
-      path: drains,
-      summary: "Creates a log drain: the project's new log events are forwarded to it in batches",
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 201,
@@ -297,14 +269,10 @@ export function analyticsRoutes(ctx: AppContext): Router {
       };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.put(
+    `${drains}/:id`,
+    "Updates a log drain",
     {
-      method: "put",
-      project: "any",
-      path: `${drains}/:id`,
-      summary: "Updates a log drain",
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 200,
@@ -321,22 +289,15 @@ export function analyticsRoutes(ctx: AppContext): Router {
       return { data: drainJson(drain) };
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${drains}/:id`,
-      summary: "Deletes a log drain",
-      access: write,
-      status: 204,
-    },
+  routes.delete(
+    `${drains}/:id`,
+    "Deletes a log drain",
+    { access: write, status: 204 },
     async ({ project, params }) => {
       if (!(await deleteDrain(ctx.platformPool, project.ref, params.id)))
         throw new HttpError(404, `Log drain ${params.id} not found`);
       return {};
     },
   );
-  return router;
+  return routes.router;
 }

@@ -5,7 +5,7 @@ import { visiblePrefix } from "../../auth/apiKeys";
 import { mintLegacyKey } from "../../auth/legacyKeys";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import {
   createApiKey,
   deleteApiKey,
@@ -76,22 +76,14 @@ function found<T>(row: T | undefined, id: string): T {
 
 /** API keys: opaque publishable/secret keys of a project, plus the legacy JWT keys and their toggle. */
 export function apiKeyRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/api-keys";
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary: "Lists the project's API keys",
-      access: READ,
-      query: revealQuery,
-      status: 200,
-    },
+  routes.get(
+    base,
+    "Lists the project's API keys",
+    { access: READ, query: revealQuery, status: 200 },
     async ({ project, params, query }) => {
       const reveal = query.reveal ?? false;
       const legacy = project.record.legacyKeysEnabled ? await legacyKeys(project, reveal) : [];
@@ -99,32 +91,17 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/legacy`,
-      summary: "Whether the legacy JWT API keys are enabled",
-      access: READ,
-      status: 200,
-    },
+  routes.get(
+    `${base}/legacy`,
+    "Whether the legacy JWT API keys are enabled",
+    { access: READ, status: 200 },
     async ({ project }) => ({ enabled: project.record.legacyKeysEnabled }),
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "put",
-      project: "any",
-      path: `${base}/legacy`,
-      summary: "Enables or disables the legacy JWT API keys",
-      access: WRITE,
-      query: z.object({ enabled: booleanString }),
-      status: 200,
-    },
+  routes.put(
+    `${base}/legacy`,
+    "Enables or disables the legacy JWT API keys",
+    { access: WRITE, query: z.object({ enabled: booleanString }), status: 200 },
     async ({ project, query }) => {
       await setLegacyKeysEnabled(pool, project.ref, query.enabled);
       const refreshed = await ctx.registry.refresh(project.ref);
@@ -132,14 +109,10 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Creates a publishable or secret API key",
     {
-      method: "post",
-      project: "any",
-      path: base,
-      summary: "Creates a publishable or secret API key",
       access: WRITE,
       query: revealQuery,
       body: z.object({
@@ -157,18 +130,10 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Gets an API key",
-      access: READ,
-      query: revealQuery,
-      status: 200,
-    },
+  routes.get(
+    `${base}/:id`,
+    "Gets an API key",
+    { access: READ, query: revealQuery, status: 200 },
     async ({ project, params, query }) => {
       const legacy = (await legacyKeys(project, query.reveal ?? false)).find((k) => k.id === params.id);
       if (legacy) return legacy;
@@ -176,14 +141,10 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    `${base}/:id`,
+    "Updates an API key's name, description or secret JWT template",
     {
-      method: "patch",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Updates an API key's name, description or secret JWT template",
       access: WRITE,
       query: revealQuery,
       body: z.object({
@@ -202,14 +163,10 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.delete(
+    `${base}/:id`,
+    "Deletes an API key: it stops opening the data APIs on the next request",
     {
-      method: "delete",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Deletes an API key: it stops opening the data APIs on the next request",
       access: WRITE,
       query: z.object({
         reveal: booleanString.optional(),
@@ -231,5 +188,5 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

@@ -9,7 +9,7 @@ import {
 } from "../../auth/authConfig";
 import { HttpError } from "../http";
 import { isSecretAuthField } from "../../platform/kek";
-import { route } from "../route";
+import { routeTable } from "../route";
 import {
   BOOLEAN_FIELDS,
   ENUM_FIELDS,
@@ -81,37 +81,17 @@ function fullConfig(stored: Record<string, unknown>): Record<string, unknown> {
 
 /** Auth config: read by /auth/v1 on every request, so a change applies at once. */
 export function authConfigRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const path = "/v1/projects/:ref/config/auth";
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path,
-      summary: "Gets the project's auth config",
-      access: READ,
-      status: 200,
-    },
-    async ({ params }) => {
-      return fullConfig(await storedAuthConfig(ctx.platformPool, params.ref));
-    },
-  );
+  routes.get(path, "Gets the project's auth config", { access: READ, status: 200 }, async ({ params }) => {
+    return fullConfig(await storedAuthConfig(ctx.platformPool, params.ref));
+  });
 
-  route(
-    ctx,
-    router,
-    {
-      method: "patch",
-      project: "any",
-      path,
-      summary: "Changes auth config fields",
-      access: WRITE,
-      body: patchBody,
-      status: 200,
-    },
+  routes.patch(
+    path,
+    "Changes auth config fields",
+    { access: WRITE, body: patchBody, status: 200 },
     async ({ params, body }) => {
       const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
       if (typeof changes.saml_external_url === "string" && changes.saml_external_url !== "") {
@@ -128,5 +108,5 @@ export function authConfigRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

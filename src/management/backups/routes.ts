@@ -2,7 +2,7 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError, requireInstallationAdmin } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { requireFeature } from "../billing/plans";
 import { pitrDays } from "../billing/routes";
 import { writeSettings } from "../settings";
@@ -88,7 +88,7 @@ function item(row: BackupRow): z.infer<typeof BackupItem> {
 const SCHEDULE_CHANGES_PER_DAY = 3;
 
 export function backupRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/database/backups";
   const service = (): BackupService => {
     if (!ctx.backups) throw new HttpError(503, "Backups are not available in this process");
@@ -97,22 +97,13 @@ export function backupRoutes(ctx: AppContext): Router {
   const read = { permission: "backups_read", scope: "database:read" };
   const write = { permission: "backups_write", scope: "database:write" };
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary:
-        "Lists the project's backups: logical backups written by Strata and, for an installation " +
-        "administrator and a project on the embedded cluster (which archives its WAL: archiver_enabled), the " +
-        "cluster's base backups (is_physical_backup); pitr_enabled once a base backup exists (restore-pitr " +
-        "then replays WAL to the second)",
-      access: read,
-      status: 200,
-      response: Backups,
-    },
+  routes.get(
+    base,
+    "Lists the project's backups: logical backups written by Strata and, for an installation " +
+      "administrator and a project on the embedded cluster (which archives its WAL: archiver_enabled), the " +
+      "cluster's base backups (is_physical_backup); pitr_enabled once a base backup exists (restore-pitr " +
+      "then replays WAL to the second)",
+    { access: read, status: 200, response: Backups },
     async ({ req, project }) => {
       const backups = service();
       // The cluster's base backups hold every project: the installation's, shown to its administrators only.
@@ -138,18 +129,14 @@ export function backupRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Takes a backup of the project's database now (Strata's own endpoint); answers it RUNNING, and the " +
+      "list shows its progress, size and status. With is_physical_backup: a base backup of the whole " +
+      "embedded cluster (every project on it), the start of WAL replay for restore-pitr; installation " +
+      "administrators only (403 for others)",
     {
-      method: "post",
       project: "database",
-      path: base,
-      summary:
-        "Takes a backup of the project's database now (Strata's own endpoint); answers it RUNNING, and the " +
-        "list shows its progress, size and status. With is_physical_backup: a base backup of the whole " +
-        "embedded cluster (every project on it), the start of WAL replay for restore-pitr; installation " +
-        "administrators only (403 for others)",
       access: write,
       body: z.object({ is_physical_backup: z.boolean().optional() }).strict(),
       status: 201,
@@ -171,18 +158,10 @@ export function backupRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/schedule`,
-      summary: "Gets the time of day (UTC) of the project's daily backup",
-      access: read,
-      status: 200,
-      response: Schedule,
-    },
+  routes.get(
+    `${base}/schedule`,
+    "Gets the time of day (UTC) of the project's daily backup",
+    { access: read, status: 200, response: Schedule },
     async ({ project }) => {
       await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
       const s = await service().schedule(project.ref);
@@ -197,16 +176,11 @@ export function backupRoutes(ctx: AppContext): Router {
       };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.patch(
+    `${base}/schedule`,
+    "Sets the time of day (UTC) of the daily backup; a time already passed today first runs tomorrow; " +
+      "3 changes per 24 hours",
     {
-      method: "patch",
-      project: "any",
-      path: `${base}/schedule`,
-      summary:
-        "Sets the time of day (UTC) of the daily backup; a time already passed today first runs tomorrow; " +
-        "3 changes per 24 hours",
       access: write,
       body: z
         .object({
@@ -240,18 +214,14 @@ export function backupRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    `${base}/restore-pitr`,
+    "Restores the project's database as it was at the target time, in one transaction (the database is " +
+      "never half-restored): on the embedded cluster, for an installation administrator, by WAL replay from " +
+      "the latest base backup before it (to the second), else (or when the archived WAL has a gap) from the " +
+      "latest logical backup taken at or before it; progress in GET .../backups/restores",
     {
-      method: "post",
       project: "database",
-      path: `${base}/restore-pitr`,
-      summary:
-        "Restores the project's database as it was at the target time, in one transaction (the database is " +
-        "never half-restored): on the embedded cluster, for an installation administrator, by WAL replay from " +
-        "the latest base backup before it (to the second), else (or when the archived WAL has a gap) from the " +
-        "latest logical backup taken at or before it; progress in GET .../backups/restores",
       access: write,
       body: z.object({ recovery_time_target_unix: z.number().int().nonnegative() }).strict(),
       status: 201,
@@ -272,20 +242,12 @@ export function backupRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/restores`,
-      summary: "Lists the project's restores with their progress and outcome (Strata's own endpoint)",
-      access: read,
-      status: 200,
-      response: z.array(Restore),
-    },
+  routes.get(
+    `${base}/restores`,
+    "Lists the project's restores with their progress and outcome (Strata's own endpoint)",
+    { access: read, status: 200, response: z.array(Restore) },
     async ({ project }) => service().restores(project.ref),
   );
 
-  return router;
+  return routes.router;
 }

@@ -6,7 +6,7 @@ import { newProjectRef, randomSecret } from "../../platform/ids";
 import { kekOf } from "../../platform/kek";
 import { withAdminTransaction } from "../../db/transaction";
 import { checkRole, HttpError, mayReadSecrets, type Access } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { requireFeature } from "../billing/plans";
 import { findAnyProject } from "../projects/store";
 import {
@@ -166,7 +166,7 @@ function runJson(r: ActionRunRow): z.infer<typeof runShape> {
 
 /** Branches and their action runs: each branch is a project of its own, made from its parent. */
 export function branchRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const db = ctx.platformPool;
 
   /** The branch `/v1/branches/{id_or_ref}` names, checked against the caller's role there. */
@@ -177,35 +177,17 @@ export function branchRoutes(ctx: AppContext): Router {
     return branch;
   }
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/branches",
-      summary: "Lists the project's branches",
-      access: READ,
-      status: 200,
-      response: branchShape.array(),
-    },
+  routes.get(
+    "/v1/projects/:ref/branches",
+    "Lists the project's branches",
+    { project: "any", access: READ, status: 200, response: branchShape.array() },
     async ({ req, project }) => (await listBranches(db, req.principal!.userId, project.ref)).map(branchJson),
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "database",
-      path: "/v1/projects/:ref/branches",
-      summary:
-        "Creates a branch: a project of its own whose database gets the parent's applied migrations (and its rows with with_data)",
-      access: WRITE,
-      body: createBody,
-      status: 201,
-      response: branchShape,
-    },
+  routes.post(
+    "/v1/projects/:ref/branches",
+    "Creates a branch: a project of its own whose database gets the parent's applied migrations (and its rows with with_data)",
+    { project: "database", access: WRITE, body: createBody, status: 201, response: branchShape },
     async ({ req, project, body }) => {
       await requireFeature(db, project.ref, "branching");
       const parent = (await findAnyProject(db, project.ref))!;
@@ -248,17 +230,10 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: "/v1/projects/:ref/branches",
-      summary: "Disables branching: deletes every branch of the project",
-      access: WRITE,
-      status: 200,
-    },
+  routes.delete(
+    "/v1/projects/:ref/branches",
+    "Disables branching: deletes every branch of the project",
+    { project: "any", access: WRITE, status: 200 },
     async ({ req, project }) => {
       for (const b of await listBranches(db, req.principal!.userId, project.ref))
         await deleteBranchNow(ctx, b.project_ref);
@@ -266,18 +241,10 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/branches/:name",
-      summary: "Gets a branch by name",
-      access: READ,
-      status: 200,
-      response: branchShape,
-    },
+  routes.get(
+    "/v1/projects/:ref/branches/:name",
+    "Gets a branch by name",
+    { project: "any", access: READ, status: 200, response: branchShape },
     async ({ req, project, params }) => {
       const branch = await branchByName(db, req.principal!.userId, project.ref, params.name);
       if (!branch) throw new HttpError(404, `Branch ${params.name} not found`);
@@ -285,17 +252,10 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/branches/:branch_id_or_ref",
-      summary: "Gets a branch's connection details (the JWT secret only for callers who may read secrets)",
-      access: READ,
-      status: 200,
-      response: branchConfigShape,
-    },
+  routes.get(
+    "/v1/branches/:branch_id_or_ref",
+    "Gets a branch's connection details (the JWT secret only for callers who may read secrets)",
+    { access: READ, status: 200, response: branchConfigShape },
     async ({ req, params }) => {
       const branch = await addressedBranch(req, params.branch_id_or_ref, READ);
       const row = (await findAnyProject(db, branch.project_ref))!;
@@ -319,18 +279,10 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "patch",
-      path: "/v1/branches/:branch_id_or_ref",
-      summary: "Updates a branch: name, git branch, notify URL, persistence, review request, status",
-      access: WRITE,
-      body: updateBody,
-      status: 200,
-      response: branchShape,
-    },
+  routes.patch(
+    "/v1/branches/:branch_id_or_ref",
+    "Updates a branch: name, git branch, notify URL, persistence, review request, status",
+    { access: WRITE, body: updateBody, status: 200, response: branchShape },
     async ({ req, params, body }) => {
       const branch = await addressedBranch(req, params.branch_id_or_ref, WRITE);
       if (body.branch_name && body.branch_name !== branch.name) {
@@ -354,14 +306,10 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.delete(
+    "/v1/branches/:branch_id_or_ref",
+    "Deletes a branch and its database; with force=false it is paused and deleted after an hour unless restored",
     {
-      method: "delete",
-      path: "/v1/branches/:branch_id_or_ref",
-      summary:
-        "Deletes a branch and its database; with force=false it is paused and deleted after an hour unless restored",
       access: WRITE,
       query: z.object({ force: z.enum(["true", "false"]).optional() }),
       status: 200,
@@ -383,18 +331,10 @@ export function branchRoutes(ctx: AppContext): Router {
     ],
     ["reset", "Rebuilds the branch from its parent (then its own migrations up to migration_version)"],
   ] as const) {
-    route(
-      ctx,
-      router,
-      {
-        method: "post",
-        path: `/v1/branches/:branch_id_or_ref/${kind}`,
-        summary: `${text}, as an action run`,
-        access: WRITE,
-        body: migrationBody,
-        status: 201,
-        response: workflowResponse,
-      },
+    routes.post(
+      `/v1/branches/:branch_id_or_ref/${kind}`,
+      `${text}, as an action run`,
+      { access: WRITE, body: migrationBody, status: 201, response: workflowResponse },
       async ({ req, params, body }) => {
         const branch = await addressedBranch(req, params.branch_id_or_ref, WRITE);
         if (branch.project_status !== "ACTIVE_HEALTHY")
@@ -406,17 +346,10 @@ export function branchRoutes(ctx: AppContext): Router {
     );
   }
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      path: "/v1/branches/:branch_id_or_ref/restore",
-      summary: "Cancels a branch's scheduled deletion and makes it active again",
-      access: WRITE,
-      status: 200,
-      response: z.object({ message: z.string() }),
-    },
+  routes.post(
+    "/v1/branches/:branch_id_or_ref/restore",
+    "Cancels a branch's scheduled deletion and makes it active again",
+    { access: WRITE, status: 200, response: z.object({ message: z.string() }) },
     async ({ req, params }) => {
       const branch = await addressedBranch(req, params.branch_id_or_ref, WRITE);
       await restoreBranch(ctx, branch);
@@ -428,14 +361,11 @@ export function branchRoutes(ctx: AppContext): Router {
 
   const runsRead: Access = { permission: "action_runs_read", scope: "environment:read" };
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref/actions",
+    "Lists the action runs of the project's branches (or of the branch it is), newest first",
     {
-      method: "get",
       project: "any",
-      path: "/v1/projects/:ref/actions",
-      summary: "Lists the action runs of the project's branches (or of the branch it is), newest first",
       access: runsRead,
       query: z.object({
         offset: z.coerce.number().int().min(0).optional(),
@@ -454,32 +384,17 @@ export function branchRoutes(ctx: AppContext): Router {
     return run;
   };
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/actions/:run_id",
-      summary: "Gets an action run with its steps' statuses",
-      access: runsRead,
-      status: 200,
-      response: runShape,
-    },
+  routes.get(
+    "/v1/projects/:ref/actions/:run_id",
+    "Gets an action run with its steps' statuses",
+    { project: "any", access: runsRead, status: 200, response: runShape },
     async ({ project, params }) => runJson(await runOf(project.ref, params.run_id)),
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/actions/:run_id/logs",
-      summary: "Gets an action run's log (text/plain)",
-      access: runsRead,
-      status: 200,
-    },
+  routes.get(
+    "/v1/projects/:ref/actions/:run_id/logs",
+    "Gets an action run's log (text/plain)",
+    { project: "any", access: runsRead, status: 200 },
     async ({ project, params, res }) => {
       const run = await runOf(project.ref, params.run_id);
       res.status(200).type("text/plain").send(run.logs);
@@ -487,14 +402,11 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    "/v1/projects/:ref/actions/:run_id/status",
+    "Sets the status of an action run's steps (as a runner reports them)",
     {
-      method: "patch",
       project: "any",
-      path: "/v1/projects/:ref/actions/:run_id/status",
-      summary: "Sets the status of an action run's steps (as a runner reports them)",
       access: { permission: "action_runs_write", scope: "environment:write" },
       body: z
         .object(Object.fromEntries(STEP_NAMES.map((n) => [n, z.enum(STEP_STATUSES).optional()])))
@@ -512,5 +424,5 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { withAdminTransaction } from "../../db/transaction";
 import { withProjectSqlClient } from "./sqlRunner";
 
@@ -47,37 +47,21 @@ async function inTransaction<T>(
 }
 
 export function migrationRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "database" });
   const base = "/v1/projects/:ref/database/migrations";
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: base,
-      summary: "Lists applied migrations",
-      access: Access.read,
-      status: 200,
-    },
-    async ({ project }) => {
-      const { rows } = await project.adminPool.query(
-        "select version, name from strata_migrations.schema_migrations order by version",
-      );
-      return rows;
-    },
-  );
+  routes.get(base, "Lists applied migrations", { access: Access.read, status: 200 }, async ({ project }) => {
+    const { rows } = await project.adminPool.query(
+      "select version, name from strata_migrations.schema_migrations order by version",
+    );
+    return rows;
+  });
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Applies a migration and records it",
     {
-      method: "post",
-      project: "database",
-      path: base,
       rateLimits: [{ name: "migrations", points: 120, seconds: 180 }],
-      summary: "Applies a migration and records it",
       access: Access.write,
       body: MigrationBody,
       status: 200,
@@ -96,18 +80,10 @@ export function migrationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "put",
-      project: "database",
-      path: base,
-      summary: "Records a migration without applying it",
-      access: Access.write,
-      body: MigrationBody,
-      status: 200,
-    },
+  routes.put(
+    base,
+    "Records a migration without applying it",
+    { access: Access.write, body: MigrationBody, status: 200 },
     async ({ project, body }) => {
       await inTransaction(project, async (client) => {
         const existing = body.name
@@ -137,14 +113,10 @@ export function migrationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.delete(
+    base,
+    "Rolls back migrations from version `gte` on, newest first, with their rollback SQL",
     {
-      method: "delete",
-      project: "database",
-      path: base,
-      summary: "Rolls back migrations from version `gte` on, newest first, with their rollback SQL",
       access: Access.write,
       query: z.object({ gte: z.string().regex(/^\d+$/, "must be a migration version") }),
       status: 200,
@@ -167,17 +139,10 @@ export function migrationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: `${base}/:version`,
-      summary: "Gets one migration with its statements",
-      access: Access.read,
-      status: 200,
-    },
+  routes.get(
+    `${base}/:version`,
+    "Gets one migration with its statements",
+    { access: Access.read, status: 200 },
     async ({ project, params }) => {
       const { rows } = await project.adminPool.query(
         `select version, name, statements, coalesce(rollback, '{}') as rollback, created_by, idempotency_key
@@ -189,14 +154,10 @@ export function migrationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    `${base}/:version`,
+    "Renames a migration or replaces its rollback SQL",
     {
-      method: "patch",
-      project: "database",
-      path: `${base}/:version`,
-      summary: "Renames a migration or replaces its rollback SQL",
       access: Access.write,
       body: z.object({ name: z.string().max(255).optional(), rollback: z.string().optional() }).strict(),
       status: 200,
@@ -213,5 +174,5 @@ export function migrationRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

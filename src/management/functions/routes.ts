@@ -18,7 +18,7 @@ import { withAdminTransaction } from "../../db/transaction";
 import { HttpError } from "../http";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { requireFunctionRoom } from "../billing/plans";
-import { route } from "../route";
+import { routeTable } from "../route";
 
 /**
  * Edge functions: metadata and files in the control plane; each version's files are also written
@@ -216,33 +216,24 @@ async function activateOrUpdate(client: pg.PoolClient, ref: string, f: BulkUpdat
 }
 
 export function functionRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/functions";
-  router.post(`${base}/deploy`, express.raw({ type: "multipart/form-data", limit: "20mb" }));
+  routes.router.post(`${base}/deploy`, express.raw({ type: "multipart/form-data", limit: "20mb" }));
 
-  route(
-    ctx,
-    router,
-    { method: "get", project: "any", path: base, summary: "Lists edge functions", access: read, status: 200 },
-    async ({ project }) => {
-      const { rows } = await ctx.platformPool.query(
-        "select * from platform.edge_functions where project_ref = $1 order by slug",
-        [project.ref],
-      );
-      return rows.map(functionJson);
-    },
-  );
+  routes.get(base, "Lists edge functions", { access: read, status: 200 }, async ({ project }) => {
+    const { rows } = await ctx.platformPool.query(
+      "select * from platform.edge_functions where project_ref = $1 order by slug",
+      [project.ref],
+    );
+    return rows.map(functionJson);
+  });
 
   // The deprecated create: one source file as the raw body, the rest in the query string.
-  router.post(base, express.text({ type: () => true, limit: "20mb" }));
-  route(
-    ctx,
-    router,
+  routes.router.post(base, express.text({ type: () => true, limit: "20mb" }));
+  routes.post(
+    base,
+    "Creates a function from one source file (deprecated: use deploy)",
     {
-      method: "post",
-      project: "any",
-      path: base,
-      summary: "Creates a function from one source file (deprecated: use deploy)",
       access: write,
       query: z.object({
         slug: Slug,
@@ -274,14 +265,10 @@ export function functionRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    `${base}/deploy`,
+    "Deploys (creates or updates) a function from its files",
     {
-      method: "post",
-      project: "any",
-      path: `${base}/deploy`,
-      summary: "Deploys (creates or updates) a function from its files",
       access: write,
       query: z.object({ slug: Slug.optional(), bundleOnly: z.string().optional() }),
       status: 201,
@@ -303,14 +290,10 @@ export function functionRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.put(
+    base,
+    "Bulk-updates functions' metadata",
     {
-      method: "put",
-      project: "any",
-      path: base,
-      summary: "Bulk-updates functions' metadata",
       access: write,
       body: z.array(
         z.object({
@@ -344,43 +327,19 @@ export function functionRoutes(ctx: AppContext): Router {
     if (!rows.length) throw new HttpError(404, `Function ${slug} not found`);
     return rows[0];
   };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:slug`,
-      summary: "Gets a function",
-      access: read,
-      status: 200,
-    },
-    async ({ project, params }) => functionJson(await one(project, params.slug)),
+  routes.get(`${base}/:slug`, "Gets a function", { access: read, status: 200 }, async ({ project, params }) =>
+    functionJson(await one(project, params.slug)),
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:slug/body`,
-      summary: "Gets a function's files",
-      access: read,
-      status: 200,
-    },
+  routes.get(
+    `${base}/:slug/body`,
+    "Gets a function's files",
+    { access: read, status: 200 },
     async ({ project, params }) => (await one(project, params.slug)).files,
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${base}/:slug`,
-      summary: "Deletes a function",
-      access: write,
-      status: 200,
-    },
+  routes.delete(
+    `${base}/:slug`,
+    "Deletes a function",
+    { access: write, status: 200 },
     async ({ project, params }) => {
       const fn = await one(project, params.slug);
       await ctx.platformPool.query("delete from platform.edge_functions where id = $1", [fn.id]);
@@ -389,5 +348,5 @@ export function functionRoutes(ctx: AppContext): Router {
       return {};
     },
   );
-  return router;
+  return routes.router;
 }

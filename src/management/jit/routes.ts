@@ -9,7 +9,7 @@ import { checkCidr, cidrContains, jitLoginRole } from "../../projects/access";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret, sha256 } from "../../platform/ids";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
 /**
@@ -210,20 +210,16 @@ async function takeInvitation(
 const STATE = { state: "disabled" as "enabled" | "disabled" };
 
 export function jitRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/database/jit";
   const jitRead = { permission: "database_jit_read" };
   const jitWrite = { permission: "database_jit_write" };
   const caller = (req: { principal?: { userId: string } }) => req.principal!.userId;
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref/jit-access",
+    "Gets whether just-in-time access is enabled",
     {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/jit-access",
-      summary: "Gets whether just-in-time access is enabled",
       access: { permission: "project_admin_read", scope: "database:read" },
       response: z.object({ state: z.enum(["enabled", "disabled"]), appliedSuccessfully: z.boolean() }),
       status: 200,
@@ -233,14 +229,11 @@ export function jitRoutes(ctx: AppContext): Router {
       appliedSuccessfully: true,
     }),
   );
-  route(
-    ctx,
-    router,
+  routes.put(
+    "/v1/projects/:ref/jit-access",
+    "Enables or disables just-in-time access (disabling drops every JIT login of the project)",
     {
-      method: "put",
       project: "database",
-      path: "/v1/projects/:ref/jit-access",
-      summary: "Enables or disables just-in-time access (disabling drops every JIT login of the project)",
       access: { permission: "project_admin_write", scope: "database:write" },
       body: z.object({ state: z.enum(["enabled", "disabled"]) }).strict(),
       response: z.object({ state: z.enum(["enabled", "disabled"]), appliedSuccessfully: z.boolean() }),
@@ -255,14 +248,10 @@ export function jitRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    base,
+    "Lists the caller's just-in-time roles",
     {
-      method: "get",
-      project: "any",
-      path: base,
-      summary: "Lists the caller's just-in-time roles",
       access: { ...jitRead, scope: "database:read" },
       response: z.object({ user_id: z.string(), user_roles: z.array(JitRoleOut) }),
       status: 200,
@@ -272,15 +261,11 @@ export function jitRoutes(ctx: AppContext): Router {
       user_roles: (await grantsOf(ctx, project.ref, caller(req))).map(roleOut),
     }),
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Requests access as one of the caller's roles from `rhost`: answers a login valid until the mapping expires",
     {
-      method: "post",
       project: "database",
-      path: base,
-      summary:
-        "Requests access as one of the caller's roles from `rhost`: answers a login valid until the mapping expires",
       access: { ...jitRead, scope: "database:read" },
       body: z
         .object({
@@ -333,14 +318,11 @@ export function jitRoutes(ctx: AppContext): Router {
       };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.put(
+    base,
+    "Sets a member's just-in-time roles (replacing the previous ones)",
     {
-      method: "put",
       project: "database",
-      path: base,
-      summary: "Sets a member's just-in-time roles (replacing the previous ones)",
       access: jitWrite,
       body: z.object({ user_id: z.uuid(), roles: z.array(JitRole).max(ROLES.length) }).strict(),
       response: z.object({ user_id: z.string(), user_roles: z.array(JitRoleOut) }),
@@ -355,14 +337,10 @@ export function jitRoutes(ctx: AppContext): Router {
       };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.get(
+    `${base}/list`,
+    "Lists every member's just-in-time roles and the pending invitations",
     {
-      method: "get",
-      project: "any",
-      path: `${base}/list`,
-      summary: "Lists every member's just-in-time roles and the pending invitations",
       access: jitRead,
       response: z.object({
         items: z.array(
@@ -412,18 +390,10 @@ export function jitRoutes(ctx: AppContext): Router {
       return { items };
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "database",
-      path: `${base}/:user_id`,
-      summary: "Removes all of a member's just-in-time roles and drops their logins",
-      access: jitWrite,
-      response: z.object({}),
-      status: 200,
-    },
+  routes.delete(
+    `${base}/:user_id`,
+    "Removes all of a member's just-in-time roles and drops their logins",
+    { project: "database", access: jitWrite, response: z.object({}), status: 200 },
     async ({ project, req }) => {
       const userId = z.uuid().safeParse(req.params.user_id);
       if (!userId.success) throw new HttpError(400, "user_id must be a UUID");
@@ -431,15 +401,10 @@ export function jitRoutes(ctx: AppContext): Router {
       return {};
     },
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    `${base}/invite`,
+    "Invites an email to just-in-time roles; the token is answered once, for the invitee, and accepted once within 7 days",
     {
-      method: "post",
-      project: "any",
-      path: `${base}/invite`,
-      summary:
-        "Invites an email to just-in-time roles; the token is answered once, for the invitee, and accepted once within 7 days",
       access: jitWrite,
       body: z.object({ email: z.email(), roles: z.array(JitRole).min(1).max(ROLES.length) }).strict(),
       response: z.object({
@@ -464,14 +429,11 @@ export function jitRoutes(ctx: AppContext): Router {
       return { email: body.email, invite_id: rows[0].id, user_roles: body.roles.map(givenRoleOut), token };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    `${base}/invite/accept`,
+    "Accepts an invitation as the signed-in member whose email it names",
     {
-      method: "post",
       project: "database",
-      path: `${base}/invite/accept`,
-      summary: "Accepts an invitation as the signed-in member whose email it names",
       access: {},
       body: z.object({ email: z.email(), token: z.string().min(1) }).strict(),
       response: z.object({ user_id: z.string(), user_roles: z.array(JitRoleOut) }),
@@ -493,18 +455,10 @@ export function jitRoutes(ctx: AppContext): Router {
       return { user_id: caller(req), user_roles: await setGrants(ctx, project, caller(req), merged) };
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${base}/invite/:invite_id`,
-      summary: "Revokes an invitation",
-      access: jitWrite,
-      response: z.object({}),
-      status: 200,
-    },
+  routes.delete(
+    `${base}/invite/:invite_id`,
+    "Revokes an invitation",
+    { access: jitWrite, response: z.object({}), status: 200 },
     async ({ project, req }) => {
       const id = z.uuid().safeParse(req.params.invite_id);
       if (!id.success) throw new HttpError(400, "invite_id must be a UUID");
@@ -516,5 +470,5 @@ export function jitRoutes(ctx: AppContext): Router {
       return {};
     },
   );
-  return router;
+  return routes.router;
 }

@@ -13,7 +13,7 @@ import {
 } from "../../projects/access";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { readSettings, writeSettings } from "../settings";
 
 /**
@@ -117,39 +117,22 @@ async function replaceRestrictions(ctx: AppContext, project: ProjectRuntime, nex
 }
 
 export function networkRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/network-restrictions";
   const read = { permission: "database_network_restrictions_read", scope: "projects:read" };
   const write = { permission: "database_network_restrictions_write", scope: "projects:write" };
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary: "Gets the CIDRs allowed to connect to the database directly",
-      access: read,
-      response: restrictionsAnswer(RestrictionsShape),
-      status: 200,
-    },
+  routes.get(
+    base,
+    "Gets the CIDRs allowed to connect to the database directly",
+    { access: read, response: restrictionsAnswer(RestrictionsShape), status: 200 },
     async ({ project }) =>
       restrictionsOf(await readRestrictions(ctx, project.ref), false, managed(ctx, project)),
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: `${base}/apply`,
-      summary: "Replaces the allowed CIDRs (enforced in pg_hba.conf on the embedded cluster)",
-      access: write,
-      body: CidrLists,
-      response: restrictionsAnswer(RestrictionsShape),
-      status: 201,
-    },
+  routes.post(
+    `${base}/apply`,
+    "Replaces the allowed CIDRs (enforced in pg_hba.conf on the embedded cluster)",
+    { access: write, body: CidrLists, response: restrictionsAnswer(RestrictionsShape), status: 201 },
     async ({ project, body }) => {
       const current = await readRestrictions(ctx, project.ref);
       const { stored, applied } = await replaceRestrictions(ctx, project, {
@@ -165,14 +148,10 @@ export function networkRoutes(ctx: AppContext): Router {
       dbAllowedCidrsV6: z.array(z.string()).optional(),
     })
     .strict();
-  route(
-    ctx,
-    router,
+  routes.patch(
+    base,
+    "Adds or removes allowed CIDRs",
     {
-      method: "patch",
-      project: "any",
-      path: base,
-      summary: "Adds or removes allowed CIDRs",
       access: write,
       body: z.object({ add: CidrLists.optional(), remove: Lists.optional() }).strict(),
       response: restrictionsAnswer(
@@ -202,31 +181,18 @@ export function networkRoutes(ctx: AppContext): Router {
     const stored = (await readSettings(ctx, project.ref, "network_bans", BANS_DEFAULTS)).banned;
     return [...new Set(stored.map(banAddress).filter((a) => a !== undefined))];
   };
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/network-bans/retrieve",
-      summary:
-        "Lists IPv4 addresses banned after repeated failed database logins (a ban ends by itself after 30 minutes)",
-      access: bansRead,
-      response: z.object({ banned_ipv4_addresses: z.array(z.string()) }),
-      status: 201,
-    },
+  routes.post(
+    "/v1/projects/:ref/network-bans/retrieve",
+    "Lists IPv4 addresses banned after repeated failed database logins (a ban ends by itself after 30 minutes)",
+    { access: bansRead, response: z.object({ banned_ipv4_addresses: z.array(z.string()) }), status: 201 },
     async ({ project }) => ({
       banned_ipv4_addresses: (await banned(project)).filter((a) => isIP(a) === 4),
     }),
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/network-bans/retrieve/enriched",
+    "Lists banned addresses (IPv4 and IPv6) with what banned them",
     {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/network-bans/retrieve/enriched",
-      summary: "Lists banned addresses (IPv4 and IPv6) with what banned them",
       access: bansRead,
       response: z.object({
         banned_ipv4_addresses: z.array(
@@ -243,14 +209,10 @@ export function networkRoutes(ctx: AppContext): Router {
       })),
     }),
   );
-  route(
-    ctx,
-    router,
+  routes.delete(
+    "/v1/projects/:ref/network-bans",
+    "Lifts bans (`requester_ip: true` also lifts the caller's own address)",
     {
-      method: "delete",
-      project: "any",
-      path: "/v1/projects/:ref/network-bans",
-      summary: "Lifts bans (`requester_ip: true` also lifts the caller's own address)",
       access: { permission: "database_network_bans_write", scope: "projects:write" },
       body: z.object({
         ipv4_addresses: z.array(
@@ -276,14 +238,10 @@ export function networkRoutes(ctx: AppContext): Router {
     currentConfig: z.object({ database: z.boolean() }),
     appliedSuccessfully: z.boolean(),
   });
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref/ssl-enforcement",
+    "Gets SSL enforcement of direct database connections",
     {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/ssl-enforcement",
-      summary: "Gets SSL enforcement of direct database connections",
       access: { permission: "database_ssl_config_read", scope: "database:read" },
       response: sslAnswer,
       status: 200,
@@ -295,14 +253,10 @@ export function networkRoutes(ctx: AppContext): Router {
       appliedSuccessfully: managed(ctx, project),
     }),
   );
-  route(
-    ctx,
-    router,
+  routes.put(
+    "/v1/projects/:ref/ssl-enforcement",
+    "Sets SSL enforcement: non-loopback connections without TLS are refused (hostssl)",
     {
-      method: "put",
-      project: "any",
-      path: "/v1/projects/:ref/ssl-enforcement",
-      summary: "Sets SSL enforcement: non-loopback connections without TLS are refused (hostssl)",
       access: { permission: "database_ssl_config_write", scope: "database:write" },
       body: z.object({ requestedConfig: z.object({ database: z.boolean() }).strict() }),
       response: sslAnswer,
@@ -322,5 +276,5 @@ export function networkRoutes(ctx: AppContext): Router {
       };
     },
   );
-  return router;
+  return routes.router;
 }

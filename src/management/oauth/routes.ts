@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { checkRole, HttpError } from "../http";
 import { organizationOf } from "../organizations/routes";
-import { managementRoutes, route, type RouteSpec } from "../route";
+import { managementRoutes, routeTable, type RouteSpec } from "../route";
 import {
   CODE_SECONDS,
   createApp,
@@ -215,22 +215,14 @@ function requirePersonalToken(req: Request): void {
 
 /** The authorize endpoint (a signed-in user) and the registration of applications under an organization. */
 export function oauthRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const db = ctx.platformPool;
   const server = libraryServer(ctx);
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/oauth/authorize",
-      summary:
-        "Authorises an application for the calling user (personal access token) in one organization: redirects (302) to redirect_uri with a code",
-      access: {},
-      query: authorizeQuery,
-      status: 302,
-    },
+  routes.get(
+    "/v1/oauth/authorize",
+    "Authorises an application for the calling user (personal access token) in one organization: redirects (302) to redirect_uri with a code",
+    { access: {}, query: authorizeQuery, status: 302 },
     async ({ req, res, query }) => {
       const principal = req.principal!;
       requirePersonalToken(req);
@@ -274,18 +266,10 @@ export function oauthRoutes(ctx: AppContext): Router {
     return undefined;
   }
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/oauth/authorize/project-claim",
-      summary:
-        "The user (personal access token, Owner or Administrator of the target organization) consents to claim a project of the application's organization: redirects (302) to redirect_uri with a code; the project moves into the user's organization when the application exchanges the code (with its secret) at /v1/oauth/token",
-      access: {},
-      query: projectClaimQuery,
-      status: 302,
-    },
+  routes.get(
+    "/v1/oauth/authorize/project-claim",
+    "The user (personal access token, Owner or Administrator of the target organization) consents to claim a project of the application's organization: redirects (302) to redirect_uri with a code; the project moves into the user's organization when the application exchanges the code (with its secret) at /v1/oauth/token",
+    { access: {}, query: projectClaimQuery, status: 302 },
     async ({ req, res, query }) => {
       const principal = req.principal!;
       requirePersonalToken(req);
@@ -331,13 +315,10 @@ export function oauthRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/organizations/:slug/oauth/apps",
+    "Registers an OAuth application under the organization; the client secret is answered once",
     {
-      method: "post",
-      path: "/v1/organizations/:slug/oauth/apps",
-      summary: "Registers an OAuth application under the organization; the client secret is answered once",
       access: { permission: "organization_admin_write" },
       body: createAppBody,
       status: 201,
@@ -366,13 +347,10 @@ export function oauthRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug/oauth/apps",
+    "Lists the organization's OAuth applications (without secrets)",
     {
-      method: "get",
-      path: "/v1/organizations/:slug/oauth/apps",
-      summary: "Lists the organization's OAuth applications (without secrets)",
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: appShape.array(),
@@ -388,16 +366,10 @@ export function oauthRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      path: "/v1/organizations/:slug/oauth/apps/:client_id",
-      summary: "Deletes an OAuth application; every token issued to it stops working",
-      access: { permission: "organization_admin_write" },
-      status: 200,
-    },
+  routes.delete(
+    "/v1/organizations/:slug/oauth/apps/:client_id",
+    "Deletes an OAuth application; every token issued to it stops working",
+    { access: { permission: "organization_admin_write" }, status: 200 },
     async ({ req, params }) => {
       const org = await organizationOf(ctx, req.principal!, params.slug);
       checkRole(org.role_name, "organization_admin_write");
@@ -411,5 +383,5 @@ export function oauthRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

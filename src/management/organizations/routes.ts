@@ -1,7 +1,7 @@
 import { Router } from "express";
 import type { AppContext } from "../../context";
 import { HttpError, type Principal } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { entitlementsOf } from "../billing/plans";
 import { cursorPage } from "./pagination";
 import { BASE_ROLES, baseRoleOf } from "./roles";
@@ -38,16 +38,13 @@ const summary = (o: OrganizationRow) => ({ id: o.id, slug: o.slug, name: o.name 
 
 /** Organizations, their members and roles. */
 export function organizationRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const db = ctx.platformPool;
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/organizations",
+    "Creates an organization; the caller becomes its owner",
     {
-      method: "post",
-      path: "/v1/organizations",
-      summary: "Creates an organization; the caller becomes its owner",
       access: { permission: "organizations_create" },
       body: createOrganizationBody,
       status: 201,
@@ -56,13 +53,10 @@ export function organizationRoutes(ctx: AppContext): Router {
     async ({ req, body }) => summary(await createOrganization(db, req.principal!.userId, body.name)),
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations",
+    "Lists the caller's organizations",
     {
-      method: "get",
-      path: "/v1/organizations",
-      summary: "Lists the caller's organizations",
       access: { permission: "organizations_read", scope: "organizations:read" },
       status: 200,
       response: organizationSummary.array(),
@@ -71,13 +65,10 @@ export function organizationRoutes(ctx: AppContext): Router {
       (await listOrganizations(db, req.principal!.userId, req.principal!.organizationId)).map(summary),
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug",
+    "Gets an organization",
     {
-      method: "get",
-      path: "/v1/organizations/:slug",
-      summary: "Gets an organization",
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: organizationDetail,
@@ -94,14 +85,10 @@ export function organizationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug/entitlements",
+    "Lists the features the organization's plan gives its projects (billing/plans.ts; add-ons open custom_domain and pitr per project)",
     {
-      method: "get",
-      path: "/v1/organizations/:slug/entitlements",
-      summary:
-        "Lists the features the organization's plan gives its projects (billing/plans.ts; add-ons open custom_domain and pitr per project)",
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: entitlementsResponse,
@@ -112,13 +99,10 @@ export function organizationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug/members",
+    "Lists the organization's members",
     {
-      method: "get",
-      path: "/v1/organizations/:slug/members",
-      summary: "Lists the organization's members",
       access: { permission: "members_read", scope: "organizations:read" },
       status: 200,
       response: memberV1.array(),
@@ -136,13 +120,10 @@ export function organizationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v2/organizations/:slug/members",
+    "Lists the organization's members, cursor-paginated",
     {
-      method: "get",
-      path: "/v2/organizations/:slug/members",
-      summary: "Lists the organization's members, cursor-paginated",
       access: { permission: "members_read", scope: "organizations:read" },
       query: cursorPageQuery,
       status: 200,
@@ -169,13 +150,10 @@ export function organizationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v2/organizations/:slug/roles",
+    "Lists the organization's roles, cursor-paginated",
     {
-      method: "get",
-      path: "/v2/organizations/:slug/roles",
-      summary: "Lists the organization's roles, cursor-paginated",
       access: { permission: "members_read", scope: "organizations:read" },
       query: cursorPageQuery,
       status: 200,
@@ -192,5 +170,5 @@ export function organizationRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

@@ -5,7 +5,7 @@ import { withAdminTransaction } from "../../db/transaction";
 import { HttpError, roleGrants } from "../http";
 import { findOrganization } from "../organizations/store";
 import { planHas, projectBilling, type Feature } from "../billing/plans";
-import { route } from "../route";
+import { routeTable } from "../route";
 
 /**
  * Project transfers between two organizations the caller administers. The project keeps its ref, database,
@@ -115,17 +115,12 @@ async function preview(ctx: AppContext, req: Request, ref: string, slug: string)
 }
 
 export function transferRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v2/projects/:ref/transfers/previews",
+    "Checks a transfer of the project to another organization (data.attributes.target_organization_slug)",
     {
-      method: "post",
-      project: "any",
-      path: "/v2/projects/:ref/transfers/previews",
-      summary:
-        "Checks a transfer of the project to another organization (data.attributes.target_organization_slug)",
       access: { permission: "project_admin_read" },
       body: transferBody,
       status: 200,
@@ -139,19 +134,10 @@ export function transferRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: "/v2/projects/:ref/transfers",
-      summary:
-        "Transfers the project (and its branches) to another organization the caller administers, keeping its data, keys and host",
-      access: { permission: "organization_admin_write" },
-      body: transferBody,
-      status: 200,
-    },
+  routes.post(
+    "/v2/projects/:ref/transfers",
+    "Transfers the project (and its branches) to another organization the caller administers, keeping its data, keys and host",
+    { access: { permission: "organization_admin_write" }, body: transferBody, status: 200 },
     async ({ req, project, body }) => {
       const checked = await preview(ctx, req, project.ref, targetSlug(body));
       if (!checked.valid) {
@@ -175,5 +161,5 @@ export function transferRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

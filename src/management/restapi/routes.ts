@@ -4,7 +4,7 @@ import { readRestapiConfig } from "../../catalog/dataApiConfig";
 import type { AppContext } from "../../context";
 import { kekOf } from "../../platform/kek";
 import { mayReadSecrets } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 
 /** The REST layer's configuration (`restapi`; the platform spells it `postgrest`). */
 
@@ -43,16 +43,12 @@ async function jwtSecretOf(ctx: AppContext, ref: string): Promise<string> {
 }
 
 export function restapiRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   for (const spelling of ["restapi", "postgrest"]) {
-    route(
-      ctx,
-      router,
+    routes.get(
+      `/v1/projects/:ref/${spelling}`,
+      "Gets the REST layer's config, with the JWT secret for callers who may read secrets",
       {
-        method: "get",
-        project: "any",
-        path: `/v1/projects/:ref/${spelling}`,
-        summary: "Gets the REST layer's config, with the JWT secret for callers who may read secrets",
         access: { permission: "data_api_config_read", scope: "rest:read" },
         status: 200,
         response: RestConfig.extend({ jwt_secret: z.string().optional() }),
@@ -64,14 +60,10 @@ export function restapiRoutes(ctx: AppContext): Router {
         return { ...config, jwt_secret: await jwtSecretOf(ctx, project.ref) };
       },
     );
-    route(
-      ctx,
-      router,
+    routes.patch(
+      `/v1/projects/:ref/${spelling}`,
+      "Updates the REST layer's config; /rest/v1 and /graphql/v1 honour it on the next request",
       {
-        method: "patch",
-        project: "any",
-        path: `/v1/projects/:ref/${spelling}`,
-        summary: "Updates the REST layer's config; /rest/v1 and /graphql/v1 honour it on the next request",
         access: { permission: "data_api_config_write", scope: "rest:write" },
         body: RestConfigPatch,
         status: 200,
@@ -105,5 +97,5 @@ export function restapiRoutes(ctx: AppContext): Router {
       },
     );
   }
-  return router;
+  return routes.router;
 }

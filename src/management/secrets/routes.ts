@@ -3,7 +3,7 @@ import type pg from "pg";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { kekOf } from "../../platform/kek";
 import { decryptSecret, digestOf, encryptSecret, newRootKey } from "./crypto";
 import { withAdminTransaction } from "../../db/transaction";
@@ -37,21 +37,14 @@ async function rootKeyOf(client: pg.Pool | pg.PoolClient, ref: string): Promise<
 }
 
 export function secretRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const read = { permission: "edge_functions_secrets_read", scope: "secrets:read" };
   const write = { permission: "edge_functions_secrets_write", scope: "secrets:write" };
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/secrets",
-      summary: "Lists secrets (values as SHA-256 digests)",
-      access: read,
-      status: 200,
-    },
+  routes.get(
+    "/v1/projects/:ref/secrets",
+    "Lists secrets (values as SHA-256 digests)",
+    { access: read, status: 200 },
     async ({ project }) => {
       const { rows } = await ctx.platformPool.query(
         "select name, value_digest as value, updated_at from platform.project_secrets where project_ref = $1 order by name",
@@ -61,18 +54,10 @@ export function secretRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/secrets",
-      summary: "Creates or replaces secrets in bulk",
-      access: write,
-      body: SecretsBody,
-      status: 201,
-    },
+  routes.post(
+    "/v1/projects/:ref/secrets",
+    "Creates or replaces secrets in bulk",
+    { access: write, body: SecretsBody, status: 201 },
     async ({ project, body }) => {
       await withAdminTransaction(ctx.platformPool, async (client) => {
         const key = await rootKeyOf(client, project.ref);
@@ -88,14 +73,10 @@ export function secretRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.delete(
+    "/v1/projects/:ref/secrets",
+    "Deletes secrets by name",
     {
-      method: "delete",
-      project: "any",
-      path: "/v1/projects/:ref/secrets",
-      summary: "Deletes secrets by name",
       access: write,
       body: z.array(z.string().min(1)).min(1, "must list at least one secret name"),
       status: 200,
@@ -111,29 +92,18 @@ export function secretRoutes(ctx: AppContext): Router {
 
   for (const spelling of ["sodium", "pgsodium"]) {
     const admin = { permission: "project_admin_write" };
-    route(
-      ctx,
-      router,
-      {
-        method: "get",
-        project: "any",
-        path: `/v1/projects/:ref/${spelling}`,
-        summary: "Gets the root key secrets are encrypted under",
-        access: { ...admin, scope: "secrets:read" },
-        status: 200,
-      },
+    routes.get(
+      `/v1/projects/:ref/${spelling}`,
+      "Gets the root key secrets are encrypted under",
+      { access: { ...admin, scope: "secrets:read" }, status: 200 },
       async ({ project }) => {
         return { root_key: await rootKeyOf(ctx.platformPool, project.ref) };
       },
     );
-    route(
-      ctx,
-      router,
+    routes.put(
+      `/v1/projects/:ref/${spelling}`,
+      "Replaces the root key, re-encrypting every secret in one transaction",
       {
-        method: "put",
-        project: "any",
-        path: `/v1/projects/:ref/${spelling}`,
-        summary: "Replaces the root key, re-encrypting every secret in one transaction",
         access: { ...admin, scope: "secrets:write" },
         body: z.object({ root_key: z.string().min(32, "must be at least 32 characters").max(512) }),
         status: 200,
@@ -170,5 +140,5 @@ export function secretRoutes(ctx: AppContext): Router {
     );
   }
 
-  return router;
+  return routes.router;
 }

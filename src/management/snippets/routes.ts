@@ -2,7 +2,7 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 
 /** SQL snippets of the caller, with the platform's cursor pagination (`cursor`, `limit`, `sort_by`, `sort_order`). */
 
@@ -34,19 +34,12 @@ function snippetJson(r: any) {
 }
 
 export function snippetRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const access = { permission: "snippets_read", scope: "database:read" };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/snippets",
-      summary: "Lists the caller's SQL snippets",
-      access,
-      query: ListQuery,
-      status: 200,
-    },
+  routes.get(
+    "/v1/snippets",
+    "Lists the caller's SQL snippets",
+    { access, query: ListQuery, status: 200 },
     async ({ req, query }) => {
       // The cursor is the offset of the next page, opaque to clients.
       const offset = query.cursor ? Number(Buffer.from(query.cursor, "base64url").toString()) : 0;
@@ -76,16 +69,10 @@ export function snippetRoutes(ctx: AppContext): Router {
       };
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/snippets/:id",
-      summary: "Gets one SQL snippet with its content",
-      access,
-      status: 200,
-    },
+  routes.get(
+    "/v1/snippets/:id",
+    "Gets one SQL snippet with its content",
+    { access, status: 200 },
     async ({ req, params }) => {
       const { rows } = await ctx.platformPool.query(
         `select s.*, u.username, p.id as project_id, p.name as project_name from platform.snippets s
@@ -97,5 +84,5 @@ export function snippetRoutes(ctx: AppContext): Router {
       return { ...snippetJson(rows[0]), content: rows[0].content };
     },
   );
-  return router;
+  return routes.router;
 }

@@ -2,7 +2,7 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { withTransaction } from "../../db/transaction";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { readSettings, writeSettings } from "../settings";
 import { STORAGE_DEFAULTS } from "../../storage/config";
 
@@ -22,33 +22,18 @@ const Patch = z
   .strict();
 
 export function storageRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const path = "/v1/projects/:ref/config/storage";
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path,
-      summary: "Gets the storage config",
-      access: { permission: "storage_config_read" },
-      status: 200,
-    },
+  routes.get(
+    path,
+    "Gets the storage config",
+    { access: { permission: "storage_config_read" }, status: 200 },
     async ({ project }) => readSettings(ctx, project.ref, "storage", DEFAULTS),
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "patch",
-      project: "any",
-      path,
-      summary: "Updates the storage config",
-      access: { permission: "storage_config_write" },
-      body: Patch,
-      status: 200,
-    },
+  routes.patch(
+    path,
+    "Updates the storage config",
+    { access: { permission: "storage_config_write" }, body: Patch, status: 200 },
     async ({ project, params, body }) => {
       const current = await readSettings(ctx, project.ref, "storage", DEFAULTS);
       const features = body.features ? { ...current.features, ...body.features } : undefined;
@@ -59,17 +44,10 @@ export function storageRoutes(ctx: AppContext): Router {
       return {};
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: "/v1/projects/:ref/storage/buckets",
-      summary: "Lists storage buckets",
-      access: { permission: "storage_read", scope: "storage:read" },
-      status: 200,
-    },
+  routes.get(
+    "/v1/projects/:ref/storage/buckets",
+    "Lists storage buckets",
+    { project: "database", access: { permission: "storage_read", scope: "storage:read" }, status: 200 },
     async ({ project }) => {
       // Read as the project's owner, who owns the storage tables (and could have put a view in their place).
       const rows = await withTransaction(project.ownerPool, project.asOwnerScope, async (client) => {
@@ -88,5 +66,5 @@ export function storageRoutes(ctx: AppContext): Router {
       }));
     },
   );
-  return router;
+  return routes.router;
 }

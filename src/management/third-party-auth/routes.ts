@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { resolveJwks } from "../../auth/thirdParty";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 
 const READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: "auth_config_write", scope: "auth:write" };
@@ -36,7 +36,7 @@ function typeOf(body: z.infer<typeof createBody>): string {
 
 /** Third-party auth: issuers whose JWTs the data APIs accept (the verifier reads these rows). */
 export function thirdPartyAuthRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/config/auth/third-party-auth";
 
@@ -49,18 +49,10 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
     return rows[0];
   }
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: base,
-      summary: "Adds a third-party auth integration (OIDC issuer, JWKS URL or custom JWKS)",
-      access: WRITE,
-      body: createBody,
-      status: 201,
-    },
+  routes.post(
+    base,
+    "Adds a third-party auth integration (OIDC issuer, JWKS URL or custom JWKS)",
+    { access: WRITE, body: createBody, status: 201 },
     async ({ params, body }) => {
       const source = {
         oidc_issuer_url: body.oidc_issuer_url ?? null,
@@ -87,17 +79,10 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary: "Lists third-party auth integrations",
-      access: READ,
-      status: 200,
-    },
+  routes.get(
+    base,
+    "Lists third-party auth integrations",
+    { access: READ, status: 200 },
     async ({ params }) => {
       const { rows } = await pool.query(
         `select ${COLUMNS} from platform.third_party_auth where project_ref = $1 order by inserted_at`,
@@ -107,33 +92,19 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:tpa_id`,
-      summary: "Gets a third-party auth integration",
-      access: READ,
-      status: 200,
-    },
+  routes.get(
+    `${base}/:tpa_id`,
+    "Gets a third-party auth integration",
+    { access: READ, status: 200 },
     async ({ params }) => {
       return one(params.ref, params.tpa_id);
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${base}/:tpa_id`,
-      summary: "Removes a third-party auth integration: its tokens are refused from the next request",
-      access: WRITE,
-      status: 200,
-    },
+  routes.delete(
+    `${base}/:tpa_id`,
+    "Removes a third-party auth integration: its tokens are refused from the next request",
+    { access: WRITE, status: 200 },
     async ({ params }) => {
       const row = await one(params.ref, params.tpa_id);
       await pool.query("delete from platform.third_party_auth where id = $1", [row.id]);
@@ -141,5 +112,5 @@ export function thirdPartyAuthRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }
