@@ -1,4 +1,5 @@
 import type { AppContext } from "../context";
+import type { DocumentStore } from "./configDocument";
 
 /**
  * Document-style configuration of a project (`platform.project_settings`): each family keeps its own kind,
@@ -32,4 +33,16 @@ export async function writeSettings<T extends object>(
     [ref, kind, JSON.stringify(patch)],
   );
   return { ...defaults, ...rows[0].value };
+}
+
+/** The family's document of `kind` as a store of configDocument.ts. */
+export function settingsDocument<T extends object>(
+  ctx: AppContext,
+  kind: string,
+  defaults: T,
+): DocumentStore<T> {
+  return {
+    read: (ref) => readSettings(ctx, ref, kind, defaults),
+    write: (ref, changes) => writeSettings(ctx, ref, kind, defaults, changes),
+  };
 }

@@ -5,7 +5,9 @@ import { HttpError, requireInstallationAdmin } from "../http";
 import { routeTable } from "../route";
 import { requireFeature } from "../billing/plans";
 import { pitrDays } from "../billing/routes";
-import { writeSettings } from "../settings";
+import { configDocumentRoutes } from "../configDocument";
+import { projectCreatedAt } from "../projects/store";
+import { settingsDocument } from "../settings";
 import type { PhysicalBackupRow } from "./physical";
 import { DEFAULT_SCHEDULE, type BackupRow, type BackupService } from "./service";
 
@@ -54,35 +56,43 @@ const Restore = z.object({
   finished_at: z.string().nullable(),
 });
 
-function physicalItem(row: PhysicalBackupRow): z.infer<typeof BackupItem> {
+type BackupFields = Pick<BackupRow & PhysicalBackupRow, "id" | "status" | "kind" | "size_bytes" | "error">;
+
+/** A backup in the list's shape; `physical` and the times are what set the two kinds apart. */
+function backupItem(
+  row: BackupFields,
+  what: { physical: boolean; takenAt: Date; progress: number; completedAt: Date | null },
+): z.infer<typeof BackupItem> {
   return {
     id: Number(row.id),
-    is_physical_backup: true,
+    is_physical_backup: what.physical,
     status: row.status as "COMPLETED",
-    inserted_at: (row.consistent_at ?? row.inserted_at).toISOString(),
+    inserted_at: what.takenAt.toISOString(),
     kind: row.kind as "manual",
-    progress: row.status === "COMPLETED" ? 100 : 0,
+    progress: what.progress,
     size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
-    completed_at: row.consistent_at?.toISOString() ?? null,
+    completed_at: what.completedAt?.toISOString() ?? null,
     error: row.error,
   };
 }
+
+const physicalItem = (row: PhysicalBackupRow) =>
+  backupItem(row, {
+    physical: true,
+    takenAt: row.consistent_at ?? row.inserted_at,
+    progress: row.status === "COMPLETED" ? 100 : 0,
+    completedAt: row.consistent_at,
+  });
+
+const item = (row: BackupRow) =>
+  backupItem(row, {
+    physical: false,
+    takenAt: row.taken_at ?? row.inserted_at,
+    progress: row.progress,
+    completedAt: row.completed_at,
+  });
 
 const unix = (d: Date | undefined) => (d ? Math.floor(d.getTime() / 1000) : undefined);
-
-function item(row: BackupRow): z.infer<typeof BackupItem> {
-  return {
-    id: Number(row.id),
-    is_physical_backup: false,
-    status: row.status as "COMPLETED",
-    inserted_at: (row.taken_at ?? row.inserted_at).toISOString(),
-    kind: row.kind as "manual",
-    progress: row.progress,
-    size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
-    completed_at: row.completed_at?.toISOString() ?? null,
-    error: row.error,
-  };
-}
 
 /** How often the backup schedule may change (spec: 3 times per 24 hours). */
 const SCHEDULE_CHANGES_PER_DAY = 3;
@@ -96,6 +106,7 @@ export function backupRoutes(ctx: AppContext): Router {
   };
   const read = { permission: "backups_read", scope: "database:read" };
   const write = { permission: "backups_write", scope: "database:write" };
+  const schedule = settingsDocument(ctx, "backup_schedule", DEFAULT_SCHEDULE);
 
   routes.get(
     base,
@@ -158,29 +169,28 @@ export function backupRoutes(ctx: AppContext): Router {
     },
   );
 
-  routes.get(
-    `${base}/schedule`,
-    "Gets the time of day (UTC) of the project's daily backup",
-    { access: read, status: 200, response: Schedule },
-    async ({ project }) => {
-      await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
-      const s = await service().schedule(project.ref);
-      // The default schedule has been in force since the project was created.
-      const { rows } = await ctx.platformPool.query(
-        "select created_at from platform.projects where ref = $1",
-        [project.ref],
-      );
-      return {
-        schedule_for: s.schedule_for,
-        updated_at: s.updated_at || new Date(rows[0].created_at).toISOString(),
-      };
+  configDocumentRoutes(routes, {
+    path: `${base}/schedule`,
+    store: schedule,
+    read: {
+      summary: "Gets the time of day (UTC) of the project's daily backup",
+      access: read,
+      response: Schedule,
+      answer: async (current, { project }) => {
+        await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
+        // The default schedule has been in force since the project was created.
+        return {
+          schedule_for: current.schedule_for,
+          updated_at:
+            current.updated_at || (await projectCreatedAt(ctx.platformPool, project.ref)).toISOString(),
+        };
+      },
     },
-  );
-  routes.patch(
-    `${base}/schedule`,
-    "Sets the time of day (UTC) of the daily backup; a time already passed today first runs tomorrow; " +
-      "3 changes per 24 hours",
-    {
+    update: {
+      method: "patch",
+      summary:
+        "Sets the time of day (UTC) of the daily backup; a time already passed today first runs tomorrow; " +
+        "3 changes per 24 hours",
       access: write,
       body: z
         .object({
@@ -189,30 +199,29 @@ export function backupRoutes(ctx: AppContext): Router {
             .regex(/^([01]\d|2[0-3]):[0-5]\d:[0-5]\d$/, "must be a time of day HH:MM:SS (UTC)"),
         })
         .strict(),
-      status: 200,
       response: Schedule,
-    },
-    async ({ project, body }) => {
-      await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
-      const current = await service().schedule(project.ref);
-      const now = new Date();
-      const recent = (current.changes ?? []).filter(
-        (t) => now.getTime() - new Date(t).getTime() < 86_400_000,
-      );
-      if (recent.length >= SCHEDULE_CHANGES_PER_DAY) {
-        throw new HttpError(
-          429,
-          `The backup schedule can be changed ${SCHEDULE_CHANGES_PER_DAY} times per 24 hours; next change possible after ${new Date(new Date(recent[0]).getTime() + 86_400_000).toISOString()}`,
+      status: 200,
+      changes: async (body, { project }) => {
+        await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
+        const now = new Date();
+        const recent = ((await schedule.read(project.ref)).changes ?? []).filter(
+          (t) => now.getTime() - new Date(t).getTime() < 86_400_000,
         );
-      }
-      const updated = await writeSettings(ctx, project.ref, "backup_schedule", DEFAULT_SCHEDULE, {
-        schedule_for: body.schedule_for,
-        updated_at: now.toISOString(),
-        changes: [...recent, now.toISOString()],
-      });
-      return { schedule_for: updated.schedule_for, updated_at: updated.updated_at };
+        if (recent.length >= SCHEDULE_CHANGES_PER_DAY) {
+          throw new HttpError(
+            429,
+            `The backup schedule can be changed ${SCHEDULE_CHANGES_PER_DAY} times per 24 hours; next change possible after ${new Date(new Date(recent[0]).getTime() + 86_400_000).toISOString()}`,
+          );
+        }
+        return {
+          schedule_for: body.schedule_for,
+          updated_at: now.toISOString(),
+          changes: [...recent, now.toISOString()],
+        };
+      },
+      answer: (updated) => ({ schedule_for: updated.schedule_for, updated_at: updated.updated_at }),
     },
-  );
+  });
 
   routes.post(
     `${base}/restore-pitr`,

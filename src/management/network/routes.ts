@@ -13,8 +13,9 @@ import {
 } from "../../projects/access";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
+import { configDocumentRoutes } from "../configDocument";
 import { routeTable } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { readSettings, settingsDocument, writeSettings } from "../settings";
 
 /**
  * Network restrictions, network bans and SSL enforcement of direct database connections. On the cluster
@@ -238,43 +239,31 @@ export function networkRoutes(ctx: AppContext): Router {
     currentConfig: z.object({ database: z.boolean() }),
     appliedSuccessfully: z.boolean(),
   });
-  routes.get(
-    "/v1/projects/:ref/ssl-enforcement",
-    "Gets SSL enforcement of direct database connections",
-    {
+  configDocumentRoutes(routes, {
+    path: "/v1/projects/:ref/ssl-enforcement",
+    store: settingsDocument(ctx, "ssl_enforcement", SSL_DEFAULTS),
+    read: {
+      summary: "Gets SSL enforcement of direct database connections",
       access: { permission: "database_ssl_config_read", scope: "database:read" },
       response: sslAnswer,
-      status: 200,
+      answer: (stored, { project }) => ({
+        currentConfig: { database: stored.database },
+        appliedSuccessfully: managed(ctx, project),
+      }),
     },
-    async ({ project }) => ({
-      currentConfig: {
-        database: (await readSettings(ctx, project.ref, "ssl_enforcement", SSL_DEFAULTS)).database,
-      },
-      appliedSuccessfully: managed(ctx, project),
-    }),
-  );
-  routes.put(
-    "/v1/projects/:ref/ssl-enforcement",
-    "Sets SSL enforcement: non-loopback connections without TLS are refused (hostssl)",
-    {
+    update: {
+      method: "put",
+      summary: "Sets SSL enforcement: non-loopback connections without TLS are refused (hostssl)",
       access: { permission: "database_ssl_config_write", scope: "database:write" },
       body: z.object({ requestedConfig: z.object({ database: z.boolean() }).strict() }),
       response: sslAnswer,
       status: 200,
-    },
-    async ({ project, body }) => {
-      const stored = await writeSettings(
-        ctx,
-        project.ref,
-        "ssl_enforcement",
-        SSL_DEFAULTS,
-        body.requestedConfig,
-      );
-      return {
+      changes: (body) => body.requestedConfig,
+      answer: async (stored, { project }) => ({
         currentConfig: { database: stored.database },
         appliedSuccessfully: await enforce(ctx, project),
-      };
+      }),
     },
-  );
+  });
   return routes.router;
 }

@@ -72,6 +72,12 @@ const SORTS = {
   created_desc: "p.created_at desc, p.id desc",
 } as const;
 
+/** When the project was created: a setting it never changed has been in force since then. */
+export async function projectCreatedAt(db: Queryable, ref: string): Promise<Date> {
+  const { rows } = await db.query("select created_at from platform.projects where ref = $1", [ref]);
+  return new Date(rows[0].created_at);
+}
+
 /** Every project still being created, whoever's. */
 export async function projectsComingUp(db: pg.Pool): Promise<ProjectRow[]> {
   const { rows } = await db.query(`${SELECT} where p.status = 'COMING_UP' order by p.id`);

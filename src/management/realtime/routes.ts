@@ -3,10 +3,10 @@ import { z } from "zod";
 import { REALTIME_DEFAULTS } from "../../catalog/realtimeConfig";
 import type { AppContext } from "../../context";
 import { routeTable } from "../route";
-import { readSettings, writeSettings } from "../settings";
+import { configDocumentRoutes } from "../configDocument";
+import { settingsDocument } from "../settings";
 
 /** Realtime configuration, read by realtime on every connect and join (src/catalog/realtimeConfig.ts). */
-const DEFAULTS = REALTIME_DEFAULTS;
 const int = z.number().int().min(0);
 const Patch = z
   .object({
@@ -28,22 +28,19 @@ const Patch = z
 export function realtimeRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx, { project: "any" });
   const path = "/v1/projects/:ref/config/realtime";
-  routes.get(
+  configDocumentRoutes(routes, {
     path,
-    "Gets the realtime config",
-    { access: { permission: "realtime_config_read" }, status: 200 },
-    async ({ project }) => readSettings(ctx, project.ref, "realtime", DEFAULTS),
-  );
-  routes.patch(
-    path,
-    "Updates the realtime config",
-    { access: { permission: "realtime_config_write" }, body: Patch, status: 204 },
-    async ({ project, body }) => {
-      await writeSettings(ctx, project.ref, "realtime", DEFAULTS, body);
-      ctx.realtime?.forgetConfig(project.ref);
-      return undefined;
+    store: settingsDocument(ctx, "realtime", REALTIME_DEFAULTS),
+    read: { summary: "Gets the realtime config", access: { permission: "realtime_config_read" } },
+    update: {
+      method: "patch",
+      summary: "Updates the realtime config",
+      access: { permission: "realtime_config_write" },
+      body: Patch,
+      status: 204,
+      answer: (_doc, { project }) => ctx.realtime?.forgetConfig(project.ref),
     },
-  );
+  });
   routes.post(
     `${path}/shutdown`,
     "Shuts down the project's realtime connections",
