@@ -2,13 +2,14 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { functionRuntimeOf } from "../../functions/runtime";
-import { HttpError } from "../http";
+import { found, HttpError } from "../http";
 import { routeTable } from "../route";
 import { queryLogs } from "../../logs/query";
 import { kekOf } from "../../platform/kek";
 import { LOG_RETENTION_DAYS, projectBilling, requireFeature } from "../billing/plans";
 import { createDrain, deleteDrain, drainsOf, updateDrain, type DrainInput } from "../../logs/drainStore";
 import { DRAIN_BACKENDS, type DrainRow } from "../../logs/drains";
+import { invocationStats, requestCounts, requestsOfLastDay, type Window } from "./store";
 
 /**
  * Analytics: log queries over the project's log sources (src/logs records them; the query runs in
@@ -17,7 +18,7 @@ import { DRAIN_BACKENDS, type DrainRow } from "../../logs/drains";
  * src/logs/drains.ts).
  */
 
-const INTERVALS: Record<string, { span: string; bucket: string }> = {
+const INTERVALS: Record<string, Window> = {
   "15min": { span: "15 minutes", bucket: "minute" },
   "30min": { span: "30 minutes", bucket: "minute" },
   "1hr": { span: "1 hour", bucket: "minute" },
@@ -112,6 +113,14 @@ function drainJson(d: DrainRow & { configPlain: { url: string; headers?: Record<
   };
 }
 
+/** Rows by bucket, in the spec's result shape (timestamps in ISO form). */
+function timeSeries(rows: Record<string, unknown>[]) {
+  return {
+    result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp as string).toISOString() })),
+    error: null,
+  };
+}
+
 /** The spec's time-range rules, then the query over the project's log sources. */
 async function runLogQuery(ctx: AppContext, ref: string, query: z.infer<typeof LogQuery>) {
   const end = query.iso_timestamp_end ? Date.parse(query.iso_timestamp_end) : Date.now();
@@ -175,21 +184,8 @@ export function analyticsRoutes(ctx: AppContext): Router {
     },
     async ({ project, query }) => {
       await ctx.usage?.flush();
-      const { span, bucket } = INTERVALS[query.interval];
-      const { rows } = await ctx.platformPool.query(
-        `select date_trunc($3, minute) as timestamp,
-                coalesce(sum(requests) filter (where service = 'auth'), 0)::int as total_auth_requests,
-                coalesce(sum(requests) filter (where service = 'realtime'), 0)::int as total_realtime_requests,
-                coalesce(sum(requests) filter (where service = 'rest'), 0)::int as total_rest_requests,
-                coalesce(sum(requests) filter (where service = 'storage'), 0)::int as total_storage_requests
-           from platform.api_usage where project_ref = $1 and minute > now() - $2::interval
-          group by 1 order by 1`,
-        [project.ref, span, bucket],
-      );
-      return {
-        result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp).toISOString() })),
-        error: null,
-      };
+      const rows = await requestCounts(ctx.platformPool, project.ref, INTERVALS[query.interval]);
+      return timeSeries(rows);
     },
   );
   routes.get(
@@ -205,25 +201,13 @@ export function analyticsRoutes(ctx: AppContext): Router {
     },
     async ({ project, query }) => {
       await functionRuntimeOf(ctx).logs.flush();
-      const { span, bucket } = INTERVALS[query.interval];
-      const { rows } = await ctx.platformPool.query(
-        `select date_trunc($4, created_at) as timestamp,
-                count(*)::int as requests_count,
-                count(*) filter (where status between 200 and 299)::int as success_count,
-                count(*) filter (where status between 300 and 399)::int as redirect_count,
-                count(*) filter (where status between 400 and 499)::int as client_err_count,
-                count(*) filter (where status >= 500)::int as server_err_count,
-                coalesce(avg(duration_ms), 0)::float8 as avg_execution_time,
-                coalesce(max(duration_ms), 0)::int as max_execution_time
-           from platform.function_logs
-          where project_ref = $1 and function_id = $2 and kind = 'invocation' and created_at > now() - $3::interval
-          group by 1 order by 1`,
-        [project.ref, query.function_id, span, bucket],
+      const rows = await invocationStats(
+        ctx.platformPool,
+        project.ref,
+        query.function_id,
+        INTERVALS[query.interval],
       );
-      return {
-        result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp).toISOString() })),
-        error: null,
-      };
+      return timeSeries(rows);
     },
   );
   routes.get(
@@ -236,11 +220,7 @@ export function analyticsRoutes(ctx: AppContext): Router {
     },
     async ({ project }) => {
       await ctx.usage?.flush();
-      const { rows } = await ctx.platformPool.query(
-        "select coalesce(sum(requests), 0)::int as count from platform.api_usage where project_ref = $1 and minute > now() - interval '1 day'",
-        [project.ref],
-      );
-      return { result: rows, error: null };
+      return { result: await requestsOfLastDay(ctx.platformPool, project.ref), error: null };
     },
   );
 
@@ -285,8 +265,7 @@ export function analyticsRoutes(ctx: AppContext): Router {
         params.id,
         checkedDrain(body.data.attributes),
       );
-      if (!drain) throw new HttpError(404, `Log drain ${params.id} not found`);
-      return { data: drainJson(drain) };
+      return { data: drainJson(found(drain, "Log drain", params.id)) };
     },
   );
   routes.delete(

@@ -4,7 +4,7 @@ import type { AppContext } from "../../context";
 import { visiblePrefix } from "../../auth/apiKeys";
 import { mintLegacyKey } from "../../auth/legacyKeys";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { HttpError } from "../http";
+import { found, HttpError } from "../http";
 import { routeTable } from "../route";
 import {
   createApiKey,
@@ -67,11 +67,6 @@ async function legacyKeys(project: ProjectRuntime, reveal: boolean) {
       };
     }),
   );
-}
-
-function found<T>(row: T | undefined, id: string): T {
-  if (!row) throw new HttpError(404, `API key ${id} not found`);
-  return row;
 }
 
 /** API keys: opaque publishable/secret keys of a project, plus the legacy JWT keys and their toggle. */
@@ -137,7 +132,10 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     async ({ project, params, query }) => {
       const legacy = (await legacyKeys(project, query.reveal ?? false)).find((k) => k.id === params.id);
       if (legacy) return legacy;
-      return toApiKey(found(await getApiKey(pool, params.ref, params.id), params.id), query.reveal ?? false);
+      return toApiKey(
+        found(await getApiKey(pool, params.ref, params.id), "API key", params.id),
+        query.reveal ?? false,
+      );
     },
   );
 
@@ -159,7 +157,7 @@ export function apiKeyRoutes(ctx: AppContext): Router {
         if (e.code === "23505") throw new HttpError(409, `An API key named ${body.name} already exists`);
         throw e;
       });
-      return toApiKey(found(row, params.id), query.reveal ?? false);
+      return toApiKey(found(row, "API key", params.id), query.reveal ?? false);
     },
   );
 
@@ -179,7 +177,7 @@ export function apiKeyRoutes(ctx: AppContext): Router {
       if (params.id === "anon" || params.id === "service_role") {
         throw new HttpError(400, "Legacy API keys cannot be deleted; disable them with PUT api-keys/legacy");
       }
-      const row = found(await deleteApiKey(pool, params.ref, params.id), params.id);
+      const row = found(await deleteApiKey(pool, params.ref, params.id), "API key", params.id);
       ctx.log.info(
         { ref: params.ref, key: row.id, was_compromised: query.was_compromised },
         "API key deleted",

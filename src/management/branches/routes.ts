@@ -5,7 +5,7 @@ import { clusterVersion } from "../../projects/clusters";
 import { newProjectRef, randomSecret } from "../../platform/ids";
 import { kekOf } from "../../platform/kek";
 import { withAdminTransaction } from "../../db/transaction";
-import { checkRole, HttpError, mayReadSecrets, type Access } from "../http";
+import { checkRole, found, HttpError, mayReadSecrets, type Access } from "../http";
 import { routeTable } from "../route";
 import { requireFeature } from "../billing/plans";
 import { findAnyProject } from "../projects/store";
@@ -21,6 +21,9 @@ import {
   branchByName,
   findRun,
   insertBranch,
+  insertBranchProject,
+  isBranch,
+  lockBranchName,
   listBranches,
   listRuns,
   setStepStatuses,
@@ -171,8 +174,11 @@ export function branchRoutes(ctx: AppContext): Router {
 
   /** The branch `/v1/branches/{id_or_ref}` names, checked against the caller's role there. */
   async function addressedBranch(req: Request, idOrRef: string, access: Access): Promise<BranchRow> {
-    const branch = await branchByIdOrRef(db, req.principal!.userId, idOrRef, req.principal!.organizationId);
-    if (!branch) throw new HttpError(404, `Branch ${idOrRef} not found`);
+    const branch = found(
+      await branchByIdOrRef(db, req.principal!.userId, idOrRef, req.principal!.organizationId),
+      "Branch",
+      idOrRef,
+    );
     checkRole(branch.role_name, access.permission!);
     return branch;
   }
@@ -191,26 +197,18 @@ export function branchRoutes(ctx: AppContext): Router {
     async ({ req, project, body }) => {
       await requireFeature(db, project.ref, "branching");
       const parent = (await findAnyProject(db, project.ref))!;
-      const isBranch = await db.query("select 1 from platform.branches where project_ref = $1", [parent.ref]);
-      if (isBranch.rowCount) throw new HttpError(400, "A branch cannot have branches of its own");
+      if (await isBranch(db, parent.ref))
+        throw new HttpError(400, "A branch cannot have branches of its own");
       const ref = newProjectRef();
       const id = await withAdminTransaction(db, async (client) => {
-        const taken = await client.query(
-          "select 1 from platform.branches where parent_project_ref = $1 and name = $2 for update",
-          [parent.ref, body.branch_name],
-        );
-        if (taken.rowCount) throw new HttpError(409, `Branch ${body.branch_name} already exists`);
-        await client.query(
-          `insert into platform.projects (ref, name, organization_id, cluster_id, database_name, status, jwt_secret)
-           select $1, $2, organization_id, cluster_id, $3, 'COMING_UP', $4 from platform.projects where ref = $5`,
-          [
-            ref,
-            body.branch_name,
-            `project_${ref}`,
-            kekOf(db).seal(randomSecret(32), "platform.projects.jwt_secret"),
-            parent.ref,
-          ],
-        );
+        if (await lockBranchName(client, parent.ref, body.branch_name))
+          throw new HttpError(409, `Branch ${body.branch_name} already exists`);
+        await insertBranchProject(client, {
+          ref,
+          name: body.branch_name,
+          sealedJwtSecret: kekOf(db).seal(randomSecret(32), "platform.projects.jwt_secret"),
+          parentRef: parent.ref,
+        });
         return insertBranch(client, {
           projectRef: ref,
           parentRef: parent.ref,
@@ -246,8 +244,11 @@ export function branchRoutes(ctx: AppContext): Router {
     "Gets a branch by name",
     { project: "any", access: READ, status: 200, response: branchShape },
     async ({ req, project, params }) => {
-      const branch = await branchByName(db, req.principal!.userId, project.ref, params.name);
-      if (!branch) throw new HttpError(404, `Branch ${params.name} not found`);
+      const branch = found(
+        await branchByName(db, req.principal!.userId, project.ref, params.name),
+        "Branch",
+        params.name,
+      );
       return branchJson(branch);
     },
   );
@@ -378,11 +379,8 @@ export function branchRoutes(ctx: AppContext): Router {
       (await listRuns(db, project.ref, query.offset ?? 0, query.limit ?? 20)).map(runJson),
   );
 
-  const runOf = async (ref: string, runId: string) => {
-    const run = await findRun(db, ref, runId);
-    if (!run) throw new HttpError(404, `Action run ${runId} not found`);
-    return run;
-  };
+  const runOf = async (ref: string, runId: string) =>
+    found(await findRun(db, ref, runId), "Action run", runId);
 
   routes.get(
     "/v1/projects/:ref/actions/:run_id",

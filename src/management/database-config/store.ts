@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { allRows } from "../rows";
 
 /** Catalog reads and Strata's own functions on a project's database (as the superuser, Strata-written only). */
 
@@ -6,12 +7,12 @@ import type pg from "pg";
 export async function databaseContext(
   adminPool: pg.Pool,
 ): Promise<{ name: string; schemas: { name: string }[] }[]> {
-  const { rows } = await adminPool.query(
+  return allRows(
+    adminPool,
     `select current_database() as name,
             (select coalesce(json_agg(json_build_object('name', nspname) order by nspname), '[]') from pg_namespace
               where nspname !~ '^pg_' and nspname <> 'information_schema') as schemas`,
   );
-  return rows;
 }
 
 /** Installs supabase_functions.http_request() and its queue; Strata's dispatcher sends what the triggers queue. */

@@ -8,6 +8,7 @@ import { buildRestOpenApi } from "../../catalog/openapi";
 import { roleGrants } from "../http";
 import { routeTable } from "../route";
 import { runSql } from "./sqlRunner";
+import { loginRolesWithPrefix } from "./store";
 import { withAdminTransaction } from "../../db/transaction";
 import { runUtilityStatement } from "../../db/utility";
 
@@ -141,18 +142,15 @@ export function databaseRoutes(ctx: AppContext): Router {
     "Drops the project's temporary login roles",
     { access: { permission: "database_write", scope: "database:write" }, status: 200 },
     async ({ project }) => {
-      const { rows } = await project.adminPool.query(
-        "select rolname from pg_roles where starts_with(rolname, $1)",
-        [loginRolePrefix(project)],
-      );
+      const roles = await loginRolesWithPrefix(project.adminPool, loginRolePrefix(project));
       await adminExec(
         project,
-        rows.flatMap((r): Utility[] => [
-          ["drop owned by %I", r.rolname],
-          ["drop role %I", r.rolname],
+        roles.flatMap((role): Utility[] => [
+          ["drop owned by %I", role],
+          ["drop role %I", role],
         ]),
       );
-      return { message: `Dropped ${rows.length} login role(s)` };
+      return { message: `Dropped ${roles.length} login role(s)` };
     },
   );
 

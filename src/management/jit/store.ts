@@ -3,6 +3,7 @@ import type pg from "pg";
 import { sha256 } from "../../platform/ids";
 import { HttpError } from "../http";
 import type { JitRole } from "./shapes";
+import { allRows } from "../rows";
 
 /** The control plane's record of just-in-time access: members' mappings to roles, and invitations. */
 
@@ -16,12 +17,12 @@ export interface GrantRow {
 }
 
 export async function grantsOf(pool: pg.Pool, ref: string, userId?: string): Promise<GrantRow[]> {
-  const { rows } = await pool.query<GrantRow>(
+  return allRows<GrantRow>(
+    pool,
     `select user_id, role, expires_at, allowed_cidrs, allowed_cidrs_v6, branches_only from platform.jit_grants
       where project_ref = $1 and ($2::uuid is null or user_id = $2) order by user_id, role`,
     [ref, userId ?? null],
   );
-  return rows;
 }
 
 /** Replaces a user's mappings on the project, inside the caller's transaction. */
@@ -82,12 +83,12 @@ export interface InviteRow {
 }
 
 export async function pendingInvites(pool: pg.Pool, ref: string): Promise<InviteRow[]> {
-  const { rows } = await pool.query<InviteRow>(
+  return allRows<InviteRow>(
+    pool,
     `select id, email, roles, extract(epoch from expires_at)::bigint as expires_at from platform.jit_invites
       where project_ref = $1 and expires_at > now() order by created_at`,
     [ref],
   );
-  return rows;
 }
 
 /** Records an invitation opened by the token of `tokenHash` (expired ones go first); answers its id. */

@@ -4,6 +4,7 @@ import type OAuth2Server from "@node-oauth/oauth2-server";
 import { InvalidGrantError } from "@node-oauth/oauth2-server";
 import type pg from "pg";
 import { sha256 } from "../../platform/ids";
+import { firstRow } from "../rows";
 
 /** Every OAuth scope the spec's endpoints name (the S column). */
 export const OAUTH_SCOPES = [
@@ -136,12 +137,12 @@ export function oauthModel(
     },
 
     async getAuthorizationCode(code: string) {
-      const { rows } = await db.query(
+      const row = await firstRow(
+        db,
         `select c.*, a.client_id from platform.oauth_codes c join platform.oauth_apps a on a.id = c.app_id
           where c.code_hash = $1`,
         [sha256(code)],
       );
-      const row = rows[0];
       if (!row) return false;
       const client = (await getClient(row.client_id, null)) as OAuthClient;
       return {
@@ -227,12 +228,12 @@ export function oauthModel(
      * leaked: every token of its grant is revoked.
      */
     async getRefreshToken(refreshToken: string) {
-      const { rows } = await db.query(
+      const row = await firstRow(
+        db,
         `select r.*, a.client_id from platform.oauth_refresh_tokens r join platform.oauth_apps a on a.id = r.app_id
           where r.token_hash = $1`,
         [sha256(refreshToken)],
       );
-      const row = rows[0];
       if (!row) return false;
       if (row.revoked_at) {
         await revokeGrant(db, row.grant_id);
@@ -310,12 +311,13 @@ export async function grantOfRefreshToken(
   clientId: string,
   refreshToken: string,
 ): Promise<string | undefined> {
-  const { rows } = await db.query(
+  const row = await firstRow(
+    db,
     `select r.grant_id from platform.oauth_refresh_tokens r join platform.oauth_apps a on a.id = r.app_id
       where r.token_hash = $1 and a.client_id = $2`,
     [sha256(refreshToken), clientId],
   );
-  return rows[0]?.grant_id;
+  return row?.grant_id;
 }
 
 /** Registers an application; its client secret is answered once and kept only as a hash. */

@@ -14,6 +14,14 @@ import {
   revokeGrant,
   type OAuthUser,
 } from "./model";
+import {
+  appOrganization,
+  claimingOrganizations,
+  deleteApp,
+  heldProject,
+  listApps,
+  userOrganizations,
+} from "./store";
 
 /**
  * The OAuth 2.0 authorization server for applications registered under an organization, built on
@@ -226,12 +234,7 @@ export function oauthRoutes(ctx: AppContext): Router {
     async ({ req, res, query }) => {
       const principal = req.principal!;
       requirePersonalToken(req);
-      const { rows } = await db.query(
-        `select o.id, o.slug from platform.organizations o
-           join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
-          where $2::text is null or o.slug = $2 order by o.created_at`,
-        [principal.userId, query.organization_slug ?? null],
-      );
+      const rows = await userOrganizations(db, principal.userId, query.organization_slug ?? null);
       if (query.organization_slug && !rows[0])
         throw new HttpError(404, `Organization ${query.organization_slug} not found`);
       if (rows.length > 1)
@@ -273,31 +276,15 @@ export function oauthRoutes(ctx: AppContext): Router {
     async ({ req, res, query }) => {
       const principal = req.principal!;
       requirePersonalToken(req);
-      const app = (
-        await db.query("select organization_id from platform.oauth_apps where client_id = $1", [
-          query.client_id,
-        ])
-      ).rows[0];
-      if (!app) throw new HttpError(400, "Invalid client: unknown client_id");
+      const appOrganizationId = await appOrganization(db, query.client_id);
+      if (!appOrganizationId) throw new HttpError(400, "Invalid client: unknown client_id");
       // Only a project the application's organization holds can be claimed from it.
-      const project = (
-        await db.query(
-          `select p.organization_id, exists (select from platform.branches b where b.project_ref = p.ref) as is_branch
-             from platform.projects p where p.ref = $1 and p.organization_id = $2`,
-          [query.project_ref, app.organization_id],
-        )
-      ).rows[0];
+      const project = await heldProject(db, query.project_ref, appOrganizationId);
       if (!project)
         throw new HttpError(404, `Project ${query.project_ref} not found among the application's projects`);
       if (project.is_branch)
         throw new HttpError(400, "A branch moves with its parent project; claim the parent");
-      const { rows } = await db.query(
-        `select o.id, o.slug, m.role_name from platform.organizations o
-           join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
-          where ($2::text is null or o.slug = $2) and ($2::text is not null or m.role_name in ('Owner', 'Administrator'))
-          order by o.created_at`,
-        [principal.userId, query.organization_slug ?? null],
-      );
+      const rows = await claimingOrganizations(db, principal.userId, query.organization_slug ?? null);
       if (query.organization_slug && !rows[0])
         throw new HttpError(404, `Organization ${query.organization_slug} not found`);
       if (!rows[0])
@@ -357,12 +344,7 @@ export function oauthRoutes(ctx: AppContext): Router {
     },
     async ({ req, params }) => {
       const org = await organizationOf(ctx, req.principal!, params.slug);
-      const { rows } = await db.query(
-        `select id, name, client_id, redirect_uris, scopes, created_at from platform.oauth_apps
-          where organization_id = $1 order by created_at`,
-        [org.id],
-      );
-      return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
+      return (await listApps(db, org.id)).map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
     },
   );
 
@@ -373,12 +355,8 @@ export function oauthRoutes(ctx: AppContext): Router {
     async ({ req, params }) => {
       const org = await organizationOf(ctx, req.principal!, params.slug);
       checkRole(org.role_name, "organization_admin_write");
-      const { rows } = await db.query(
-        "delete from platform.oauth_apps where organization_id = $1 and client_id = $2 returning id",
-        [org.id, params.client_id],
-      );
-      if (!rows[0]) throw new HttpError(404, `OAuth application ${params.client_id} not found`);
-      await db.query("delete from platform.access_tokens where oauth_app_id = $1", [rows[0].id]);
+      if (!(await deleteApp(db, org.id, params.client_id)))
+        throw new HttpError(404, `OAuth application ${params.client_id} not found`);
       return {};
     },
   );

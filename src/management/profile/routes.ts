@@ -1,6 +1,7 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
+import { userProfile } from "../organizations/store";
 import { routeTable } from "../route";
 
 const profile = z.object({
@@ -19,11 +20,7 @@ export function profileRoutes(ctx: AppContext): Router {
     "Gets the profile of the token's user",
     { access: {}, status: 200, response: profile },
     async ({ req }) => {
-      const { rows } = await ctx.platformPool.query(
-        "select id, email, username from platform.users where id = $1",
-        [req.principal!.userId],
-      );
-      const user = rows[0];
+      const user = await userProfile(ctx.platformPool, req.principal!.userId);
       return { authsvc_id: user.id, gotrue_id: user.id, primary_email: user.email, username: user.username };
     },
   );

@@ -1,11 +1,11 @@
 import { Router, type Request } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { withAdminTransaction } from "../../db/transaction";
 import { HttpError, roleGrants } from "../http";
 import { findOrganization } from "../organizations/store";
 import { planHas, projectBilling, type Feature } from "../billing/plans";
 import { routeTable } from "../route";
+import { moveProject, transferSource } from "./store";
 
 /**
  * Project transfers between two organizations the caller administers. The project keeps its ref, database,
@@ -57,14 +57,7 @@ async function preview(ctx: AppContext, req: Request, ref: string, slug: string)
   const errors: Note[] = [];
   const warnings: Note[] = [];
   const info: Note[] = [];
-  const { rows } = await db.query(
-    `select p.organization_id, o.slug, o.plan,
-            (select count(*)::int from platform.branches b where b.parent_project_ref = p.ref) as branches,
-            exists (select from platform.branches b where b.project_ref = p.ref) as is_branch
-       from platform.projects p join platform.organizations o on o.id = p.organization_id where p.ref = $1`,
-    [ref],
-  );
-  const source = rows[0];
+  const source = await transferSource(db, ref);
   if (!roleGrants(req.membership!.role, "organization_admin_write"))
     errors.push({
       key: "source_organization_role",
@@ -150,13 +143,8 @@ export function transferRoutes(ctx: AppContext): Router {
             : 400;
         throw new HttpError(status, checked.errors.map((e) => e.message).join("; "));
       }
-      await withAdminTransaction(ctx.platformPool, async (client) => {
-        await client.query(
-          `update platform.projects set organization_id = $2, updated_at = now()
-            where ref = $1 or ref in (select project_ref from platform.branches where parent_project_ref = $1)`,
-          [project.ref, checked.targetId],
-        );
-      });
+      // A valid preview found the target organization.
+      await moveProject(ctx.platformPool, project.ref, checked.targetId!);
       return {};
     },
   );

@@ -4,8 +4,16 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { routeTable } from "../route";
-import { kekOf } from "../../platform/kek";
-import { decryptSecret, digestOf, encryptSecret, newRootKey } from "./crypto";
+import { decryptSecret, digestOf, encryptSecret } from "./crypto";
+import {
+  deleteSecrets,
+  listSecretDigests,
+  lockSecrets,
+  rootKeyOf,
+  setCiphertext,
+  setRootKey,
+  upsertSecret,
+} from "./store";
 import { withAdminTransaction } from "../../db/transaction";
 
 /** Project secrets (encrypted at rest) and the root key they are encrypted under (`sodium`/`pgsodium`). */
@@ -24,16 +32,21 @@ const SecretsBody = z
   .array(z.object({ name: SecretName, value: z.string().max(24 * 1024, "must be at most 24 KiB") }))
   .min(1, "must list at least one secret");
 
-const ROOT_KEY = "platform.project_root_keys.root_key";
-
-/** The project's root key (stored sealed with the installation's key), created on first use. */
-async function rootKeyOf(client: pg.Pool | pg.PoolClient, ref: string): Promise<string> {
-  const { rows } = await client.query(
-    `insert into platform.project_root_keys (project_ref, root_key) values ($1, $2)
-     on conflict (project_ref) do update set project_ref = excluded.project_ref returning root_key`,
-    [ref, kekOf(client).seal(newRootKey(), ROOT_KEY)],
-  );
-  return kekOf(client).open(rows[0].root_key, ROOT_KEY);
+/** Re-encrypts every secret of the project under `newKey`, in the caller's transaction; 409 if one will not open. */
+async function reencryptSecrets(client: pg.PoolClient, ref: string, newKey: string): Promise<void> {
+  const oldKey = await rootKeyOf(client, ref);
+  for (const row of await lockSecrets(client, ref)) {
+    let value: string;
+    try {
+      value = decryptSecret(oldKey, row.ciphertext);
+    } catch {
+      throw new HttpError(
+        409,
+        `Secret ${row.name} cannot be decrypted with the current root key; the root key was not changed`,
+      );
+    }
+    await setCiphertext(client, ref, row.name, encryptSecret(newKey, value));
+  }
 }
 
 export function secretRoutes(ctx: AppContext): Router {
@@ -46,11 +59,8 @@ export function secretRoutes(ctx: AppContext): Router {
     "Lists secrets (values as SHA-256 digests)",
     { access: read, status: 200 },
     async ({ project }) => {
-      const { rows } = await ctx.platformPool.query(
-        "select name, value_digest as value, updated_at from platform.project_secrets where project_ref = $1 order by name",
-        [project.ref],
-      );
-      return rows.map((r) => ({ ...r, updated_at: new Date(r.updated_at).toISOString() }));
+      const secrets = await listSecretDigests(ctx.platformPool, project.ref);
+      return secrets.map((r) => ({ ...r, updated_at: new Date(r.updated_at).toISOString() }));
     },
   );
 
@@ -61,13 +71,12 @@ export function secretRoutes(ctx: AppContext): Router {
     async ({ project, body }) => {
       await withAdminTransaction(ctx.platformPool, async (client) => {
         const key = await rootKeyOf(client, project.ref);
-        for (const { name, value } of body) {
-          await client.query(
-            `insert into platform.project_secrets (project_ref, name, ciphertext, value_digest) values ($1, $2, $3, $4)
-             on conflict (project_ref, name) do update set ciphertext = excluded.ciphertext, value_digest = excluded.value_digest, updated_at = now()`,
-            [project.ref, name, encryptSecret(key, value), digestOf(value)],
-          );
-        }
+        for (const { name, value } of body)
+          await upsertSecret(client, project.ref, {
+            name,
+            ciphertext: encryptSecret(key, value),
+            digest: digestOf(value),
+          });
       });
       return {};
     },
@@ -82,10 +91,7 @@ export function secretRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ project, body }) => {
-      await ctx.platformPool.query(
-        "delete from platform.project_secrets where project_ref = $1 and name = any($2)",
-        [project.ref, body],
-      );
+      await deleteSecrets(ctx.platformPool, project.ref, body);
       return {};
     },
   );
@@ -110,30 +116,8 @@ export function secretRoutes(ctx: AppContext): Router {
       },
       async ({ project, body }) => {
         await withAdminTransaction(ctx.platformPool, async (client) => {
-          const oldKey = await rootKeyOf(client, project.ref);
-          const { rows } = await client.query(
-            "select name, ciphertext from platform.project_secrets where project_ref = $1 for update",
-            [project.ref],
-          );
-          for (const row of rows) {
-            let value: string;
-            try {
-              value = decryptSecret(oldKey, row.ciphertext);
-            } catch {
-              throw new HttpError(
-                409,
-                `Secret ${row.name} cannot be decrypted with the current root key; the root key was not changed`,
-              );
-            }
-            await client.query(
-              "update platform.project_secrets set ciphertext = $3 where project_ref = $1 and name = $2",
-              [project.ref, row.name, encryptSecret(body.root_key, value)],
-            );
-          }
-          await client.query(
-            "update platform.project_root_keys set root_key = $2, updated_at = now() where project_ref = $1",
-            [project.ref, kekOf(client).seal(body.root_key, ROOT_KEY)],
-          );
+          await reencryptSecrets(client, project.ref, body.root_key);
+          await setRootKey(client, project.ref, body.root_key);
         });
         return { root_key: body.root_key };
       },

@@ -10,7 +10,7 @@ import {
   SIGNING_ALGORITHMS,
   type SigningKeyRow,
 } from "../../auth/signingKeys";
-import { HttpError } from "../http";
+import { found, HttpError } from "../http";
 import { routeTable } from "../route";
 import {
   deleteSigningKey,
@@ -36,16 +36,13 @@ function toSigningKey(row: SigningKeyRow) {
   };
 }
 
-function found(row: SigningKeyRow | undefined, id: string): SigningKeyRow {
-  if (!row) throw new HttpError(404, `Signing key ${id} not found`);
-  return row;
-}
-
 /** Signing keys: the keys that sign and verify the project's JWTs (JWKS publishes their public halves). */
 export function signingKeyRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx, { project: "any" });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/config/auth/signing-keys";
+  const signingKey = async (ref: string, id: string) =>
+    found(await getSigningKey(pool, ref, id), "Signing key", id);
 
   routes.get(base, "Lists the project's signing keys", { access: READ, status: 200 }, async ({ params }) => {
     return { keys: (await listSigningKeys(pool, params.ref)).map(toSigningKey) };
@@ -116,7 +113,7 @@ export function signingKeyRoutes(ctx: AppContext): Router {
   );
 
   routes.get(`${base}/:id`, "Gets a signing key", { access: READ, status: 200 }, async ({ params }) => {
-    return toSigningKey(found(await getSigningKey(pool, params.ref, params.id), params.id));
+    return toSigningKey(await signingKey(params.ref, params.id));
   });
 
   routes.patch(
@@ -128,12 +125,12 @@ export function signingKeyRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ params, body }) => {
-      const row = found(await getSigningKey(pool, params.ref, params.id), params.id);
+      const row = await signingKey(params.ref, params.id);
       if (row.status === "revoked" && body.status !== "revoked") {
         throw new HttpError(400, "A revoked signing key cannot be used again");
       }
       return toSigningKey(
-        found(await setSigningKeyStatus(pool, params.ref, params.id, body.status), params.id),
+        found(await setSigningKeyStatus(pool, params.ref, params.id, body.status), "Signing key", params.id),
       );
     },
   );
@@ -143,7 +140,7 @@ export function signingKeyRoutes(ctx: AppContext): Router {
     "Deletes a signing key that has been revoked for a while",
     { access: WRITE, status: 200 },
     async ({ params }) => {
-      const row = found(await getSigningKey(pool, params.ref, params.id), params.id);
+      const row = await signingKey(params.ref, params.id);
       const wait = ctx.config.signingKeyDeleteAfterSeconds * 1000;
       if (row.status !== "revoked" || !row.revoked_at || Date.now() - row.revoked_at.getTime() < wait) {
         throw new HttpError(

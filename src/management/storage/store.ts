@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { allRows } from "../rows";
 
 export interface BucketRow {
   id: string;
@@ -13,9 +14,9 @@ export interface BucketRow {
 export async function listBuckets(client: pg.ClientBase): Promise<BucketRow[]> {
   const exists = await client.query("select to_regclass('storage.buckets') is not null as present");
   if (!exists.rows[0].present) return [];
-  const { rows } = await client.query<BucketRow>(
+  return allRows<BucketRow>(
+    client,
     `select id::text, name, coalesce(owner::text, '') as owner, created_at, updated_at, coalesce(public, false) as public
        from storage.buckets order by name`,
   );
-  return rows;
 }
