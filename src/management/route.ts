@@ -2,7 +2,9 @@ import { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import type { AppContext } from "../context";
 import type { ProjectRuntime } from "../projects/runtime";
-import { checkAccess, HttpError, type Access } from "./http";
+import { checkAccess, found, HttpError, type Access } from "./http";
+import { organizationOf } from "./membership";
+import type { OrganizationRow } from "./organizations/store";
 
 type Method = "get" | "post" | "put" | "patch" | "delete";
 
@@ -25,6 +27,7 @@ export interface RouteOptions<
   B extends z.ZodType = z.ZodType,
   Q extends z.ZodType = z.ZodType,
   P extends ProjectNeed | undefined = ProjectNeed | undefined,
+  O extends boolean | undefined = boolean | undefined,
 > {
   access: Access;
   body?: B;
@@ -35,6 +38,8 @@ export interface RouteOptions<
   response?: z.ZodType;
   /** The project the handler receives (`:ref`). */
   project?: P;
+  /** The handler receives the organization `:slug` (one of the caller's, else 404). */
+  organization?: O;
   /** Limits besides the standard one (see rateLimit.ts). */
   rateLimits?: RouteLimit[];
 }
@@ -44,14 +49,20 @@ export interface RouteSpec<
   B extends z.ZodType = z.ZodType,
   Q extends z.ZodType = z.ZodType,
   P extends ProjectNeed | undefined = ProjectNeed | undefined,
-> extends RouteOptions<B, Q, P> {
+  O extends boolean | undefined = boolean | undefined,
+> extends RouteOptions<B, Q, P, O> {
   method: Method;
   /** Express path, e.g. `/v1/projects/:ref/api-keys/:id`. */
   path: string;
   summary: string;
 }
 
-export interface RouteInput<B extends z.ZodType, Q extends z.ZodType, P extends ProjectNeed | undefined> {
+export interface RouteInput<
+  B extends z.ZodType,
+  Q extends z.ZodType,
+  P extends ProjectNeed | undefined,
+  O extends boolean | undefined = undefined,
+> {
   req: Request;
   res: Response;
   params: Record<string, string>;
@@ -59,6 +70,8 @@ export interface RouteInput<B extends z.ZodType, Q extends z.ZodType, P extends 
   query: z.infer<Q>;
   /** The `:ref` project, when the spec asks for it. */
   project: P extends ProjectNeed ? ProjectRuntime : undefined;
+  /** The `:slug` organization, when the spec asks for it. */
+  organization: O extends true ? OrganizationRow : undefined;
 }
 
 /** Every registered operation; GET /v1/openapi.json is derived from this list. */
@@ -72,8 +85,7 @@ function firstIssue(error: z.ZodError, where: string): string {
 
 /** The project a route addresses, or 404; with `database`, 400 when its database is not available. */
 async function loadProject(ctx: AppContext, ref: string, need: ProjectNeed): Promise<ProjectRuntime> {
-  const project = /^[a-z]{20}$/.test(ref) ? await ctx.registry.get(ref) : undefined;
-  if (!project) throw new HttpError(404, `Project ${ref} not found`);
+  const project = found(/^[a-z]{20}$/.test(ref) ? await ctx.registry.get(ref) : undefined, "Project", ref);
   if (need === "database" && project.record.status !== "ACTIVE_HEALTHY") {
     throw new HttpError(
       400,
@@ -106,11 +118,12 @@ export function route<
   B extends z.ZodType = z.ZodUnknown,
   Q extends z.ZodType = z.ZodUnknown,
   P extends ProjectNeed | undefined = undefined,
+  O extends boolean | undefined = undefined,
 >(
   ctx: AppContext,
   router: Router,
-  spec: RouteSpec<B, Q, P>,
-  handler: (input: RouteInput<B, Q, P>) => Promise<unknown>,
+  spec: RouteSpec<B, Q, P, O>,
+  handler: (input: RouteInput<B, Q, P, O>) => Promise<unknown>,
 ): void {
   managementRoutes.push(spec as RouteSpec);
   router[spec.method](spec.path, async (req: Request, res: Response, next) => {
@@ -131,13 +144,17 @@ export function route<
       const params = req.params as Record<string, string>;
       refuseUncheckedMembership(req, spec.path, params);
       const project = spec.project ? await loadProject(ctx, params.ref, spec.project) : undefined;
+      const organization = spec.organization
+        ? await organizationOf(ctx, req.principal!, params.slug)
+        : undefined;
       const result = await handler({
         req,
         res,
         params,
         body: body as z.infer<B>,
         query: query as z.infer<Q>,
-        project: project as RouteInput<B, Q, P>["project"],
+        project: project as RouteInput<B, Q, P, O>["project"],
+        organization: organization as RouteInput<B, Q, P, O>["organization"],
       });
       if (!res.headersSent) {
         if (result === undefined) res.status(spec.status).end();
@@ -153,11 +170,12 @@ type Register<F extends ProjectNeed | undefined> = <
   B extends z.ZodType = z.ZodUnknown,
   Q extends z.ZodType = z.ZodUnknown,
   P extends ProjectNeed | undefined = F,
+  O extends boolean | undefined = undefined,
 >(
   path: string,
   summary: string,
-  options: RouteOptions<B, Q, P>,
-  handler: (input: RouteInput<B, Q, P>) => Promise<unknown>,
+  options: RouteOptions<B, Q, P, O>,
+  handler: (input: RouteInput<B, Q, P, O>) => Promise<unknown>,
 ) => void;
 
 /** A resource family's operations, one line of the table each: `routes.get(path, summary, options, handler)`. */

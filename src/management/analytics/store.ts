@@ -10,12 +10,8 @@ export interface Window {
 }
 
 /** Requests per service and bucket of the window. */
-export async function requestCounts(
-  pool: pg.Pool,
-  ref: string,
-  window: Window,
-): Promise<Record<string, unknown>[]> {
-  return allRows(
+export async function requestCounts(pool: pg.Pool, ref: string, window: Window) {
+  return allRows<Record<string, unknown>>(
     pool,
     `select date_trunc($3, minute) as timestamp,
             coalesce(sum(requests) filter (where service = 'auth'), 0)::int as total_auth_requests,
@@ -29,13 +25,8 @@ export async function requestCounts(
 }
 
 /** Invocations of one function per bucket of the window: status classes and execution time. */
-export async function invocationStats(
-  pool: pg.Pool,
-  ref: string,
-  functionId: string,
-  window: Window,
-): Promise<Record<string, unknown>[]> {
-  return allRows(
+export async function invocationStats(pool: pg.Pool, ref: string, functionId: string, window: Window) {
+  return allRows<Record<string, unknown>>(
     pool,
     `select date_trunc($4, created_at) as timestamp,
             count(*)::int as requests_count,

@@ -125,15 +125,12 @@ export async function listFunctions(pool: pg.Pool, ref: string): Promise<Functio
   return allRows(pool, "select * from platform.edge_functions where project_ref = $1 order by slug", [ref]);
 }
 
-export async function getFunction(
-  pool: pg.Pool,
-  ref: string,
-  slug: string,
-): Promise<FunctionRow | undefined> {
-  return firstRow(pool, "select * from platform.edge_functions where project_ref = $1 and slug = $2", [
-    ref,
-    slug,
-  ]);
+export async function getFunction(pool: pg.Pool, ref: string, slug: string) {
+  return firstRow<FunctionRow>(
+    pool,
+    "select * from platform.edge_functions where project_ref = $1 and slug = $2",
+    [ref, slug],
+  );
 }
 
 export async function functionExists(pool: pg.Pool, ref: string, slug: string): Promise<boolean> {

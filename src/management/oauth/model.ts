@@ -69,6 +69,19 @@ function secretMatches(stored: string, given: string): boolean {
 export function oauthModel(
   db: pg.Pool,
 ): OAuth2Server.AuthorizationCodeModel & OAuth2Server.RefreshTokenModel {
+  /** A code's or refresh token's row, found by the hash of its value, with its application's client_id. */
+  const issuedRow = (
+    table: "oauth_codes" | "oauth_refresh_tokens",
+    hashColumn: "code_hash" | "token_hash",
+    value: string,
+  ) =>
+    firstRow(
+      db,
+      `select t.*, a.client_id from platform.${table} t join platform.oauth_apps a on a.id = t.app_id
+        where t.${hashColumn} = $1`,
+      [sha256(value)],
+    );
+
   /** At authorize the client is only named (secret null); at the token endpoint it proves its secret. */
   async function getClient(clientId: string, clientSecret: string | null): Promise<OAuthClient | false> {
     const { rows } = await db.query(
@@ -137,12 +150,7 @@ export function oauthModel(
     },
 
     async getAuthorizationCode(code: string) {
-      const row = await firstRow(
-        db,
-        `select c.*, a.client_id from platform.oauth_codes c join platform.oauth_apps a on a.id = c.app_id
-          where c.code_hash = $1`,
-        [sha256(code)],
-      );
+      const row = await issuedRow("oauth_codes", "code_hash", code);
       if (!row) return false;
       const client = (await getClient(row.client_id, null)) as OAuthClient;
       return {
@@ -228,12 +236,7 @@ export function oauthModel(
      * leaked: every token of its grant is revoked.
      */
     async getRefreshToken(refreshToken: string) {
-      const row = await firstRow(
-        db,
-        `select r.*, a.client_id from platform.oauth_refresh_tokens r join platform.oauth_apps a on a.id = r.app_id
-          where r.token_hash = $1`,
-        [sha256(refreshToken)],
-      );
+      const row = await issuedRow("oauth_refresh_tokens", "token_hash", refreshToken);
       if (!row) return false;
       if (row.revoked_at) {
         await revokeGrant(db, row.grant_id);

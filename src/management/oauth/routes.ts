@@ -3,7 +3,6 @@ import OAuth2Server, { OAuthError } from "@node-oauth/oauth2-server";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { checkRole, HttpError } from "../http";
-import { organizationOf } from "../organizations/routes";
 import { managementRoutes, routeTable, type RouteSpec } from "../route";
 import {
   CODE_SECONDS,
@@ -221,6 +220,16 @@ function requirePersonalToken(req: Request): void {
     throw new HttpError(403, "Forbidden: only a personal access token may authorise an application");
 }
 
+/**
+ * Of the user's organizations an authorisation may be for, the one meant: the one `slug` names (404 when it
+ * is not among them), else the only one (400 naming `several` when there are more).
+ */
+function theOrganization<T>(rows: T[], slug: string | undefined, several: string): T {
+  if (slug && !rows[0]) throw new HttpError(404, `Organization ${slug} not found`);
+  if (rows.length > 1) throw new HttpError(400, several);
+  return rows[0];
+}
+
 /** The authorize endpoint (a signed-in user) and the registration of applications under an organization. */
 export function oauthRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx);
@@ -234,18 +243,18 @@ export function oauthRoutes(ctx: AppContext): Router {
     async ({ req, res, query }) => {
       const principal = req.principal!;
       requirePersonalToken(req);
-      const rows = await userOrganizations(db, principal.userId, query.organization_slug ?? null);
-      if (query.organization_slug && !rows[0])
-        throw new HttpError(404, `Organization ${query.organization_slug} not found`);
-      if (rows.length > 1)
-        throw new HttpError(400, "You belong to several organizations: name one with organization_slug");
+      const organization = theOrganization(
+        await userOrganizations(db, principal.userId, query.organization_slug ?? null),
+        query.organization_slug,
+        "You belong to several organizations: name one with organization_slug",
+      );
       if (query.scope) {
         const unknown = query.scope
           .split(" ")
           .filter((s) => s && !(OAUTH_SCOPES as readonly string[]).includes(s));
         if (unknown.length) throw new HttpError(400, `Unknown scope(s): ${unknown.join(", ")}`);
       }
-      const user: OAuthUser = { id: principal.userId, organizationId: rows[0].id };
+      const user: OAuthUser = { id: principal.userId, organizationId: organization.id };
       return redirectWithCode(req, res, user);
     },
   );
@@ -284,19 +293,19 @@ export function oauthRoutes(ctx: AppContext): Router {
         throw new HttpError(404, `Project ${query.project_ref} not found among the application's projects`);
       if (project.is_branch)
         throw new HttpError(400, "A branch moves with its parent project; claim the parent");
-      const rows = await claimingOrganizations(db, principal.userId, query.organization_slug ?? null);
-      if (query.organization_slug && !rows[0])
-        throw new HttpError(404, `Organization ${query.organization_slug} not found`);
-      if (!rows[0])
+      const organization = theOrganization(
+        await claimingOrganizations(db, principal.userId, query.organization_slug ?? null),
+        query.organization_slug,
+        "You administer several organizations: name one with organization_slug",
+      );
+      if (!organization)
         throw new HttpError(403, "Forbidden: claiming a project needs an organization you own or administer");
-      if (rows.length > 1)
-        throw new HttpError(400, "You administer several organizations: name one with organization_slug");
-      checkRole(rows[0].role_name, { and: ["organization_admin_write", "project_admin_write"] });
-      if (rows[0].id === project.organization_id)
-        throw new HttpError(400, `The project already belongs to ${rows[0].slug}`);
+      checkRole(organization.role_name, { and: ["organization_admin_write", "project_admin_write"] });
+      if (organization.id === project.organization_id)
+        throw new HttpError(400, `The project already belongs to ${organization.slug}`);
       return redirectWithCode(req, res, {
         id: principal.userId,
-        organizationId: rows[0].id,
+        organizationId: organization.id,
         claimProjectRef: query.project_ref,
       });
     },
@@ -306,13 +315,13 @@ export function oauthRoutes(ctx: AppContext): Router {
     "/v1/organizations/:slug/oauth/apps",
     "Registers an OAuth application under the organization; the client secret is answered once",
     {
+      organization: true,
       access: { permission: "organization_admin_write" },
       body: createAppBody,
       status: 201,
       response: appShape.extend({ client_secret: z.string() }),
     },
-    async ({ req, params, body }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org, req, body }) => {
       checkRole(org.role_name, "organization_admin_write");
       const scopes = body.scopes ?? [...OAUTH_SCOPES];
       const app = await createApp(db, {
@@ -338,12 +347,12 @@ export function oauthRoutes(ctx: AppContext): Router {
     "/v1/organizations/:slug/oauth/apps",
     "Lists the organization's OAuth applications (without secrets)",
     {
+      organization: true,
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: appShape.array(),
     },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org }) => {
       return (await listApps(db, org.id)).map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
     },
   );
@@ -351,9 +360,8 @@ export function oauthRoutes(ctx: AppContext): Router {
   routes.delete(
     "/v1/organizations/:slug/oauth/apps/:client_id",
     "Deletes an OAuth application; every token issued to it stops working",
-    { access: { permission: "organization_admin_write" }, status: 200 },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    { organization: true, access: { permission: "organization_admin_write" }, status: 200 },
+    async ({ organization: org, params }) => {
       checkRole(org.role_name, "organization_admin_write");
       if (!(await deleteApp(db, org.id, params.client_id)))
         throw new HttpError(404, `OAuth application ${params.client_id} not found`);

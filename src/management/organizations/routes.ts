@@ -1,6 +1,5 @@
 import { Router } from "express";
 import type { AppContext } from "../../context";
-import { HttpError, type Principal } from "../http";
 import { routeTable } from "../route";
 import { entitlementsOf } from "../billing/plans";
 import { cursorPage } from "./pagination";
@@ -15,24 +14,7 @@ import {
   organizationSummary,
   rolesV2Response,
 } from "./shapes";
-import {
-  createOrganization,
-  findOrganization,
-  listMembers,
-  listOrganizations,
-  type OrganizationRow,
-} from "./store";
-
-/** The organization `slug` the caller belongs to, else 404. */
-export async function organizationOf(
-  ctx: AppContext,
-  caller: Pick<Principal, "userId" | "organizationId">,
-  slug: string,
-): Promise<OrganizationRow> {
-  const org = await findOrganization(ctx.platformPool, caller.userId, slug, caller.organizationId);
-  if (!org) throw new HttpError(404, `Organization ${slug} not found`);
-  return org;
-}
+import { createOrganization, listMembers, listOrganizations, type OrganizationRow } from "./store";
 
 const summary = (o: OrganizationRow) => ({ id: o.id, slug: o.slug, name: o.name });
 
@@ -69,68 +51,63 @@ export function organizationRoutes(ctx: AppContext): Router {
     "/v1/organizations/:slug",
     "Gets an organization",
     {
+      organization: true,
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: organizationDetail,
     },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
-      return {
-        id: org.id,
-        name: org.name,
-        plan: org.plan,
-        opt_in_tags: [],
-        allowed_release_channels: ["ga"],
-      };
-    },
+    async ({ organization: org }) => ({
+      id: org.id,
+      name: org.name,
+      plan: org.plan,
+      opt_in_tags: [],
+      allowed_release_channels: ["ga"],
+    }),
   );
 
   routes.get(
     "/v1/organizations/:slug/entitlements",
     "Lists the features the organization's plan gives its projects (billing/plans.ts; add-ons open custom_domain and pitr per project)",
     {
+      organization: true,
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: entitlementsResponse,
     },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
-      return { entitlements: entitlementsOf(org.plan) };
-    },
+    async ({ organization: org }) => ({ entitlements: entitlementsOf(org.plan) }),
   );
 
   routes.get(
     "/v1/organizations/:slug/members",
     "Lists the organization's members",
     {
+      organization: true,
       access: { permission: "members_read", scope: "organizations:read" },
       status: 200,
       response: memberV1.array(),
     },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
-      return (await listMembers(db, org.id)).map((m) => ({
+    async ({ organization: org }) =>
+      (await listMembers(db, org.id)).map((m) => ({
         user_id: m.user_id,
         user_name: m.username,
         email: m.email,
         role_name: m.role_name,
         mfa_enabled: false,
         avatar_url: "",
-      }));
-    },
+      })),
   );
 
   routes.get(
     "/v2/organizations/:slug/members",
     "Lists the organization's members, cursor-paginated",
     {
+      organization: true,
       access: { permission: "members_read", scope: "organizations:read" },
       query: cursorPageQuery,
       status: 200,
       response: membersV2Response,
     },
-    async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org, query }) => {
       const members = (await listMembers(db, org.id)).map((m) => {
         const role = baseRoleOf(m.role_name);
         return {
@@ -154,13 +131,13 @@ export function organizationRoutes(ctx: AppContext): Router {
     "/v2/organizations/:slug/roles",
     "Lists the organization's roles, cursor-paginated",
     {
+      organization: true,
       access: { permission: "members_read", scope: "organizations:read" },
       query: cursorPageQuery,
       status: 200,
       response: rolesV2Response,
     },
-    async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org, query }) => {
       const roles = BASE_ROLES.map((r) => ({
         type: "organization_role" as const,
         id: String(r.id),

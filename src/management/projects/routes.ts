@@ -4,7 +4,7 @@ import { clusterVersion } from "../../projects/clusters";
 import { DEFAULT_CLUSTER_ID } from "../../platform/firstStart";
 import { newProjectRef, randomSecret } from "../../platform/ids";
 import { checkRole, HttpError } from "../http";
-import { organizationOf } from "../organizations/routes";
+import { organizationOf } from "../membership";
 import { routeTable } from "../route";
 import { COMPUTE_SIZES, computeOfInstanceSize, computeSize } from "../billing/compute";
 import { planHas } from "../billing/plans";
@@ -190,13 +190,13 @@ export function projectRoutes(ctx: AppContext): Router {
     "/v1/organizations/:slug/projects",
     "Lists an organization's projects with offset pagination, name search, sort and status filter",
     {
+      organization: true,
       access: { permission: "organization_projects_read", scope: "projects:read" },
       query: organizationProjectsQuery,
       status: 200,
       response: organizationProjectsResponse,
     },
-    async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org, query }) => {
       const { rows, count } = await listOrganizationProjects(db, org.id, query);
       return {
         projects: rows.map((p) => ({

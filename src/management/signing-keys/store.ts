@@ -16,15 +16,12 @@ export async function listSigningKeys(pool: pg.Pool, ref: string): Promise<Signi
   ]);
 }
 
-export async function getSigningKey(
-  pool: pg.Pool,
-  ref: string,
-  id: string,
-): Promise<SigningKeyRow | undefined> {
-  return firstRow(pool, "select * from platform.signing_keys where project_ref = $1 and id::text = $2", [
-    ref,
-    id,
-  ]);
+export async function getSigningKey(pool: pg.Pool, ref: string, id: string) {
+  return firstRow<SigningKeyRow>(
+    pool,
+    "select * from platform.signing_keys where project_ref = $1 and id::text = $2",
+    [ref, id],
+  );
 }
 
 export async function legacySigningKey(pool: pg.Pool, ref: string): Promise<SigningKeyRow | undefined> {

@@ -37,12 +37,8 @@ export async function listSnippets(
   );
 }
 
-export async function getSnippet(
-  pool: pg.Pool,
-  owner: SnippetOwner,
-  id: string,
-): Promise<SnippetRow | undefined> {
-  return firstRow(
+export async function getSnippet(pool: pg.Pool, owner: SnippetOwner, id: string) {
+  return firstRow<SnippetRow>(
     pool,
     `${SELECT} where s.id::text = $1 and s.owner_id = $2 and ($3::uuid is null or p.organization_id = $3)`,
     [id, owner.userId, owner.organizationId],

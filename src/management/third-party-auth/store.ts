@@ -50,12 +50,8 @@ export async function listThirdPartyAuth(pool: pg.Pool, ref: string): Promise<Th
   );
 }
 
-export async function getThirdPartyAuth(
-  pool: pg.Pool,
-  ref: string,
-  id: string,
-): Promise<ThirdPartyAuthRow | undefined> {
-  return firstRow(
+export async function getThirdPartyAuth(pool: pg.Pool, ref: string, id: string) {
+  return firstRow<ThirdPartyAuthRow>(
     pool,
     `select ${COLUMNS} from platform.third_party_auth where project_ref = $1 and id::text = $2`,
     [ref, id],
