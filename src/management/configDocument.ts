@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { Access } from "./http";
-import type { ProjectNeed, RouteInput, RouteTable } from "./route";
+import type { ProjectNeed, RouteInput, RouteOptions, RouteTable } from "./route";
 
 /** Where a project's configuration document is kept: read whole, changed by merging fields into it. */
 export interface DocumentStore<T> {
@@ -17,6 +17,7 @@ interface Operation<T, B extends z.ZodType> {
   response?: z.ZodType;
   /** The project the operation needs (default `any`). */
   project?: ProjectNeed;
+  feature?: RouteOptions["feature"];
   /** What the spec answers (default: the document); the update's runs once the document is written. */
   answer?: (doc: T, input: Input<B>) => unknown;
 }
@@ -45,7 +46,13 @@ export function configDocumentRoutes<
   routes.get(
     path,
     read.summary,
-    { project: read.project ?? "any", access: read.access, response: read.response, status: 200 },
+    {
+      project: read.project ?? "any",
+      feature: read.feature,
+      access: read.access,
+      response: read.response,
+      status: 200,
+    },
     async (input) => {
       const doc = await store.read(input.project.ref);
       return read.answer ? read.answer(doc, input) : doc;
@@ -56,6 +63,7 @@ export function configDocumentRoutes<
     update.summary,
     {
       project: update.project ?? "any",
+      feature: update.feature,
       access: update.access,
       body: update.body,
       response: update.response,

@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../context";
 import type { ProjectRuntime } from "../projects/runtime";
 import { checkAccess, found, HttpError, type Access } from "./http";
+import { requireFeature, type Feature } from "./billing/plans";
 import { organizationOf } from "./membership";
 import type { OrganizationRow } from "./organizations/store";
 
@@ -42,6 +43,8 @@ export interface RouteOptions<
   organization?: O;
   /** Limits besides the standard one (see rateLimit.ts). */
   rateLimits?: RouteLimit[];
+  /** A feature the `:ref` project's plan or add-ons must give (402, or the spec's 400), checked before the handler. */
+  feature?: { name: Feature; status?: 400 };
 }
 
 /** One Management API operation: its path, access rule, validated inputs and success status. */
@@ -147,6 +150,8 @@ export function route<
       const organization = spec.organization
         ? await organizationOf(ctx, req.principal!, params.slug)
         : undefined;
+      if (spec.feature)
+        await requireFeature(ctx.platformPool, params.ref, spec.feature.name, spec.feature.status);
       const result = await handler({
         req,
         res,

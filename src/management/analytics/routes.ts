@@ -6,7 +6,7 @@ import { found, HttpError } from "../http";
 import { routeTable } from "../route";
 import { queryLogs } from "../../logs/query";
 import { kekOf } from "../../platform/kek";
-import { LOG_RETENTION_DAYS, projectBilling, requireFeature } from "../billing/plans";
+import { LOG_RETENTION_DAYS, projectBilling } from "../billing/plans";
 import { createDrain, deleteDrain, drainsOf, updateDrain, type DrainInput } from "../../logs/drainStore";
 import { DRAIN_BACKENDS, type DrainRow } from "../../logs/drains";
 import { invocationStats, requestCounts, requestsOfLastDay, type Window } from "./store";
@@ -237,13 +237,13 @@ export function analyticsRoutes(ctx: AppContext): Router {
     drains,
     "Creates a log drain: the project's new log events are forwarded to it in batches",
     {
+      feature: { name: "log_drains" },
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 201,
       response: z.object({ data: drainResponse }),
     },
     async ({ project, body }) => {
-      await requireFeature(ctx.platformPool, project.ref, "log_drains");
       return {
         data: drainJson(await createDrain(ctx.platformPool, project.ref, checkedDrain(body.data.attributes))),
       };

@@ -174,10 +174,10 @@ export function backupRoutes(ctx: AppContext): Router {
     store: schedule,
     read: {
       summary: "Gets the time of day (UTC) of the project's daily backup",
+      feature: { name: "backup_schedule" },
       access: read,
       response: Schedule,
       answer: async (current, { project }) => {
-        await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
         // The default schedule has been in force since the project was created.
         return {
           schedule_for: current.schedule_for,
@@ -188,6 +188,7 @@ export function backupRoutes(ctx: AppContext): Router {
     },
     update: {
       method: "patch",
+      feature: { name: "backup_schedule" },
       summary:
         "Sets the time of day (UTC) of the daily backup; a time already passed today first runs tomorrow; " +
         "3 changes per 24 hours",
@@ -202,7 +203,6 @@ export function backupRoutes(ctx: AppContext): Router {
       response: Schedule,
       status: 200,
       changes: async (body, { project }) => {
-        await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
         const now = new Date();
         const recent = ((await schedule.read(project.ref)).changes ?? []).filter(
           (t) => now.getTime() - new Date(t).getTime() < 86_400_000,

@@ -7,7 +7,6 @@ import { kekOf } from "../../platform/kek";
 import { withAdminTransaction } from "../../db/transaction";
 import { checkRole, found, HttpError, mayReadSecrets, type Access } from "../http";
 import { routeTable } from "../route";
-import { requireFeature } from "../billing/plans";
 import { findAnyProject } from "../projects/store";
 import {
   checkMigrationVersion,
@@ -193,9 +192,15 @@ export function branchRoutes(ctx: AppContext): Router {
   routes.post(
     "/v1/projects/:ref/branches",
     "Creates a branch: a project of its own whose database gets the parent's applied migrations (and its rows with with_data)",
-    { project: "database", access: WRITE, body: createBody, status: 201, response: branchShape },
+    {
+      feature: { name: "branching" },
+      project: "database",
+      access: WRITE,
+      body: createBody,
+      status: 201,
+      response: branchShape,
+    },
     async ({ req, project, body }) => {
-      await requireFeature(db, project.ref, "branching");
       const parent = (await findAnyProject(db, project.ref))!;
       if (await isBranch(db, parent.ref))
         throw new HttpError(400, "A branch cannot have branches of its own");

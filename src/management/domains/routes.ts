@@ -3,7 +3,6 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { randomSecret } from "../../platform/ids";
 import { HttpError } from "../http";
-import { requireFeature } from "../billing/plans";
 import { routeTable } from "../route";
 import { challengeName, resolverFor, verifyHostnameRecords } from "./dns";
 import { reservedNameProblem } from "./reservedNames";
@@ -97,6 +96,7 @@ export function domainRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/custom-hostname/initialize",
     "Starts serving a custom hostname: answers the DNS records to create",
     {
+      feature: { name: "custom_domain" },
       access: write,
       body: z.object({ custom_hostname: hostnameSchema }),
       rateLimits: [{ name: "POST custom-hostname/initialize", points: 10, seconds: 60 }],
@@ -105,7 +105,6 @@ export function domainRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       const hostname = body.custom_hostname;
-      await requireFeature(ctx.platformPool, project.ref, "custom_domain");
       if (hostname === ctx.config.domain || hostname.endsWith(`.${ctx.config.domain}`))
         throw new HttpError(
           400,
@@ -143,9 +142,8 @@ export function domainRoutes(ctx: AppContext): Router {
   routes.post(
     "/v1/projects/:ref/custom-hostname/activate",
     "Serves the project's APIs at its verified custom hostname",
-    { access: write, status: 201, response: customHostnameResponse },
+    { feature: { name: "custom_domain" }, access: write, status: 201, response: customHostnameResponse },
     async ({ project }) => {
-      await requireFeature(ctx.platformPool, project.ref, "custom_domain");
       await initialized(project.ref);
       if (!(await activateCustomHostname(ctx.platformPool, project.ref)))
         throw new HttpError(
@@ -174,13 +172,13 @@ export function domainRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/vanity-subdomain",
     "Gets the vanity subdomain",
     {
+      feature: { name: "vanity_subdomain", status: 400 },
       rateLimits: [{ name: "GET vanity-subdomain", points: 10, seconds: 60 }],
       access: vanityRead,
       status: 200,
       response: vanitySubdomainResponse,
     },
     async ({ project }) => {
-      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
       const row = await hostnameOf(ctx.platformPool, project.ref, "vanity");
       return row ? { status: "active", custom_domain: row.hostname } : { status: "not-used" };
     },
@@ -189,13 +187,13 @@ export function domainRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/vanity-subdomain/check-availability",
     "Checks whether a vanity subdomain is free",
     {
+      feature: { name: "vanity_subdomain", status: 400 },
       access: vanityWrite,
       body: z.object({ vanity_subdomain: subdomainSchema }),
       status: 201,
       response: z.object({ available: z.boolean() }),
     },
     async ({ project, body }) => {
-      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
       return {
         available: !(await isHostnameTaken(ctx.platformPool, vanityHost(body.vanity_subdomain), project.ref)),
       };
@@ -205,6 +203,7 @@ export function domainRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/vanity-subdomain/activate",
     "Serves the project's APIs at <vanity_subdomain>.<STRATA_DOMAIN>",
     {
+      feature: { name: "vanity_subdomain", status: 400 },
       access: vanityWrite,
       body: z.object({ vanity_subdomain: subdomainSchema }),
       status: 201,
@@ -212,7 +211,6 @@ export function domainRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       const hostname = vanityHost(body.vanity_subdomain);
-      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
       if (!(await claimVanityHostname(ctx.platformPool, project.ref, hostname)))
         throw new HttpError(400, `The vanity subdomain ${body.vanity_subdomain} is not available`);
       await served();

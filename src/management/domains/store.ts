@@ -25,11 +25,7 @@ export interface HostnameRow {
 }
 
 /** A project's custom hostname or vanity subdomain row, if it has one. */
-export async function hostnameOf(
-  db: pg.Pool,
-  ref: string,
-  kind: HostnameRow["kind"],
-): Promise<HostnameRow | undefined> {
+export async function hostnameOf(db: pg.Pool, ref: string, kind: HostnameRow["kind"]) {
   return firstRow<HostnameRow>(
     db,
     "select * from platform.project_hostnames where project_ref = $1 and kind = $2",

@@ -134,11 +134,12 @@ export async function getFunction(pool: pg.Pool, ref: string, slug: string) {
 }
 
 export async function functionExists(pool: pg.Pool, ref: string, slug: string): Promise<boolean> {
-  const { rows } = await pool.query(
-    "select 1 from platform.edge_functions where project_ref = $1 and slug = $2",
+  const row = await firstRow(
+    pool,
+    "select from platform.edge_functions where project_ref = $1 and slug = $2",
     [ref, slug],
   );
-  return rows.length > 0;
+  return row !== undefined;
 }
 
 export async function deleteFunctionRow(pool: pg.Pool, id: string): Promise<void> {

@@ -2,7 +2,7 @@ import express, { Router, type Request, type Response } from "express";
 import OAuth2Server, { OAuthError } from "@node-oauth/oauth2-server";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { checkRole, HttpError } from "../http";
+import { checkRole, HttpError, type Principal } from "../http";
 import { managementRoutes, routeTable, type RouteSpec } from "../route";
 import {
   CODE_SECONDS,
@@ -213,11 +213,12 @@ const projectClaimQuery = z
   .object({ project_ref: z.string().regex(/^[a-z]{20}$/, "must be a project ref") })
   .extend(authorizeQuery.omit({ scope: true, target_flow: true, resource: true }).shape);
 
-/** Only a personal access token (the user themself, not a token made for a tool) consents. */
-function requirePersonalToken(req: Request): void {
+/** The consenting user: only a personal access token (the user themself, not a token made for a tool) consents. */
+function consentingUser(req: Request): Principal {
   const principal = req.principal!;
   if (principal.permissions !== null || principal.scopes !== null)
     throw new HttpError(403, "Forbidden: only a personal access token may authorise an application");
+  return principal;
 }
 
 /**
@@ -241,8 +242,7 @@ export function oauthRoutes(ctx: AppContext): Router {
     "Authorises an application for the calling user (personal access token) in one organization: redirects (302) to redirect_uri with a code",
     { access: {}, query: authorizeQuery, status: 302 },
     async ({ req, res, query }) => {
-      const principal = req.principal!;
-      requirePersonalToken(req);
+      const principal = consentingUser(req);
       const organization = theOrganization(
         await userOrganizations(db, principal.userId, query.organization_slug ?? null),
         query.organization_slug,
@@ -283,8 +283,7 @@ export function oauthRoutes(ctx: AppContext): Router {
     "The user (personal access token, Owner or Administrator of the target organization) consents to claim a project of the application's organization: redirects (302) to redirect_uri with a code; the project moves into the user's organization when the application exchanges the code (with its secret) at /v1/oauth/token",
     { access: {}, query: projectClaimQuery, status: 302 },
     async ({ req, res, query }) => {
-      const principal = req.principal!;
-      requirePersonalToken(req);
+      const principal = consentingUser(req);
       const appOrganizationId = await appOrganization(db, query.client_id);
       if (!appOrganizationId) throw new HttpError(400, "Invalid client: unknown client_id");
       // Only a project the application's organization holds can be claimed from it.

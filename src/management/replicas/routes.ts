@@ -2,7 +2,6 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { requireFeature } from "../billing/plans";
 import { HttpError } from "../http";
 import { clusterRegions } from "../projects/store";
 import { routeTable } from "../route";
@@ -51,6 +50,7 @@ export function replicaRoutes(ctx: AppContext): Router {
       "cluster, and this project's REST GET and HEAD requests then go to it. Installation administrators " +
       "only (403 for others)",
     {
+      feature: { name: "read_replicas" },
       access: clusterWide,
       project: "database",
       body: z
@@ -63,7 +63,6 @@ export function replicaRoutes(ctx: AppContext): Router {
       status: 204,
     },
     async ({ project, body }) => {
-      await requireFeature(ctx.platformPool, project.ref, "read_replicas");
       const replicas = manager(project);
       const regions = await clusterRegions(ctx.platformPool);
       if (!regions.includes(body.read_replica_region))
