@@ -59,6 +59,16 @@ interface StoredRestrictions extends Restrictions {
   applied_at?: string;
 }
 
+/** The spec's access rules of the family's operations. */
+const ACCESS = {
+  restrictionsRead: { permission: "database_network_restrictions_read", scope: "projects:read" },
+  restrictionsWrite: { permission: "database_network_restrictions_write", scope: "projects:write" },
+  bansRead: { permission: "database_network_bans_read", scope: "projects:read" },
+  bansWrite: { permission: "database_network_bans_write", scope: "projects:write" },
+  sslRead: { permission: "database_ssl_config_read", scope: "database:read" },
+  sslWrite: { permission: "database_ssl_config_write", scope: "database:write" },
+};
+
 const managed = (ctx: AppContext, project: ProjectRuntime) =>
   ctx.accessOf?.(project.record.clusterId) !== undefined;
 
@@ -120,20 +130,23 @@ async function replaceRestrictions(ctx: AppContext, project: ProjectRuntime, nex
 export function networkRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/network-restrictions";
-  const read = { permission: "database_network_restrictions_read", scope: "projects:read" };
-  const write = { permission: "database_network_restrictions_write", scope: "projects:write" };
 
   routes.get(
     base,
     "Gets the CIDRs allowed to connect to the database directly",
-    { access: read, response: restrictionsAnswer(RestrictionsShape), status: 200 },
+    { access: ACCESS.restrictionsRead, response: restrictionsAnswer(RestrictionsShape), status: 200 },
     async ({ project }) =>
       restrictionsOf(await readRestrictions(ctx, project.ref), false, managed(ctx, project)),
   );
   routes.post(
     `${base}/apply`,
     "Replaces the allowed CIDRs (enforced in pg_hba.conf on the embedded cluster)",
-    { access: write, body: CidrLists, response: restrictionsAnswer(RestrictionsShape), status: 201 },
+    {
+      access: ACCESS.restrictionsWrite,
+      body: CidrLists,
+      response: restrictionsAnswer(RestrictionsShape),
+      status: 201,
+    },
     async ({ project, body }) => {
       const current = await readRestrictions(ctx, project.ref);
       const { stored, applied } = await replaceRestrictions(ctx, project, {
@@ -153,7 +166,7 @@ export function networkRoutes(ctx: AppContext): Router {
     base,
     "Adds or removes allowed CIDRs",
     {
-      access: write,
+      access: ACCESS.restrictionsWrite,
       body: z.object({ add: CidrLists.optional(), remove: Lists.optional() }).strict(),
       response: restrictionsAnswer(
         z.object({ dbAllowedCidrs: z.array(Item), dbAllowedCidrsV6: z.array(Item) }),
@@ -176,7 +189,6 @@ export function networkRoutes(ctx: AppContext): Router {
     },
   );
 
-  const bansRead = { permission: "database_network_bans_read", scope: "projects:read" };
   /** The banned addresses, canonical; an entry that is not one address bans nothing and is not listed. */
   const banned = async (project: ProjectRuntime) => {
     const stored = (await readSettings(ctx, project.ref, "network_bans", BANS_DEFAULTS)).banned;
@@ -185,7 +197,11 @@ export function networkRoutes(ctx: AppContext): Router {
   routes.post(
     "/v1/projects/:ref/network-bans/retrieve",
     "Lists IPv4 addresses banned after repeated failed database logins (a ban ends by itself after 30 minutes)",
-    { access: bansRead, response: z.object({ banned_ipv4_addresses: z.array(z.string()) }), status: 201 },
+    {
+      access: ACCESS.bansRead,
+      response: z.object({ banned_ipv4_addresses: z.array(z.string()) }),
+      status: 201,
+    },
     async ({ project }) => ({
       banned_ipv4_addresses: (await banned(project)).filter((a) => isIP(a) === 4),
     }),
@@ -194,7 +210,7 @@ export function networkRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/network-bans/retrieve/enriched",
     "Lists banned addresses (IPv4 and IPv6) with what banned them",
     {
-      access: bansRead,
+      access: ACCESS.bansRead,
       response: z.object({
         banned_ipv4_addresses: z.array(
           z.object({ banned_address: z.string(), identifier: z.string(), type: z.string() }),
@@ -214,7 +230,7 @@ export function networkRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/network-bans",
     "Lifts bans (`requester_ip: true` also lifts the caller's own address)",
     {
-      access: { permission: "database_network_bans_write", scope: "projects:write" },
+      access: ACCESS.bansWrite,
       body: z.object({
         ipv4_addresses: z.array(
           z.string().refine((a) => banAddress(a) !== undefined, "must be a single IP address"),
@@ -244,7 +260,7 @@ export function networkRoutes(ctx: AppContext): Router {
     store: settingsDocument(ctx, "ssl_enforcement", SSL_DEFAULTS),
     read: {
       summary: "Gets SSL enforcement of direct database connections",
-      access: { permission: "database_ssl_config_read", scope: "database:read" },
+      access: ACCESS.sslRead,
       response: sslAnswer,
       answer: (stored, { project }) => ({
         currentConfig: { database: stored.database },
@@ -254,7 +270,7 @@ export function networkRoutes(ctx: AppContext): Router {
     update: {
       method: "put",
       summary: "Sets SSL enforcement: non-loopback connections without TLS are refused (hostssl)",
-      access: { permission: "database_ssl_config_write", scope: "database:write" },
+      access: ACCESS.sslWrite,
       body: z.object({ requestedConfig: z.object({ database: z.boolean() }).strict() }),
       response: sslAnswer,
       status: 200,
