@@ -14,6 +14,12 @@ export class HttpError extends Error {
   }
 }
 
+/** `row`, or a 404 naming what was not found (e.g. `found(await getApiKey(...), "API key", id)`). */
+export function found<T>(row: T | null | undefined, what: string, id: string): T {
+  if (row === null || row === undefined) throw new HttpError(404, `${what} ${id} not found`);
+  return row;
+}
+
 /** Who is calling the Management API. */
 export interface Principal {
   userId: string;

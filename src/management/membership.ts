@@ -1,6 +1,7 @@
 import type { RequestHandler } from "express";
 import type { AppContext } from "../context";
-import { HttpError } from "./http";
+import { found, HttpError, type Principal } from "./http";
+import { findOrganization, type OrganizationRow } from "./organizations/store";
 import { addressedBy } from "./paths";
 
 /**
@@ -36,4 +37,17 @@ export function resolveMembership(ctx: AppContext): RequestHandler {
       next(e);
     }
   };
+}
+
+/** The organization `slug` the caller belongs to (an OAuth token: the one it was issued for), else 404. */
+export async function organizationOf(
+  ctx: AppContext,
+  caller: Pick<Principal, "userId" | "organizationId">,
+  slug: string,
+): Promise<OrganizationRow> {
+  return found(
+    await findOrganization(ctx.platformPool, caller.userId, slug, caller.organizationId),
+    "Organization",
+    slug,
+  );
 }

@@ -1,8 +1,11 @@
-import type { Request, Response, Router } from "express";
+import { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import type { AppContext } from "../context";
 import type { ProjectRuntime } from "../projects/runtime";
-import { checkAccess, HttpError, type Access } from "./http";
+import { checkAccess, found, HttpError, type Access } from "./http";
+import { requireFeature, type Feature } from "./billing/plans";
+import { organizationOf } from "./membership";
+import type { OrganizationRow } from "./organizations/store";
 
 type Method = "get" | "post" | "put" | "patch" | "delete";
 
@@ -20,16 +23,13 @@ export interface RouteLimit {
   seconds: number;
 }
 
-/** One Management API operation: its path, access rule, validated inputs and success status. */
-export interface RouteSpec<
+/** What one Management API operation declares besides its method, path and summary. */
+export interface RouteOptions<
   B extends z.ZodType = z.ZodType,
   Q extends z.ZodType = z.ZodType,
   P extends ProjectNeed | undefined = ProjectNeed | undefined,
+  O extends boolean | undefined = boolean | undefined,
 > {
-  method: Method;
-  /** Express path, e.g. `/v1/projects/:ref/api-keys/:id`. */
-  path: string;
-  summary: string;
   access: Access;
   body?: B;
   query?: Q;
@@ -39,11 +39,33 @@ export interface RouteSpec<
   response?: z.ZodType;
   /** The project the handler receives (`:ref`). */
   project?: P;
+  /** The handler receives the organization `:slug` (one of the caller's, else 404). */
+  organization?: O;
   /** Limits besides the standard one (see rateLimit.ts). */
   rateLimits?: RouteLimit[];
+  /** A feature the `:ref` project's plan or add-ons must give (402, or the spec's 400), checked before the handler. */
+  feature?: { name: Feature; status?: 400 };
 }
 
-export interface RouteInput<B extends z.ZodType, Q extends z.ZodType, P extends ProjectNeed | undefined> {
+/** One Management API operation: its path, access rule, validated inputs and success status. */
+export interface RouteSpec<
+  B extends z.ZodType = z.ZodType,
+  Q extends z.ZodType = z.ZodType,
+  P extends ProjectNeed | undefined = ProjectNeed | undefined,
+  O extends boolean | undefined = boolean | undefined,
+> extends RouteOptions<B, Q, P, O> {
+  method: Method;
+  /** Express path, e.g. `/v1/projects/:ref/api-keys/:id`. */
+  path: string;
+  summary: string;
+}
+
+export interface RouteInput<
+  B extends z.ZodType,
+  Q extends z.ZodType,
+  P extends ProjectNeed | undefined,
+  O extends boolean | undefined = undefined,
+> {
   req: Request;
   res: Response;
   params: Record<string, string>;
@@ -51,6 +73,8 @@ export interface RouteInput<B extends z.ZodType, Q extends z.ZodType, P extends 
   query: z.infer<Q>;
   /** The `:ref` project, when the spec asks for it. */
   project: P extends ProjectNeed ? ProjectRuntime : undefined;
+  /** The `:slug` organization, when the spec asks for it. */
+  organization: O extends true ? OrganizationRow : undefined;
 }
 
 /** Every registered operation; GET /v1/openapi.json is derived from this list. */
@@ -64,8 +88,7 @@ function firstIssue(error: z.ZodError, where: string): string {
 
 /** The project a route addresses, or 404; with `database`, 400 when its database is not available. */
 async function loadProject(ctx: AppContext, ref: string, need: ProjectNeed): Promise<ProjectRuntime> {
-  const project = /^[a-z]{20}$/.test(ref) ? await ctx.registry.get(ref) : undefined;
-  if (!project) throw new HttpError(404, `Project ${ref} not found`);
+  const project = found(/^[a-z]{20}$/.test(ref) ? await ctx.registry.get(ref) : undefined, "Project", ref);
   if (need === "database" && project.record.status !== "ACTIVE_HEALTHY") {
     throw new HttpError(
       400,
@@ -98,11 +121,12 @@ export function route<
   B extends z.ZodType = z.ZodUnknown,
   Q extends z.ZodType = z.ZodUnknown,
   P extends ProjectNeed | undefined = undefined,
+  O extends boolean | undefined = undefined,
 >(
   ctx: AppContext,
   router: Router,
-  spec: RouteSpec<B, Q, P>,
-  handler: (input: RouteInput<B, Q, P>) => Promise<unknown>,
+  spec: RouteSpec<B, Q, P, O>,
+  handler: (input: RouteInput<B, Q, P, O>) => Promise<unknown>,
 ): void {
   managementRoutes.push(spec as RouteSpec);
   router[spec.method](spec.path, async (req: Request, res: Response, next) => {
@@ -123,13 +147,19 @@ export function route<
       const params = req.params as Record<string, string>;
       refuseUncheckedMembership(req, spec.path, params);
       const project = spec.project ? await loadProject(ctx, params.ref, spec.project) : undefined;
+      const organization = spec.organization
+        ? await organizationOf(ctx, req.principal!, params.slug)
+        : undefined;
+      if (spec.feature)
+        await requireFeature(ctx.platformPool, params.ref, spec.feature.name, spec.feature.status);
       const result = await handler({
         req,
         res,
         params,
         body: body as z.infer<B>,
         query: query as z.infer<Q>,
-        project: project as RouteInput<B, Q, P>["project"],
+        project: project as RouteInput<B, Q, P, O>["project"],
+        organization: organization as RouteInput<B, Q, P, O>["organization"],
       });
       if (!res.headersSent) {
         if (result === undefined) res.status(spec.status).end();
@@ -139,4 +169,47 @@ export function route<
       next(e);
     }
   });
+}
+
+type Register<F extends ProjectNeed | undefined> = <
+  B extends z.ZodType = z.ZodUnknown,
+  Q extends z.ZodType = z.ZodUnknown,
+  P extends ProjectNeed | undefined = F,
+  O extends boolean | undefined = undefined,
+>(
+  path: string,
+  summary: string,
+  options: RouteOptions<B, Q, P, O>,
+  handler: (input: RouteInput<B, Q, P, O>) => Promise<unknown>,
+) => void;
+
+/** A resource family's operations, one line of the table each: `routes.get(path, summary, options, handler)`. */
+export type RouteTable<F extends ProjectNeed | undefined> = { router: Router } & Record<Method, Register<F>>;
+
+/**
+ * The route table of one resource family, on a router of its own. `project` is what the family's operations
+ * load as `:ref` unless one declares its own (most of a family's operations address the project alike).
+ */
+export function routeTable<F extends ProjectNeed | undefined = undefined>(
+  ctx: AppContext,
+  family: { project?: F } = {},
+): RouteTable<F> {
+  const router = Router({ caseSensitive: true });
+  const register =
+    (method: Method): Register<F> =>
+    (path, summary, options, handler) =>
+      route(
+        ctx,
+        router,
+        { project: family.project, ...options, method, path, summary } as RouteSpec,
+        handler as never,
+      );
+  return {
+    router,
+    get: register("get"),
+    post: register("post"),
+    put: register("put"),
+    patch: register("patch"),
+    delete: register("delete"),
+  };
 }

@@ -19,6 +19,7 @@ import { analyticsRoutes } from "./analytics/routes";
 import { billingRoutes } from "./billing/routes";
 import { branchRoutes } from "./branches/routes";
 import { databaseConfigRoutes } from "./database-config/routes";
+import { diskRoutes } from "./database-config/disk";
 import { upgradeRoutes } from "./upgrade/routes";
 import { backupRoutes } from "./backups/routes";
 import { replicaRoutes } from "./replicas/routes";
@@ -72,6 +73,7 @@ export function managementRouter(ctx: AppContext): Router {
     backupRoutes(ctx),
     replicaRoutes(ctx),
     databaseConfigRoutes(ctx),
+    diskRoutes(ctx),
     upgradeRoutes(ctx),
     advisorRoutes(ctx),
     analyticsRoutes(ctx),

@@ -1,16 +1,26 @@
 import { Router } from "express";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { route } from "../route";
+import { routeTable } from "../route";
+import {
+  duplicateIndexes,
+  functionsWithoutSearchPath,
+  tablesWithoutRls,
+  unindexedForeignKeys,
+  viewsWithoutSecurityInvoker,
+  type Relation,
+} from "./store";
 
 /** Advisors: lints computed from the project's catalog, in the platform's Lint shape. */
+
+type Category = "SECURITY" | "PERFORMANCE";
 
 interface Lint {
   name: string;
   title: string;
   level: "ERROR" | "WARN" | "INFO";
   facing: "EXTERNAL";
-  categories: ("SECURITY" | "PERFORMANCE")[];
+  categories: Category[];
   description: string;
   detail: string;
   remediation: string;
@@ -18,155 +28,141 @@ interface Lint {
   cache_key: string;
 }
 
+/** What a rule says of every object it finds. */
+type Rule = Pick<Lint, "name" | "title" | "level" | "description" | "remediation"> & { category: Category };
+
+const RULES = {
+  rlsDisabled: {
+    name: "rls_disabled_in_public",
+    title: "RLS Disabled in Public",
+    level: "ERROR",
+    category: "SECURITY",
+    description:
+      "Detects tables in an exposed schema without row level security: every API role can read and write them as granted.",
+    remediation: "Enable row level security on the table and add policies.",
+  },
+  securityDefinerView: {
+    name: "security_definer_view",
+    title: "Security Definer View",
+    level: "ERROR",
+    category: "SECURITY",
+    description:
+      "Detects views that run with their owner's privileges instead of the caller's, bypassing row level security.",
+    remediation: "alter view ... set (security_invoker = true)",
+  },
+  mutableSearchPath: {
+    name: "function_search_path_mutable",
+    title: "Function Search Path Mutable",
+    level: "WARN",
+    category: "SECURITY",
+    description:
+      "Detects functions whose search_path is not set, so callers can change what their unqualified names resolve to.",
+    remediation: "alter function ... set search_path = ''",
+  },
+  unindexedForeignKey: {
+    name: "unindexed_foreign_keys",
+    title: "Unindexed foreign keys",
+    level: "INFO",
+    category: "PERFORMANCE",
+    description:
+      "Identifies foreign key constraints without a covering index, which can slow joins and cascading deletes.",
+    remediation: "Create an index on the foreign key's columns.",
+  },
+  duplicateIndex: {
+    name: "duplicate_index",
+    title: "Duplicate Index",
+    level: "WARN",
+    category: "PERFORMANCE",
+    description: "Detects identical indexes on the same table.",
+    remediation: "Drop all but one of them.",
+  },
+} satisfies Record<string, Rule>;
+
+/** One finding of `rule` on `object` (of `type`); the cache key is the rule's name and `keyParts`. */
+function lint(
+  rule: Rule,
+  object: Relation,
+  found: { type: string; detail: string; metadata?: Record<string, unknown>; keyParts?: string[] },
+): Lint {
+  return {
+    name: rule.name,
+    title: rule.title,
+    level: rule.level,
+    facing: "EXTERNAL",
+    categories: [rule.category],
+    description: rule.description,
+    detail: found.detail,
+    remediation: rule.remediation,
+    metadata: { schema: object.schema, name: object.name, type: found.type, ...found.metadata },
+    cache_key: [rule.name, object.schema, object.name, ...(found.keyParts ?? [])].join("_"),
+  };
+}
+
 const EXPOSED = ["public"];
 
 async function securityLints(project: ProjectRuntime): Promise<Lint[]> {
-  const noRls = await project.adminPool.query(
-    `select n.nspname as schema, c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-      where c.relkind in ('r', 'p') and not c.relrowsecurity and n.nspname = any($1) order by 1, 2`,
-    [EXPOSED],
-  );
-  const mutablePath = await project.adminPool.query(
-    `select n.nspname as schema, p.proname as name from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-      where n.nspname = any($1) and p.prokind = 'f'
-        and not exists (select 1 from unnest(coalesce(p.proconfig, '{}')) c where c like 'search_path=%') order by 1, 2`,
-    [EXPOSED],
-  );
-  const definerViews = await project.adminPool.query(
-    `select n.nspname as schema, c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-      where c.relkind = 'v' and n.nspname = any($1)
-        and not coalesce(array_to_string(c.reloptions, ',') like '%security_invoker=true%', false) order by 1, 2`,
-    [EXPOSED],
-  );
+  const noRls = await tablesWithoutRls(project.adminPool, EXPOSED);
+  const mutablePath = await functionsWithoutSearchPath(project.adminPool, EXPOSED);
+  const definerViews = await viewsWithoutSecurityInvoker(project.adminPool, EXPOSED);
   return [
-    ...noRls.rows.map((r) => ({
-      name: "rls_disabled_in_public",
-      title: "RLS Disabled in Public",
-      level: "ERROR" as const,
-      facing: "EXTERNAL" as const,
-      categories: ["SECURITY" as const],
-      description:
-        "Detects tables in an exposed schema without row level security: every API role can read and write them as granted.",
-      detail: `Table \`${r.schema}.${r.name}\` is public, but RLS has not been enabled.`,
-      remediation: "Enable row level security on the table and add policies.",
-      metadata: { schema: r.schema, name: r.name, type: "table" },
-      cache_key: `rls_disabled_in_public_${r.schema}_${r.name}`,
-    })),
-    ...definerViews.rows.map((r) => ({
-      name: "security_definer_view",
-      title: "Security Definer View",
-      level: "ERROR" as const,
-      facing: "EXTERNAL" as const,
-      categories: ["SECURITY" as const],
-      description:
-        "Detects views that run with their owner's privileges instead of the caller's, bypassing row level security.",
-      detail: `View \`${r.schema}.${r.name}\` is defined without security_invoker.`,
-      remediation: "alter view ... set (security_invoker = true)",
-      metadata: { schema: r.schema, name: r.name, type: "view" },
-      cache_key: `security_definer_view_${r.schema}_${r.name}`,
-    })),
-    ...mutablePath.rows.map((r) => ({
-      name: "function_search_path_mutable",
-      title: "Function Search Path Mutable",
-      level: "WARN" as const,
-      facing: "EXTERNAL" as const,
-      categories: ["SECURITY" as const],
-      description:
-        "Detects functions whose search_path is not set, so callers can change what their unqualified names resolve to.",
-      detail: `Function \`${r.schema}.${r.name}\` has a role mutable search_path.`,
-      remediation: "alter function ... set search_path = ''",
-      metadata: { schema: r.schema, name: r.name, type: "function" },
-      cache_key: `function_search_path_mutable_${r.schema}_${r.name}`,
-    })),
+    ...noRls.map((r) =>
+      lint(RULES.rlsDisabled, r, {
+        type: "table",
+        detail: `Table \`${r.schema}.${r.name}\` is public, but RLS has not been enabled.`,
+      }),
+    ),
+    ...definerViews.map((r) =>
+      lint(RULES.securityDefinerView, r, {
+        type: "view",
+        detail: `View \`${r.schema}.${r.name}\` is defined without security_invoker.`,
+      }),
+    ),
+    ...mutablePath.map((r) =>
+      lint(RULES.mutableSearchPath, r, {
+        type: "function",
+        detail: `Function \`${r.schema}.${r.name}\` has a role mutable search_path.`,
+      }),
+    ),
   ];
 }
 
 async function performanceLints(project: ProjectRuntime): Promise<Lint[]> {
-  const unindexed = await project.adminPool.query(
-    `select n.nspname as schema, c.relname as name, con.conname as fkey_name, con.conkey::int[] as fkey_columns
-       from pg_constraint con join pg_class c on c.oid = con.conrelid join pg_namespace n on n.oid = c.relnamespace
-      where con.contype = 'f' and n.nspname = any($1)
-        and not exists (select 1 from pg_index i where i.indrelid = con.conrelid
-                          and (i.indkey::int2[])[0:cardinality(con.conkey) - 1] @> con.conkey)
-      order by 1, 2, 3`,
-    [EXPOSED],
-  );
-  const duplicates = await project.adminPool.query(
-    `select n.nspname as schema, c.relname as name, array_agg(ic.relname order by ic.relname) as indexes
-       from pg_index i join pg_class c on c.oid = i.indrelid join pg_namespace n on n.oid = c.relnamespace
-       join pg_class ic on ic.oid = i.indexrelid
-      where n.nspname = any($1)
-      group by n.nspname, c.relname, i.indkey::text, coalesce(pg_get_expr(i.indexprs, i.indrelid), ''), coalesce(pg_get_expr(i.indpred, i.indrelid), '')
-     having count(*) > 1`,
-    [EXPOSED],
-  );
+  const unindexed = await unindexedForeignKeys(project.adminPool, EXPOSED);
+  const duplicates = await duplicateIndexes(project.adminPool, EXPOSED);
   return [
-    ...unindexed.rows.map((r) => ({
-      name: "unindexed_foreign_keys",
-      title: "Unindexed foreign keys",
-      level: "INFO" as const,
-      facing: "EXTERNAL" as const,
-      categories: ["PERFORMANCE" as const],
-      description:
-        "Identifies foreign key constraints without a covering index, which can slow joins and cascading deletes.",
-      detail: `Table \`${r.schema}.${r.name}\` has a foreign key \`${r.fkey_name}\` without a covering index.`,
-      remediation: "Create an index on the foreign key's columns.",
-      metadata: {
-        schema: r.schema,
-        name: r.name,
+    ...unindexed.map((r) =>
+      lint(RULES.unindexedForeignKey, r, {
         type: "table",
-        fkey_name: r.fkey_name,
-        fkey_columns: r.fkey_columns,
-      },
-      cache_key: `unindexed_foreign_keys_${r.schema}_${r.name}_${r.fkey_name}`,
-    })),
-    ...duplicates.rows.map((r) => ({
-      name: "duplicate_index",
-      title: "Duplicate Index",
-      level: "WARN" as const,
-      facing: "EXTERNAL" as const,
-      categories: ["PERFORMANCE" as const],
-      description: "Detects identical indexes on the same table.",
-      detail: `Table \`${r.schema}.${r.name}\` has identical indexes ${JSON.stringify(r.indexes)}.`,
-      remediation: "Drop all but one of them.",
-      metadata: { schema: r.schema, name: r.name, type: "table", indexes: r.indexes },
-      cache_key: `duplicate_index_${r.schema}_${r.name}_${r.indexes.join("_")}`,
-    })),
+        detail: `Table \`${r.schema}.${r.name}\` has a foreign key \`${r.fkey_name}\` without a covering index.`,
+        metadata: { fkey_name: r.fkey_name, fkey_columns: r.fkey_columns },
+        keyParts: [r.fkey_name],
+      }),
+    ),
+    ...duplicates.map((r) =>
+      lint(RULES.duplicateIndex, r, {
+        type: "table",
+        detail: `Table \`${r.schema}.${r.name}\` has identical indexes ${JSON.stringify(r.indexes)}.`,
+        metadata: { indexes: r.indexes },
+        keyParts: [r.indexes.join("_")],
+      }),
+    ),
   ];
 }
 
 export function advisorRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "database" });
   const access = { permission: "advisors_read", scope: "database:read" };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: "/v1/projects/:ref/advisors/security",
-      summary: "Security lints of the project's database",
-      access,
-      status: 200,
-    },
-    async ({ project }) => ({
-      lints: await securityLints(project),
-    }),
+  routes.get(
+    "/v1/projects/:ref/advisors/security",
+    "Security lints of the project's database",
+    { access, status: 200 },
+    async ({ project }) => ({ lints: await securityLints(project) }),
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: "/v1/projects/:ref/advisors/performance",
-      summary: "Performance lints of the project's database",
-      access,
-      status: 200,
-    },
-    async ({ project }) => ({
-      lints: await performanceLints(project),
-    }),
+  routes.get(
+    "/v1/projects/:ref/advisors/performance",
+    "Performance lints of the project's database",
+    { access, status: 200 },
+    async ({ project }) => ({ lints: await performanceLints(project) }),
   );
-  return router;
+  return routes.router;
 }

@@ -2,13 +2,14 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { functionRuntimeOf } from "../../functions/runtime";
-import { HttpError } from "../http";
-import { route } from "../route";
+import { found, HttpError } from "../http";
+import { routeTable } from "../route";
 import { queryLogs } from "../../logs/query";
 import { kekOf } from "../../platform/kek";
-import { LOG_RETENTION_DAYS, projectBilling, requireFeature } from "../billing/plans";
+import { LOG_RETENTION_DAYS, projectBilling } from "../billing/plans";
 import { createDrain, deleteDrain, drainsOf, updateDrain, type DrainInput } from "../../logs/drainStore";
 import { DRAIN_BACKENDS, type DrainRow } from "../../logs/drains";
+import { invocationStats, requestCounts, requestsOfLastDay, type Window } from "./store";
 
 /**
  * Analytics: log queries over the project's log sources (src/logs records them; the query runs in
@@ -17,7 +18,7 @@ import { DRAIN_BACKENDS, type DrainRow } from "../../logs/drains";
  * src/logs/drains.ts).
  */
 
-const INTERVALS: Record<string, { span: string; bucket: string }> = {
+const INTERVALS: Record<string, Window> = {
   "15min": { span: "15 minutes", bucket: "minute" },
   "30min": { span: "30 minutes", bucket: "minute" },
   "1hr": { span: "1 hour", bucket: "minute" },
@@ -112,6 +113,14 @@ function drainJson(d: DrainRow & { configPlain: { url: string; headers?: Record<
   };
 }
 
+/** Rows by bucket, in the spec's result shape (timestamps in ISO form). */
+function timeSeries(rows: Record<string, unknown>[]) {
+  return {
+    result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp as string).toISOString() })),
+    error: null,
+  };
+}
+
 /** The spec's time-range rules, then the query over the project's log sources. */
 async function runLogQuery(ctx: AppContext, ref: string, query: z.infer<typeof LogQuery>) {
   const end = query.iso_timestamp_end ? Date.parse(query.iso_timestamp_end) : Date.now();
@@ -138,7 +147,7 @@ async function runLogQuery(ctx: AppContext, ref: string, query: z.infer<typeof L
 }
 
 export function analyticsRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/analytics/endpoints";
   // `logs.all` is the deprecated name of the same query (with its own rate limit).
   for (const [name, summary, limits] of [
@@ -149,15 +158,11 @@ export function analyticsRoutes(ctx: AppContext): Router {
       [{ name: "logs.all", points: 30, seconds: 60 }],
     ],
   ] as const) {
-    route(
-      ctx,
-      router,
+    routes.get(
+      `${base}/${name}`,
+      summary,
       {
-        method: "get",
-        project: "any",
-        path: `${base}/${name}`,
         rateLimits: [...limits],
-        summary,
         access: { permission: "analytics_logs_read", scope: "analytics:read" },
         query: LogQuery,
         status: 200,
@@ -166,15 +171,11 @@ export function analyticsRoutes(ctx: AppContext): Router {
       async ({ project, query }) => runLogQuery(ctx, project.ref, query),
     );
   }
-  route(
-    ctx,
-    router,
+  routes.get(
+    `${base}/usage.api-counts`,
+    "Requests per service over an interval",
     {
-      method: "get",
-      project: "any",
-      path: `${base}/usage.api-counts`,
       rateLimits: [{ name: "usage.api-counts", points: 30, seconds: 60 }],
-      summary: "Requests per service over an interval",
       access: { permission: "analytics_usage_read" },
       query: z.object({
         interval: z.enum(["15min", "30min", "1hr", "3hr", "1day", "3day", "7day"]).default("1day"),
@@ -183,31 +184,14 @@ export function analyticsRoutes(ctx: AppContext): Router {
     },
     async ({ project, query }) => {
       await ctx.usage?.flush();
-      const { span, bucket } = INTERVALS[query.interval];
-      const { rows } = await ctx.platformPool.query(
-        `select date_trunc($3, minute) as timestamp,
-                coalesce(sum(requests) filter (where service = 'auth'), 0)::int as total_auth_requests,
-                coalesce(sum(requests) filter (where service = 'realtime'), 0)::int as total_realtime_requests,
-                coalesce(sum(requests) filter (where service = 'rest'), 0)::int as total_rest_requests,
-                coalesce(sum(requests) filter (where service = 'storage'), 0)::int as total_storage_requests
-           from platform.api_usage where project_ref = $1 and minute > now() - $2::interval
-          group by 1 order by 1`,
-        [project.ref, span, bucket],
-      );
-      return {
-        result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp).toISOString() })),
-        error: null,
-      };
+      const rows = await requestCounts(ctx.platformPool, project.ref, INTERVALS[query.interval]);
+      return timeSeries(rows);
     },
   );
-  route(
-    ctx,
-    router,
+  routes.get(
+    `${base}/functions.combined-stats`,
+    "Invocations of one edge function per time bucket: status classes and execution time",
     {
-      method: "get",
-      project: "any",
-      path: `${base}/functions.combined-stats`,
-      summary: "Invocations of one edge function per time bucket: status classes and execution time",
       access: { permission: "analytics_usage_read" },
       query: z.object({
         interval: z.enum(["15min", "1hr", "3hr", "1day"]),
@@ -217,94 +201,58 @@ export function analyticsRoutes(ctx: AppContext): Router {
     },
     async ({ project, query }) => {
       await functionRuntimeOf(ctx).logs.flush();
-      const { span, bucket } = INTERVALS[query.interval];
-      const { rows } = await ctx.platformPool.query(
-        `select date_trunc($4, created_at) as timestamp,
-                count(*)::int as requests_count,
-                count(*) filter (where status between 200 and 299)::int as success_count,
-                count(*) filter (where status between 300 and 399)::int as redirect_count,
-                count(*) filter (where status between 400 and 499)::int as client_err_count,
-                count(*) filter (where status >= 500)::int as server_err_count,
-                coalesce(avg(duration_ms), 0)::float8 as avg_execution_time,
-                coalesce(max(duration_ms), 0)::int as max_execution_time
-           from platform.function_logs
-          where project_ref = $1 and function_id = $2 and kind = 'invocation' and created_at > now() - $3::interval
-          group by 1 order by 1`,
-        [project.ref, query.function_id, span, bucket],
+      const rows = await invocationStats(
+        ctx.platformPool,
+        project.ref,
+        query.function_id,
+        INTERVALS[query.interval],
       );
-      return {
-        result: rows.map((r) => ({ ...r, timestamp: new Date(r.timestamp).toISOString() })),
-        error: null,
-      };
+      return timeSeries(rows);
     },
   );
-  route(
-    ctx,
-    router,
+  routes.get(
+    `${base}/usage.api-requests-count`,
+    "Requests of the last 24 hours",
     {
-      method: "get",
-      project: "any",
-      path: `${base}/usage.api-requests-count`,
       rateLimits: [{ name: "usage.api-requests-count", points: 30, seconds: 60 }],
-      summary: "Requests of the last 24 hours",
       access: { permission: "analytics_usage_read" },
       status: 200,
     },
     async ({ project }) => {
       await ctx.usage?.flush();
-      const { rows } = await ctx.platformPool.query(
-        "select coalesce(sum(requests), 0)::int as count from platform.api_usage where project_ref = $1 and minute > now() - interval '1 day'",
-        [project.ref],
-      );
-      return { result: rows, error: null };
+      return { result: await requestsOfLastDay(ctx.platformPool, project.ref), error: null };
     },
   );
 
   const drains = "/v2/projects/:ref/analytics/log-drains";
   const read = { permission: "analytics_config_read", scope: "analytics_config:read" };
   const write = { permission: "analytics_config_write", scope: "analytics_config:write" };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: drains,
-      summary: "Lists log drains",
-      access: read,
-      status: 200,
-      response: z.object({ data: z.array(drainResponse) }),
-    },
+  routes.get(
+    drains,
+    "Lists log drains",
+    { access: read, status: 200, response: z.object({ data: z.array(drainResponse) }) },
     async ({ project }) => ({ data: (await drainsOf(ctx.platformPool, project.ref)).map(drainJson) }),
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    drains,
+    "Creates a log drain: the project's new log events are forwarded to it in batches",
     {
-      method: "post",
-      project: "any",
-      path: drains,
-      summary: "Creates a log drain: the project's new log events are forwarded to it in batches",
+      feature: { name: "log_drains" },
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 201,
       response: z.object({ data: drainResponse }),
     },
     async ({ project, body }) => {
-      await requireFeature(ctx.platformPool, project.ref, "log_drains");
       return {
         data: drainJson(await createDrain(ctx.platformPool, project.ref, checkedDrain(body.data.attributes))),
       };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.put(
+    `${drains}/:id`,
+    "Updates a log drain",
     {
-      method: "put",
-      project: "any",
-      path: `${drains}/:id`,
-      summary: "Updates a log drain",
       access: write,
       body: z.object({ data: z.object({ attributes: LogDrain }) }),
       status: 200,
@@ -317,26 +265,18 @@ export function analyticsRoutes(ctx: AppContext): Router {
         params.id,
         checkedDrain(body.data.attributes),
       );
-      if (!drain) throw new HttpError(404, `Log drain ${params.id} not found`);
-      return { data: drainJson(drain) };
+      return { data: drainJson(found(drain, "Log drain", params.id)) };
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${drains}/:id`,
-      summary: "Deletes a log drain",
-      access: write,
-      status: 204,
-    },
+  routes.delete(
+    `${drains}/:id`,
+    "Deletes a log drain",
+    { access: write, status: 204 },
     async ({ project, params }) => {
       if (!(await deleteDrain(ctx.platformPool, project.ref, params.id)))
         throw new HttpError(404, `Log drain ${params.id} not found`);
       return {};
     },
   );
-  return router;
+  return routes.router;
 }

@@ -4,8 +4,8 @@ import type { AppContext } from "../../context";
 import { visiblePrefix } from "../../auth/apiKeys";
 import { mintLegacyKey } from "../../auth/legacyKeys";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { HttpError } from "../http";
-import { route } from "../route";
+import { found, HttpError } from "../http";
+import { routeTable } from "../route";
 import {
   createApiKey,
   deleteApiKey,
@@ -69,29 +69,16 @@ async function legacyKeys(project: ProjectRuntime, reveal: boolean) {
   );
 }
 
-function found<T>(row: T | undefined, id: string): T {
-  if (!row) throw new HttpError(404, `API key ${id} not found`);
-  return row;
-}
-
 /** API keys: opaque publishable/secret keys of a project, plus the legacy JWT keys and their toggle. */
 export function apiKeyRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/api-keys";
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary: "Lists the project's API keys",
-      access: READ,
-      query: revealQuery,
-      status: 200,
-    },
+  routes.get(
+    base,
+    "Lists the project's API keys",
+    { access: READ, query: revealQuery, status: 200 },
     async ({ project, params, query }) => {
       const reveal = query.reveal ?? false;
       const legacy = project.record.legacyKeysEnabled ? await legacyKeys(project, reveal) : [];
@@ -99,32 +86,17 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/legacy`,
-      summary: "Whether the legacy JWT API keys are enabled",
-      access: READ,
-      status: 200,
-    },
+  routes.get(
+    `${base}/legacy`,
+    "Whether the legacy JWT API keys are enabled",
+    { access: READ, status: 200 },
     async ({ project }) => ({ enabled: project.record.legacyKeysEnabled }),
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "put",
-      project: "any",
-      path: `${base}/legacy`,
-      summary: "Enables or disables the legacy JWT API keys",
-      access: WRITE,
-      query: z.object({ enabled: booleanString }),
-      status: 200,
-    },
+  routes.put(
+    `${base}/legacy`,
+    "Enables or disables the legacy JWT API keys",
+    { access: WRITE, query: z.object({ enabled: booleanString }), status: 200 },
     async ({ project, query }) => {
       await setLegacyKeysEnabled(pool, project.ref, query.enabled);
       const refreshed = await ctx.registry.refresh(project.ref);
@@ -132,14 +104,10 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Creates a publishable or secret API key",
     {
-      method: "post",
-      project: "any",
-      path: base,
-      summary: "Creates a publishable or secret API key",
       access: WRITE,
       query: revealQuery,
       body: z.object({
@@ -157,33 +125,24 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Gets an API key",
-      access: READ,
-      query: revealQuery,
-      status: 200,
-    },
+  routes.get(
+    `${base}/:id`,
+    "Gets an API key",
+    { access: READ, query: revealQuery, status: 200 },
     async ({ project, params, query }) => {
       const legacy = (await legacyKeys(project, query.reveal ?? false)).find((k) => k.id === params.id);
       if (legacy) return legacy;
-      return toApiKey(found(await getApiKey(pool, params.ref, params.id), params.id), query.reveal ?? false);
+      return toApiKey(
+        found(await getApiKey(pool, params.ref, params.id), "API key", params.id),
+        query.reveal ?? false,
+      );
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    `${base}/:id`,
+    "Updates an API key's name, description or secret JWT template",
     {
-      method: "patch",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Updates an API key's name, description or secret JWT template",
       access: WRITE,
       query: revealQuery,
       body: z.object({
@@ -198,18 +157,14 @@ export function apiKeyRoutes(ctx: AppContext): Router {
         if (e.code === "23505") throw new HttpError(409, `An API key named ${body.name} already exists`);
         throw e;
       });
-      return toApiKey(found(row, params.id), query.reveal ?? false);
+      return toApiKey(found(row, "API key", params.id), query.reveal ?? false);
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.delete(
+    `${base}/:id`,
+    "Deletes an API key: it stops opening the data APIs on the next request",
     {
-      method: "delete",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Deletes an API key: it stops opening the data APIs on the next request",
       access: WRITE,
       query: z.object({
         reveal: booleanString.optional(),
@@ -222,7 +177,7 @@ export function apiKeyRoutes(ctx: AppContext): Router {
       if (params.id === "anon" || params.id === "service_role") {
         throw new HttpError(400, "Legacy API keys cannot be deleted; disable them with PUT api-keys/legacy");
       }
-      const row = found(await deleteApiKey(pool, params.ref, params.id), params.id);
+      const row = found(await deleteApiKey(pool, params.ref, params.id), "API key", params.id);
       ctx.log.info(
         { ref: params.ref, key: row.id, was_compromised: query.was_compromised },
         "API key deleted",
@@ -231,5 +186,5 @@ export function apiKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

@@ -9,7 +9,8 @@ import {
 } from "../../auth/authConfig";
 import { HttpError } from "../http";
 import { isSecretAuthField } from "../../platform/kek";
-import { route } from "../route";
+import { configDocumentRoutes } from "../configDocument";
+import { routeTable } from "../route";
 import {
   BOOLEAN_FIELDS,
   ENUM_FIELDS,
@@ -79,54 +80,45 @@ function fullConfig(stored: Record<string, unknown>): Record<string, unknown> {
   );
 }
 
+/** The fields a PATCH names, checked as the platform's auth server checks its config. */
+async function checkedChanges(
+  ctx: AppContext,
+  ref: string,
+  body: z.infer<typeof patchBody>,
+): Promise<Record<string, unknown>> {
+  const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
+  if (typeof changes.saml_external_url === "string" && changes.saml_external_url !== "") {
+    if (!/^https?:\/\//.test(changes.saml_external_url) || !URL.canParse(changes.saml_external_url)) {
+      throw new HttpError(400, "saml_external_url must be an http(s) URL");
+    }
+  }
+  // As the platform's auth server validates its config: CAPTCHA on needs a provider secret.
+  const merged = { ...(await authSettings(ctx.platformPool, ref)), ...changes };
+  if (merged.security_captcha_enabled === true && !String(merged.security_captcha_secret ?? "").trim()) {
+    throw new HttpError(400, "security_captcha_secret is required when security_captcha_enabled is true");
+  }
+  return changes;
+}
+
 /** Auth config: read by /auth/v1 on every request, so a change applies at once. */
 export function authConfigRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
-  const path = "/v1/projects/:ref/config/auth";
-
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path,
-      summary: "Gets the project's auth config",
-      access: READ,
-      status: 200,
+  const routes = routeTable(ctx);
+  configDocumentRoutes(routes, {
+    path: "/v1/projects/:ref/config/auth",
+    store: {
+      read: (ref) => storedAuthConfig(ctx.platformPool, ref),
+      write: (ref, changes) => updateAuthConfig(ctx.platformPool, ref, changes),
     },
-    async ({ params }) => {
-      return fullConfig(await storedAuthConfig(ctx.platformPool, params.ref));
-    },
-  );
-
-  route(
-    ctx,
-    router,
-    {
+    read: { summary: "Gets the project's auth config", access: READ, answer: fullConfig },
+    update: {
       method: "patch",
-      project: "any",
-      path,
       summary: "Changes auth config fields",
       access: WRITE,
       body: patchBody,
       status: 200,
+      changes: (body, { project }) => checkedChanges(ctx, project.ref, body),
+      answer: fullConfig,
     },
-    async ({ params, body }) => {
-      const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
-      if (typeof changes.saml_external_url === "string" && changes.saml_external_url !== "") {
-        if (!/^https?:\/\//.test(changes.saml_external_url) || !URL.canParse(changes.saml_external_url)) {
-          throw new HttpError(400, "saml_external_url must be an http(s) URL");
-        }
-      }
-      // As the platform's auth server validates its config: CAPTCHA on needs a provider secret.
-      const merged = { ...(await authSettings(ctx.platformPool, params.ref)), ...changes };
-      if (merged.security_captcha_enabled === true && !String(merged.security_captcha_secret ?? "").trim()) {
-        throw new HttpError(400, "security_captcha_secret is required when security_captcha_enabled is true");
-      }
-      return fullConfig(await updateAuthConfig(ctx.platformPool, params.ref, changes));
-    },
-  );
-
-  return router;
+  });
+  return routes.router;
 }

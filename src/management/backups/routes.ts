@@ -2,10 +2,12 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError, requireInstallationAdmin } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { requireFeature } from "../billing/plans";
 import { pitrDays } from "../billing/routes";
-import { writeSettings } from "../../projects/settings";
+import { configDocumentRoutes } from "../configDocument";
+import { projectCreatedAt } from "../projects/store";
+import { settingsDocument } from "../configDocument";
 import type { PhysicalBackupRow } from "../../jobs/backups/physical";
 import { DEFAULT_SCHEDULE, type BackupRow, type BackupService } from "../../jobs/backups/service";
 
@@ -54,41 +56,49 @@ const Restore = z.object({
   finished_at: z.string().nullable(),
 });
 
-function physicalItem(row: PhysicalBackupRow): z.infer<typeof BackupItem> {
+type BackupFields = Pick<BackupRow & PhysicalBackupRow, "id" | "status" | "kind" | "size_bytes" | "error">;
+
+/** A backup in the list's shape; `physical` and the times are what set the two kinds apart. */
+function backupItem(
+  row: BackupFields,
+  what: { physical: boolean; takenAt: Date; progress: number; completedAt: Date | null },
+): z.infer<typeof BackupItem> {
   return {
     id: Number(row.id),
-    is_physical_backup: true,
+    is_physical_backup: what.physical,
     status: row.status as "COMPLETED",
-    inserted_at: (row.consistent_at ?? row.inserted_at).toISOString(),
+    inserted_at: what.takenAt.toISOString(),
     kind: row.kind as "manual",
-    progress: row.status === "COMPLETED" ? 100 : 0,
+    progress: what.progress,
     size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
-    completed_at: row.consistent_at?.toISOString() ?? null,
+    completed_at: what.completedAt?.toISOString() ?? null,
     error: row.error,
   };
 }
+
+const physicalItem = (row: PhysicalBackupRow) =>
+  backupItem(row, {
+    physical: true,
+    takenAt: row.consistent_at ?? row.inserted_at,
+    progress: row.status === "COMPLETED" ? 100 : 0,
+    completedAt: row.consistent_at,
+  });
+
+const item = (row: BackupRow) =>
+  backupItem(row, {
+    physical: false,
+    takenAt: row.taken_at ?? row.inserted_at,
+    progress: row.progress,
+    completedAt: row.completed_at,
+  });
 
 const unix = (d: Date | undefined) => (d ? Math.floor(d.getTime() / 1000) : undefined);
-
-function item(row: BackupRow): z.infer<typeof BackupItem> {
-  return {
-    id: Number(row.id),
-    is_physical_backup: false,
-    status: row.status as "COMPLETED",
-    inserted_at: (row.taken_at ?? row.inserted_at).toISOString(),
-    kind: row.kind as "manual",
-    progress: row.progress,
-    size_bytes: row.size_bytes === null ? null : Number(row.size_bytes),
-    completed_at: row.completed_at?.toISOString() ?? null,
-    error: row.error,
-  };
-}
 
 /** How often the backup schedule may change (spec: 3 times per 24 hours). */
 const SCHEDULE_CHANGES_PER_DAY = 3;
 
 export function backupRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/database/backups";
   const service = (): BackupService => {
     if (!ctx.backups) throw new HttpError(503, "Backups are not available in this process");
@@ -96,23 +106,15 @@ export function backupRoutes(ctx: AppContext): Router {
   };
   const read = { permission: "backups_read", scope: "database:read" };
   const write = { permission: "backups_write", scope: "database:write" };
+  const schedule = settingsDocument(ctx, "backup_schedule", DEFAULT_SCHEDULE);
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary:
-        "Lists the project's backups: logical backups written by Strata and, for an installation " +
-        "administrator and a project on the embedded cluster (which archives its WAL: archiver_enabled), the " +
-        "cluster's base backups (is_physical_backup); pitr_enabled once a base backup exists (restore-pitr " +
-        "then replays WAL to the second)",
-      access: read,
-      status: 200,
-      response: Backups,
-    },
+  routes.get(
+    base,
+    "Lists the project's backups: logical backups written by Strata and, for an installation " +
+      "administrator and a project on the embedded cluster (which archives its WAL: archiver_enabled), the " +
+      "cluster's base backups (is_physical_backup); pitr_enabled once a base backup exists (restore-pitr " +
+      "then replays WAL to the second)",
+    { access: read, status: 200, response: Backups },
     async ({ req, project }) => {
       const backups = service();
       // The cluster's base backups hold every project: the installation's, shown to its administrators only.
@@ -138,18 +140,14 @@ export function backupRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Takes a backup of the project's database now (Strata's own endpoint); answers it RUNNING, and the " +
+      "list shows its progress, size and status. With is_physical_backup: a base backup of the whole " +
+      "embedded cluster (every project on it), the start of WAL replay for restore-pitr; installation " +
+      "administrators only (403 for others)",
     {
-      method: "post",
       project: "database",
-      path: base,
-      summary:
-        "Takes a backup of the project's database now (Strata's own endpoint); answers it RUNNING, and the " +
-        "list shows its progress, size and status. With is_physical_backup: a base backup of the whole " +
-        "embedded cluster (every project on it), the start of WAL replay for restore-pitr; installation " +
-        "administrators only (403 for others)",
       access: write,
       body: z.object({ is_physical_backup: z.boolean().optional() }).strict(),
       status: 201,
@@ -171,39 +169,26 @@ export function backupRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/schedule`,
+  configDocumentRoutes(routes, {
+    path: `${base}/schedule`,
+    store: schedule,
+    read: {
       summary: "Gets the time of day (UTC) of the project's daily backup",
+      feature: { name: "backup_schedule" },
       access: read,
-      status: 200,
       response: Schedule,
+      answer: async (current, { project }) => {
+        // The default schedule has been in force since the project was created.
+        return {
+          schedule_for: current.schedule_for,
+          updated_at:
+            current.updated_at || (await projectCreatedAt(ctx.platformPool, project.ref)).toISOString(),
+        };
+      },
     },
-    async ({ project }) => {
-      await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
-      const s = await service().schedule(project.ref);
-      // The default schedule has been in force since the project was created.
-      const { rows } = await ctx.platformPool.query(
-        "select created_at from platform.projects where ref = $1",
-        [project.ref],
-      );
-      return {
-        schedule_for: s.schedule_for,
-        updated_at: s.updated_at || new Date(rows[0].created_at).toISOString(),
-      };
-    },
-  );
-  route(
-    ctx,
-    router,
-    {
+    update: {
       method: "patch",
-      project: "any",
-      path: `${base}/schedule`,
+      feature: { name: "backup_schedule" },
       summary:
         "Sets the time of day (UTC) of the daily backup; a time already passed today first runs tomorrow; " +
         "3 changes per 24 hours",
@@ -215,43 +200,37 @@ export function backupRoutes(ctx: AppContext): Router {
             .regex(/^([01]\d|2[0-3]):[0-5]\d:[0-5]\d$/, "must be a time of day HH:MM:SS (UTC)"),
         })
         .strict(),
-      status: 200,
       response: Schedule,
-    },
-    async ({ project, body }) => {
-      await requireFeature(ctx.platformPool, project.ref, "backup_schedule");
-      const current = await service().schedule(project.ref);
-      const now = new Date();
-      const recent = (current.changes ?? []).filter(
-        (t) => now.getTime() - new Date(t).getTime() < 86_400_000,
-      );
-      if (recent.length >= SCHEDULE_CHANGES_PER_DAY) {
-        throw new HttpError(
-          429,
-          `The backup schedule can be changed ${SCHEDULE_CHANGES_PER_DAY} times per 24 hours; next change possible after ${new Date(new Date(recent[0]).getTime() + 86_400_000).toISOString()}`,
+      status: 200,
+      changes: async (body, { project }) => {
+        const now = new Date();
+        const recent = ((await schedule.read(project.ref)).changes ?? []).filter(
+          (t) => now.getTime() - new Date(t).getTime() < 86_400_000,
         );
-      }
-      const updated = await writeSettings(ctx, project.ref, "backup_schedule", DEFAULT_SCHEDULE, {
-        schedule_for: body.schedule_for,
-        updated_at: now.toISOString(),
-        changes: [...recent, now.toISOString()],
-      });
-      return { schedule_for: updated.schedule_for, updated_at: updated.updated_at };
+        if (recent.length >= SCHEDULE_CHANGES_PER_DAY) {
+          throw new HttpError(
+            429,
+            `The backup schedule can be changed ${SCHEDULE_CHANGES_PER_DAY} times per 24 hours; next change possible after ${new Date(new Date(recent[0]).getTime() + 86_400_000).toISOString()}`,
+          );
+        }
+        return {
+          schedule_for: body.schedule_for,
+          updated_at: now.toISOString(),
+          changes: [...recent, now.toISOString()],
+        };
+      },
+      answer: (updated) => ({ schedule_for: updated.schedule_for, updated_at: updated.updated_at }),
     },
-  );
+  });
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    `${base}/restore-pitr`,
+    "Restores the project's database as it was at the target time, in one transaction (the database is " +
+      "never half-restored): on the embedded cluster, for an installation administrator, by WAL replay from " +
+      "the latest base backup before it (to the second), else (or when the archived WAL has a gap) from the " +
+      "latest logical backup taken at or before it; progress in GET .../backups/restores",
     {
-      method: "post",
       project: "database",
-      path: `${base}/restore-pitr`,
-      summary:
-        "Restores the project's database as it was at the target time, in one transaction (the database is " +
-        "never half-restored): on the embedded cluster, for an installation administrator, by WAL replay from " +
-        "the latest base backup before it (to the second), else (or when the archived WAL has a gap) from the " +
-        "latest logical backup taken at or before it; progress in GET .../backups/restores",
       access: write,
       body: z.object({ recovery_time_target_unix: z.number().int().nonnegative() }).strict(),
       status: 201,
@@ -272,20 +251,12 @@ export function backupRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/restores`,
-      summary: "Lists the project's restores with their progress and outcome (Strata's own endpoint)",
-      access: read,
-      status: 200,
-      response: z.array(Restore),
-    },
+  routes.get(
+    `${base}/restores`,
+    "Lists the project's restores with their progress and outcome (Strata's own endpoint)",
+    { access: read, status: 200, response: z.array(Restore) },
     async ({ project }) => service().restores(project.ref),
   );
 
-  return router;
+  return routes.router;
 }

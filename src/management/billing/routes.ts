@@ -4,7 +4,7 @@ import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { touchProject } from "../projects/store";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { readSettings, writeSettings } from "../../projects/settings";
 import { applyConnectionLimit, BASELINE, COMPUTE_SIZES, computeSize } from "./compute";
 import { releaseHostname } from "../domains/store";
@@ -99,19 +99,15 @@ function requireDatabase(project: ProjectRuntime): void {
 }
 
 export function billingRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const path = "/v1/projects/:ref/billing/addons";
   const load = (ref: string) => readSettings(ctx, ref, "addons", ADDONS);
   const save = (ref: string, doc: AddonsDoc) => writeSettings(ctx, ref, "addons", ADDONS, doc);
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    path,
+    "Lists the project's selected add-ons (applied) and those its organization's plan may select",
     {
-      method: "get",
-      project: "any",
-      path,
-      summary: "Lists the project's selected add-ons (applied) and those its organization's plan may select",
       access: { permission: "infra_add_ons_read" },
       status: 200,
       response: z.object({
@@ -139,15 +135,10 @@ export function billingRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    path,
+    "Selects an add-on variant and applies it (compute: pool size and connection limit); 402 when the plan may not select it",
     {
-      method: "patch",
-      project: "any",
-      path,
-      summary:
-        "Selects an add-on variant and applies it (compute: pool size and connection limit); 402 when the plan may not select it",
       access: { permission: "infra_add_ons_write" },
       body: z.object({
         addon_type: z.enum(["compute_instance", "custom_domain", "pitr"]),
@@ -188,19 +179,10 @@ export function billingRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${path}/:variant`,
-      summary:
-        "Removes an add-on variant; removing a compute size rolls compute back to the previous size (or Strata's baseline)",
-      access: { permission: "infra_add_ons_write" },
-      status: 200,
-      response: z.object({}),
-    },
+  routes.delete(
+    `${path}/:variant`,
+    "Removes an add-on variant; removing a compute size rolls compute back to the previous size (or Strata's baseline)",
+    { access: { permission: "infra_add_ons_write" }, status: 200, response: z.object({}) },
     async ({ project, params }) => {
       const doc = await load(project.ref);
       const removed = doc.selected.find((s) => s.variant.id === params.variant);
@@ -226,7 +208,7 @@ export function billingRoutes(ctx: AppContext): Router {
       return {};
     },
   );
-  return router;
+  return routes.router;
 }
 
 function addonFeature(type: string): string {

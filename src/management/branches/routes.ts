@@ -5,9 +5,8 @@ import { clusterVersion } from "../../projects/clusters";
 import { newProjectRef, randomSecret } from "../../platform/ids";
 import { kekOf } from "../../platform/kek";
 import { withAdminTransaction } from "../../db/transaction";
-import { checkRole, HttpError, mayReadSecrets, type Access } from "../http";
-import { route } from "../route";
-import { requireFeature } from "../billing/plans";
+import { checkRole, found, HttpError, mayReadSecrets, type Access } from "../http";
+import { routeTable } from "../route";
 import { findAnyProject } from "../projects/store";
 import {
   checkMigrationVersion,
@@ -21,6 +20,9 @@ import {
   branchByName,
   findRun,
   insertBranch,
+  insertBranchProject,
+  isBranch,
+  lockBranchName,
   listBranches,
   listRuns,
   setStepStatuses,
@@ -166,69 +168,52 @@ function runJson(r: ActionRunRow): z.infer<typeof runShape> {
 
 /** Branches and their action runs: each branch is a project of its own, made from its parent. */
 export function branchRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const db = ctx.platformPool;
 
   /** The branch `/v1/branches/{id_or_ref}` names, checked against the caller's role there. */
   async function addressedBranch(req: Request, idOrRef: string, access: Access): Promise<BranchRow> {
-    const branch = await branchByIdOrRef(db, req.principal!.userId, idOrRef, req.principal!.organizationId);
-    if (!branch) throw new HttpError(404, `Branch ${idOrRef} not found`);
+    const branch = found(
+      await branchByIdOrRef(db, req.principal!.userId, idOrRef, req.principal!.organizationId),
+      "Branch",
+      idOrRef,
+    );
     checkRole(branch.role_name, access.permission!);
     return branch;
   }
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/branches",
-      summary: "Lists the project's branches",
-      access: READ,
-      status: 200,
-      response: branchShape.array(),
-    },
+  routes.get(
+    "/v1/projects/:ref/branches",
+    "Lists the project's branches",
+    { project: "any", access: READ, status: 200, response: branchShape.array() },
     async ({ req, project }) => (await listBranches(db, req.principal!.userId, project.ref)).map(branchJson),
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/branches",
+    "Creates a branch: a project of its own whose database gets the parent's applied migrations (and its rows with with_data)",
     {
-      method: "post",
+      feature: { name: "branching" },
       project: "database",
-      path: "/v1/projects/:ref/branches",
-      summary:
-        "Creates a branch: a project of its own whose database gets the parent's applied migrations (and its rows with with_data)",
       access: WRITE,
       body: createBody,
       status: 201,
       response: branchShape,
     },
     async ({ req, project, body }) => {
-      await requireFeature(db, project.ref, "branching");
       const parent = (await findAnyProject(db, project.ref))!;
-      const isBranch = await db.query("select 1 from platform.branches where project_ref = $1", [parent.ref]);
-      if (isBranch.rowCount) throw new HttpError(400, "A branch cannot have branches of its own");
+      if (await isBranch(db, parent.ref))
+        throw new HttpError(400, "A branch cannot have branches of its own");
       const ref = newProjectRef();
       const id = await withAdminTransaction(db, async (client) => {
-        const taken = await client.query(
-          "select 1 from platform.branches where parent_project_ref = $1 and name = $2 for update",
-          [parent.ref, body.branch_name],
-        );
-        if (taken.rowCount) throw new HttpError(409, `Branch ${body.branch_name} already exists`);
-        await client.query(
-          `insert into platform.projects (ref, name, organization_id, cluster_id, database_name, status, jwt_secret)
-           select $1, $2, organization_id, cluster_id, $3, 'COMING_UP', $4 from platform.projects where ref = $5`,
-          [
-            ref,
-            body.branch_name,
-            `project_${ref}`,
-            kekOf(db).seal(randomSecret(32), "platform.projects.jwt_secret"),
-            parent.ref,
-          ],
-        );
+        if (await lockBranchName(client, parent.ref, body.branch_name))
+          throw new HttpError(409, `Branch ${body.branch_name} already exists`);
+        await insertBranchProject(client, {
+          ref,
+          name: body.branch_name,
+          sealedJwtSecret: kekOf(db).seal(randomSecret(32), "platform.projects.jwt_secret"),
+          parentRef: parent.ref,
+        });
         return insertBranch(client, {
           projectRef: ref,
           parentRef: parent.ref,
@@ -248,17 +233,10 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: "/v1/projects/:ref/branches",
-      summary: "Disables branching: deletes every branch of the project",
-      access: WRITE,
-      status: 200,
-    },
+  routes.delete(
+    "/v1/projects/:ref/branches",
+    "Disables branching: deletes every branch of the project",
+    { project: "any", access: WRITE, status: 200 },
     async ({ req, project }) => {
       for (const b of await listBranches(db, req.principal!.userId, project.ref))
         await deleteBranchNow(ctx, b.project_ref);
@@ -266,36 +244,24 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/branches/:name",
-      summary: "Gets a branch by name",
-      access: READ,
-      status: 200,
-      response: branchShape,
-    },
+  routes.get(
+    "/v1/projects/:ref/branches/:name",
+    "Gets a branch by name",
+    { project: "any", access: READ, status: 200, response: branchShape },
     async ({ req, project, params }) => {
-      const branch = await branchByName(db, req.principal!.userId, project.ref, params.name);
-      if (!branch) throw new HttpError(404, `Branch ${params.name} not found`);
+      const branch = found(
+        await branchByName(db, req.principal!.userId, project.ref, params.name),
+        "Branch",
+        params.name,
+      );
       return branchJson(branch);
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/branches/:branch_id_or_ref",
-      summary: "Gets a branch's connection details (the JWT secret only for callers who may read secrets)",
-      access: READ,
-      status: 200,
-      response: branchConfigShape,
-    },
+  routes.get(
+    "/v1/branches/:branch_id_or_ref",
+    "Gets a branch's connection details (the JWT secret only for callers who may read secrets)",
+    { access: READ, status: 200, response: branchConfigShape },
     async ({ req, params }) => {
       const branch = await addressedBranch(req, params.branch_id_or_ref, READ);
       const row = (await findAnyProject(db, branch.project_ref))!;
@@ -319,18 +285,10 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "patch",
-      path: "/v1/branches/:branch_id_or_ref",
-      summary: "Updates a branch: name, git branch, notify URL, persistence, review request, status",
-      access: WRITE,
-      body: updateBody,
-      status: 200,
-      response: branchShape,
-    },
+  routes.patch(
+    "/v1/branches/:branch_id_or_ref",
+    "Updates a branch: name, git branch, notify URL, persistence, review request, status",
+    { access: WRITE, body: updateBody, status: 200, response: branchShape },
     async ({ req, params, body }) => {
       const branch = await addressedBranch(req, params.branch_id_or_ref, WRITE);
       if (body.branch_name && body.branch_name !== branch.name) {
@@ -354,14 +312,10 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.delete(
+    "/v1/branches/:branch_id_or_ref",
+    "Deletes a branch and its database; with force=false it is paused and deleted after an hour unless restored",
     {
-      method: "delete",
-      path: "/v1/branches/:branch_id_or_ref",
-      summary:
-        "Deletes a branch and its database; with force=false it is paused and deleted after an hour unless restored",
       access: WRITE,
       query: z.object({ force: z.enum(["true", "false"]).optional() }),
       status: 200,
@@ -383,18 +337,10 @@ export function branchRoutes(ctx: AppContext): Router {
     ],
     ["reset", "Rebuilds the branch from its parent (then its own migrations up to migration_version)"],
   ] as const) {
-    route(
-      ctx,
-      router,
-      {
-        method: "post",
-        path: `/v1/branches/:branch_id_or_ref/${kind}`,
-        summary: `${text}, as an action run`,
-        access: WRITE,
-        body: migrationBody,
-        status: 201,
-        response: workflowResponse,
-      },
+    routes.post(
+      `/v1/branches/:branch_id_or_ref/${kind}`,
+      `${text}, as an action run`,
+      { access: WRITE, body: migrationBody, status: 201, response: workflowResponse },
       async ({ req, params, body }) => {
         const branch = await addressedBranch(req, params.branch_id_or_ref, WRITE);
         if (branch.project_status !== "ACTIVE_HEALTHY")
@@ -406,17 +352,10 @@ export function branchRoutes(ctx: AppContext): Router {
     );
   }
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      path: "/v1/branches/:branch_id_or_ref/restore",
-      summary: "Cancels a branch's scheduled deletion and makes it active again",
-      access: WRITE,
-      status: 200,
-      response: z.object({ message: z.string() }),
-    },
+  routes.post(
+    "/v1/branches/:branch_id_or_ref/restore",
+    "Cancels a branch's scheduled deletion and makes it active again",
+    { access: WRITE, status: 200, response: z.object({ message: z.string() }) },
     async ({ req, params }) => {
       const branch = await addressedBranch(req, params.branch_id_or_ref, WRITE);
       await restoreBranch(ctx, branch);
@@ -428,14 +367,11 @@ export function branchRoutes(ctx: AppContext): Router {
 
   const runsRead: Access = { permission: "action_runs_read", scope: "environment:read" };
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref/actions",
+    "Lists the action runs of the project's branches (or of the branch it is), newest first",
     {
-      method: "get",
       project: "any",
-      path: "/v1/projects/:ref/actions",
-      summary: "Lists the action runs of the project's branches (or of the branch it is), newest first",
       access: runsRead,
       query: z.object({
         offset: z.coerce.number().int().min(0).optional(),
@@ -448,38 +384,20 @@ export function branchRoutes(ctx: AppContext): Router {
       (await listRuns(db, project.ref, query.offset ?? 0, query.limit ?? 20)).map(runJson),
   );
 
-  const runOf = async (ref: string, runId: string) => {
-    const run = await findRun(db, ref, runId);
-    if (!run) throw new HttpError(404, `Action run ${runId} not found`);
-    return run;
-  };
+  const runOf = async (ref: string, runId: string) =>
+    found(await findRun(db, ref, runId), "Action run", runId);
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/actions/:run_id",
-      summary: "Gets an action run with its steps' statuses",
-      access: runsRead,
-      status: 200,
-      response: runShape,
-    },
+  routes.get(
+    "/v1/projects/:ref/actions/:run_id",
+    "Gets an action run with its steps' statuses",
+    { project: "any", access: runsRead, status: 200, response: runShape },
     async ({ project, params }) => runJson(await runOf(project.ref, params.run_id)),
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/actions/:run_id/logs",
-      summary: "Gets an action run's log (text/plain)",
-      access: runsRead,
-      status: 200,
-    },
+  routes.get(
+    "/v1/projects/:ref/actions/:run_id/logs",
+    "Gets an action run's log (text/plain)",
+    { project: "any", access: runsRead, status: 200 },
     async ({ project, params, res }) => {
       const run = await runOf(project.ref, params.run_id);
       res.status(200).type("text/plain").send(run.logs);
@@ -487,14 +405,11 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    "/v1/projects/:ref/actions/:run_id/status",
+    "Sets the status of an action run's steps (as a runner reports them)",
     {
-      method: "patch",
       project: "any",
-      path: "/v1/projects/:ref/actions/:run_id/status",
-      summary: "Sets the status of an action run's steps (as a runner reports them)",
       access: { permission: "action_runs_write", scope: "environment:write" },
       body: z
         .object(Object.fromEntries(STEP_NAMES.map((n) => [n, z.enum(STEP_STATUSES).optional()])))
@@ -512,5 +427,5 @@ export function branchRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

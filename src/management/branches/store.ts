@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { allRows, firstRow } from "../rows";
 
 type Queryable = pg.Pool | pg.PoolClient | pg.Client;
 
@@ -31,11 +32,10 @@ const SELECT = `
     join platform.organization_members m on m.organization_id = p.organization_id and m.user_id = $1`;
 
 export async function listBranches(db: Queryable, userId: string, parentRef: string): Promise<BranchRow[]> {
-  const { rows } = await db.query(`${SELECT} where b.parent_project_ref = $2 order by b.created_at, b.id`, [
+  return allRows(db, `${SELECT} where b.parent_project_ref = $2 order by b.created_at, b.id`, [
     userId,
     parentRef,
   ]);
-  return rows;
 }
 
 export async function branchByName(
@@ -44,12 +44,7 @@ export async function branchByName(
   parentRef: string,
   name: string,
 ): Promise<BranchRow | undefined> {
-  const { rows } = await db.query(`${SELECT} where b.parent_project_ref = $2 and b.name = $3`, [
-    userId,
-    parentRef,
-    name,
-  ]);
-  return rows[0];
+  return firstRow(db, `${SELECT} where b.parent_project_ref = $2 and b.name = $3`, [userId, parentRef, name]);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -67,11 +62,11 @@ export async function branchByIdOrRef(
       ? "b.id::text"
       : undefined;
   if (!column) return undefined;
-  const { rows } = await db.query(
-    `${SELECT} where ${column} = $2 and ($3::uuid is null or p.organization_id = $3)`,
-    [userId, idOrRef, onlyOrganization],
-  );
-  return rows[0];
+  return firstRow(db, `${SELECT} where ${column} = $2 and ($3::uuid is null or p.organization_id = $3)`, [
+    userId,
+    idOrRef,
+    onlyOrganization,
+  ]);
 }
 
 export async function insertBranch(
@@ -92,6 +87,33 @@ export async function insertBranch(
     [b.projectRef, b.parentRef, b.name, b.gitBranch ?? null, b.persistent, b.withData, b.notifyUrl ?? null],
   );
   return rows[0].id;
+}
+
+/** Whether `ref` is a branch of another project. */
+export async function isBranch(db: Queryable, ref: string): Promise<boolean> {
+  const { rowCount } = await db.query("select 1 from platform.branches where project_ref = $1", [ref]);
+  return Boolean(rowCount);
+}
+
+/** Whether the parent has a branch named `name`, locked until the caller's transaction ends. */
+export async function lockBranchName(db: Queryable, parentRef: string, name: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    "select 1 from platform.branches where parent_project_ref = $1 and name = $2 for update",
+    [parentRef, name],
+  );
+  return Boolean(rowCount);
+}
+
+/** The project row of a new branch, COMING_UP in its parent's organization and cluster. */
+export async function insertBranchProject(
+  db: Queryable,
+  project: { ref: string; name: string; sealedJwtSecret: string; parentRef: string },
+): Promise<void> {
+  await db.query(
+    `insert into platform.projects (ref, name, organization_id, cluster_id, database_name, status, jwt_secret)
+     select $1, $2, organization_id, cluster_id, $3, 'COMING_UP', $4 from platform.projects where ref = $5`,
+    [project.ref, project.name, `project_${project.ref}`, project.sealedJwtSecret, project.parentRef],
+  );
 }
 
 export async function setBranchStatus(db: Queryable, id: string, status: string): Promise<void> {
@@ -139,10 +161,10 @@ export async function scheduleDeletion(db: Queryable, id: string, at: Date | nul
 
 /** Branches whose scheduled deletion is due. */
 export async function dueDeletions(db: Queryable): Promise<{ id: string; project_ref: string }[]> {
-  const { rows } = await db.query(
+  return allRows(
+    db,
     "select id, project_ref from platform.branches where deletion_scheduled_at <= now() order by deletion_scheduled_at",
   );
-  return rows;
 }
 
 /** The refs of a project's branches (deleted with it). */
@@ -238,21 +260,21 @@ export async function listRuns(
   offset: number,
   limit: number,
 ): Promise<ActionRunRow[]> {
-  const { rows } = await db.query(
+  return allRows(
+    db,
     `select r.* from platform.action_runs r join platform.branches b on b.id = r.branch_id
       where b.project_ref = $1 or b.parent_project_ref = $1
       order by r.created_at desc, r.id offset $2 limit $3`,
     [ref, offset, limit],
   );
-  return rows;
 }
 
 export async function findRun(db: Queryable, ref: string, runId: string): Promise<ActionRunRow | undefined> {
   if (!UUID.test(runId)) return undefined;
-  const { rows } = await db.query(
+  return firstRow(
+    db,
     `select r.* from platform.action_runs r join platform.branches b on b.id = r.branch_id
       where r.id = $2 and (b.project_ref = $1 or b.parent_project_ref = $1)`,
     [ref, runId],
   );
-  return rows[0];
 }

@@ -3,10 +3,19 @@ import type pg from "pg";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { HttpError } from "../http";
-import { route } from "../route";
+import { found, HttpError } from "../http";
+import { routeTable } from "../route";
 import { withAdminTransaction } from "../../db/transaction";
 import { withProjectSqlClient } from "./sqlRunner";
+import {
+  deleteMigration,
+  getMigration,
+  listMigrations,
+  migrationsFrom,
+  recordMigration,
+  replaceNamedMigration,
+  updateMigration,
+} from "./store";
 
 /**
  * Migrations: SQL applied in one transaction with its record in the project's own database
@@ -24,14 +33,6 @@ const Access = {
   write: { permission: "database_migrations_write", scope: "database:write" },
 };
 
-/** A version in the CLI's format (UTC yyyymmddhhmmss), later than every recorded one. */
-async function nextVersion(client: pg.ClientBase): Promise<string> {
-  const now = new Date().toISOString().replace(/\D/g, "").slice(0, 14);
-  const { rows } = await client.query("select max(version) as v from strata_migrations.schema_migrations");
-  const last: string | null = rows[0].v;
-  return last && last >= now ? String(BigInt(last) + 1n) : now;
-}
-
 async function inTransaction<T>(
   project: ProjectRuntime,
   work: (client: pg.ClientBase) => Promise<T>,
@@ -46,38 +47,25 @@ async function inTransaction<T>(
   );
 }
 
+const recorded = (body: z.infer<typeof MigrationBody>) => ({
+  name: body.name ?? null,
+  query: body.query,
+  rollback: body.rollback ?? null,
+});
+
 export function migrationRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "database" });
   const base = "/v1/projects/:ref/database/migrations";
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: base,
-      summary: "Lists applied migrations",
-      access: Access.read,
-      status: 200,
-    },
-    async ({ project }) => {
-      const { rows } = await project.adminPool.query(
-        "select version, name from strata_migrations.schema_migrations order by version",
-      );
-      return rows;
-    },
+  routes.get(base, "Lists applied migrations", { access: Access.read, status: 200 }, async ({ project }) =>
+    listMigrations(project.adminPool),
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Applies a migration and records it",
     {
-      method: "post",
-      project: "database",
-      path: base,
       rateLimits: [{ name: "migrations", points: 120, seconds: 180 }],
-      summary: "Applies a migration and records it",
       access: Access.write,
       body: MigrationBody,
       status: 200,
@@ -85,81 +73,39 @@ export function migrationRoutes(ctx: AppContext): Router {
     async ({ project, body }) => {
       await inTransaction(project, async (client) => {
         await client.query(body.query);
-        await client.query(
-          `insert into strata_migrations.schema_migrations (version, name, statements, rollback, created_by)
-           values ($1, $2, array[$3], $4, 'management-api')`,
-          [await nextVersion(client), body.name ?? null, body.query, body.rollback ? [body.rollback] : null],
-        );
+        await recordMigration(client, recorded(body));
       });
       project.invalidateSchema("migration applied");
       return {};
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "put",
-      project: "database",
-      path: base,
-      summary: "Records a migration without applying it",
-      access: Access.write,
-      body: MigrationBody,
-      status: 200,
-    },
+  routes.put(
+    base,
+    "Records a migration without applying it",
+    { access: Access.write, body: MigrationBody, status: 200 },
     async ({ project, body }) => {
       await inTransaction(project, async (client) => {
-        const existing = body.name
-          ? await client.query("select version from strata_migrations.schema_migrations where name = $1", [
-              body.name,
-            ])
-          : { rows: [] };
-        if (existing.rows.length) {
-          await client.query(
-            "update strata_migrations.schema_migrations set statements = array[$2], rollback = $3 where version = $1",
-            [existing.rows[0].version, body.query, body.rollback ? [body.rollback] : null],
-          );
-        } else {
-          await client.query(
-            `insert into strata_migrations.schema_migrations (version, name, statements, rollback, created_by, applied)
-             values ($1, $2, array[$3], $4, 'management-api', false)`,
-            [
-              await nextVersion(client),
-              body.name ?? null,
-              body.query,
-              body.rollback ? [body.rollback] : null,
-            ],
-          );
-        }
+        if (!(await replaceNamedMigration(client, recorded(body))))
+          await recordMigration(client, recorded(body), false);
       });
       return {};
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.delete(
+    base,
+    "Rolls back migrations from version `gte` on, newest first, with their rollback SQL",
     {
-      method: "delete",
-      project: "database",
-      path: base,
-      summary: "Rolls back migrations from version `gte` on, newest first, with their rollback SQL",
       access: Access.write,
       query: z.object({ gte: z.string().regex(/^\d+$/, "must be a migration version") }),
       status: 200,
     },
     async ({ project, query }) => {
       await inTransaction(project, async (client) => {
-        const { rows } = await client.query(
-          "select version, rollback, applied from strata_migrations.schema_migrations where version >= $1 order by version desc",
-          [query.gte],
-        );
-        for (const row of rows) {
+        for (const row of await migrationsFrom(client, query.gte)) {
           if (row.applied) for (const statement of row.rollback ?? []) await client.query(statement);
-          await client.query("delete from strata_migrations.schema_migrations where version = $1", [
-            row.version,
-          ]);
+          await deleteMigration(client, row.version);
         }
       });
       project.invalidateSchema("migrations rolled back");
@@ -167,51 +113,28 @@ export function migrationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: `${base}/:version`,
-      summary: "Gets one migration with its statements",
-      access: Access.read,
-      status: 200,
-    },
-    async ({ project, params }) => {
-      const { rows } = await project.adminPool.query(
-        `select version, name, statements, coalesce(rollback, '{}') as rollback, created_by, idempotency_key
-           from strata_migrations.schema_migrations where version = $1`,
-        [params.version],
-      );
-      if (!rows.length) throw new HttpError(404, `Migration ${params.version} not found`);
-      return Object.fromEntries(Object.entries(rows[0]).filter(([, v]) => v !== null));
-    },
+  routes.get(
+    `${base}/:version`,
+    "Gets one migration with its statements",
+    { access: Access.read, status: 200 },
+    async ({ project, params }) =>
+      found(await getMigration(project.adminPool, params.version), "Migration", params.version),
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    `${base}/:version`,
+    "Renames a migration or replaces its rollback SQL",
     {
-      method: "patch",
-      project: "database",
-      path: `${base}/:version`,
-      summary: "Renames a migration or replaces its rollback SQL",
       access: Access.write,
       body: z.object({ name: z.string().max(255).optional(), rollback: z.string().optional() }).strict(),
       status: 200,
     },
     async ({ project, params, body }) => {
-      const { rowCount } = await project.adminPool.query(
-        `update strata_migrations.schema_migrations
-            set name = coalesce($2, name), rollback = case when $3::text is null then rollback else array[$3::text] end
-          where version = $1`,
-        [params.version, body.name ?? null, body.rollback ?? null],
-      );
-      if (!rowCount) throw new HttpError(404, `Migration ${params.version} not found`);
+      if (!(await updateMigration(project.adminPool, params.version, body)))
+        throw new HttpError(404, `Migration ${params.version} not found`);
       return {};
     },
   );
 
-  return router;
+  return routes.router;
 }

@@ -6,8 +6,9 @@ import { randomSecret } from "../../platform/ids";
 import { dataApiConfigOf } from "../../catalog/dataApiConfig";
 import { buildRestOpenApi } from "../../catalog/openapi";
 import { roleGrants } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { runSql } from "./sqlRunner";
+import { loginRolesWithPrefix } from "./store";
 import { withAdminTransaction } from "../../db/transaction";
 import { runUtilityStatement } from "../../db/utility";
 
@@ -34,16 +35,12 @@ async function adminExec(project: ProjectRuntime, statements: Utility[]) {
 }
 
 export function databaseRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "database" });
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/database/query",
+    "Runs SQL as the project's owner (read-only with `read_only` or a read-only token)",
     {
-      method: "post",
-      project: "database",
-      path: "/v1/projects/:ref/database/query",
-      summary: "Runs SQL as the project's owner (read-only with `read_only` or a read-only token)",
       access: { permission: { or: ["database_write", "database_read"] }, scope: "database:write" },
       body: QueryBody,
       status: 201,
@@ -63,14 +60,10 @@ export function databaseRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/database/query/read-only",
+    "Runs SQL in a read-only transaction as a read-only role",
     {
-      method: "post",
-      project: "database",
-      path: "/v1/projects/:ref/database/query/read-only",
-      summary: "Runs SQL in a read-only transaction as a read-only role",
       access: { permission: "database_read", scope: "database:read" },
       body: QueryBody.omit({ read_only: true }),
       status: 201,
@@ -80,14 +73,10 @@ export function databaseRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref/database/openapi",
+    "The REST layer's OpenAPI document for one schema",
     {
-      method: "get",
-      project: "database",
-      path: "/v1/projects/:ref/database/openapi",
-      summary: "The REST layer's OpenAPI document for one schema",
       access: { permission: "database_read", scope: "database:read" },
       query: z.object({
         schema: z
@@ -103,14 +92,10 @@ export function databaseRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    "/v1/projects/:ref/database/password",
+    "Sets the password of the project's owner login role",
     {
-      method: "patch",
-      project: "database",
-      path: "/v1/projects/:ref/database/password",
-      summary: "Sets the password of the project's owner login role",
       access: { permission: "database_config_write", scope: "database:write" },
       body: z.object({ password: z.string().min(8, "must be at least 8 characters").max(1024) }),
       status: 200,
@@ -123,16 +108,11 @@ export function databaseRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/cli/login-role",
+    "Creates a temporary login role (read-only or not) that expires after its TTL",
     {
-      method: "post",
-      project: "database",
-      path: "/v1/projects/:ref/cli/login-role",
-      summary: "Creates a temporary login role (read-only or not) that expires after its TTL",
       access: { permission: "database_write", scope: "database:write" },
-      // ttl_seconds is Strata's addition: the platform fixes it.
       body: z.object({ read_only: z.boolean(), ttl_seconds: z.number().int().min(1).max(86_400).optional() }),
       status: 201,
     },
@@ -157,32 +137,22 @@ export function databaseRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "database",
-      path: "/v1/projects/:ref/cli/login-role",
-      summary: "Drops the project's temporary login roles",
-      access: { permission: "database_write", scope: "database:write" },
-      status: 200,
-    },
+  routes.delete(
+    "/v1/projects/:ref/cli/login-role",
+    "Drops the project's temporary login roles",
+    { access: { permission: "database_write", scope: "database:write" }, status: 200 },
     async ({ project }) => {
-      const { rows } = await project.adminPool.query(
-        "select rolname from pg_roles where starts_with(rolname, $1)",
-        [loginRolePrefix(project)],
-      );
+      const roles = await loginRolesWithPrefix(project.adminPool, loginRolePrefix(project));
       await adminExec(
         project,
-        rows.flatMap((r): Utility[] => [
-          ["drop owned by %I", r.rolname],
-          ["drop role %I", r.rolname],
+        roles.flatMap((role): Utility[] => [
+          ["drop owned by %I", role],
+          ["drop role %I", role],
         ]),
       );
-      return { message: `Dropped ${rows.length} login role(s)` };
+      return { message: `Dropped ${roles.length} login role(s)` };
     },
   );
 
-  return router;
+  return routes.router;
 }

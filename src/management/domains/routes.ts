@@ -3,8 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { randomSecret } from "../../platform/ids";
 import { HttpError } from "../http";
-import { requireFeature } from "../billing/plans";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { challengeName, resolverFor, verifyHostnameRecords } from "./dns";
 import { reservedNameProblem } from "./reservedNames";
 import { customHostnameResponse, vanitySubdomainResponse } from "./shapes";
@@ -74,7 +73,7 @@ function customHostnameBody(ctx: AppContext, ref: string, row: HostnameRow | und
  * and no answer tells a project whether another asked for or holds a custom hostname.
  */
 export function domainRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const resolver = resolverFor(ctx.config.dnsServers);
   const custom = (ref: string) => hostnameOf(ctx.platformPool, ref, "custom");
   const answer = async (ref: string) => customHostnameBody(ctx, ref, await custom(ref));
@@ -87,28 +86,17 @@ export function domainRoutes(ctx: AppContext): Router {
   const read = { permission: "custom_domain_read", scope: "domains:read" } as const;
   const write = { permission: "custom_domain_write", scope: "domains:write" } as const;
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/custom-hostname",
-      summary: "Gets the custom hostname",
-      access: read,
-      status: 200,
-      response: customHostnameResponse,
-    },
+  routes.get(
+    "/v1/projects/:ref/custom-hostname",
+    "Gets the custom hostname",
+    { access: read, status: 200, response: customHostnameResponse },
     async ({ project }) => answer(project.ref),
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/custom-hostname/initialize",
+    "Starts serving a custom hostname: answers the DNS records to create",
     {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/custom-hostname/initialize",
-      summary: "Starts serving a custom hostname: answers the DNS records to create",
+      feature: { name: "custom_domain" },
       access: write,
       body: z.object({ custom_hostname: hostnameSchema }),
       rateLimits: [{ name: "POST custom-hostname/initialize", points: 10, seconds: 60 }],
@@ -117,7 +105,6 @@ export function domainRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       const hostname = body.custom_hostname;
-      await requireFeature(ctx.platformPool, project.ref, "custom_domain");
       if (hostname === ctx.config.domain || hostname.endsWith(`.${ctx.config.domain}`))
         throw new HttpError(
           400,
@@ -130,14 +117,10 @@ export function domainRoutes(ctx: AppContext): Router {
       return answer(project.ref);
     },
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/custom-hostname/reverify",
+    "Checks the custom hostname's DNS records again",
     {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/custom-hostname/reverify",
-      summary: "Checks the custom hostname's DNS records again",
       access: write,
       rateLimits: [{ name: "POST custom-hostname/reverify", points: 10, seconds: 60 }],
       status: 201,
@@ -156,20 +139,11 @@ export function domainRoutes(ctx: AppContext): Router {
       return answer(project.ref);
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/custom-hostname/activate",
-      summary: "Serves the project's APIs at its verified custom hostname",
-      access: write,
-      status: 201,
-      response: customHostnameResponse,
-    },
+  routes.post(
+    "/v1/projects/:ref/custom-hostname/activate",
+    "Serves the project's APIs at its verified custom hostname",
+    { feature: { name: "custom_domain" }, access: write, status: 201, response: customHostnameResponse },
     async ({ project }) => {
-      await requireFeature(ctx.platformPool, project.ref, "custom_domain");
       await initialized(project.ref);
       if (!(await activateCustomHostname(ctx.platformPool, project.ref)))
         throw new HttpError(
@@ -180,18 +154,10 @@ export function domainRoutes(ctx: AppContext): Router {
       return answer(project.ref);
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: "/v1/projects/:ref/custom-hostname",
-      summary: "Stops serving the custom hostname and forgets it",
-      access: write,
-      rateLimits: [{ name: "DELETE custom-hostname", points: 10, seconds: 60 }],
-      status: 200,
-    },
+  routes.delete(
+    "/v1/projects/:ref/custom-hostname",
+    "Stops serving the custom hostname and forgets it",
+    { access: write, rateLimits: [{ name: "DELETE custom-hostname", points: 10, seconds: 60 }], status: 200 },
     async ({ project }) => {
       await releaseHostname(ctx.platformPool, project.ref, "custom");
       await served();
@@ -202,53 +168,42 @@ export function domainRoutes(ctx: AppContext): Router {
   const vanityRead = { permission: "vanity_subdomain_read", scope: "domains:read" } as const;
   const vanityWrite = { permission: "vanity_subdomain_write", scope: "domains:write" } as const;
   const vanityHost = (name: string) => `${name}.${ctx.config.domain}`;
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref/vanity-subdomain",
+    "Gets the vanity subdomain",
     {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/vanity-subdomain",
+      feature: { name: "vanity_subdomain", status: 400 },
       rateLimits: [{ name: "GET vanity-subdomain", points: 10, seconds: 60 }],
-      summary: "Gets the vanity subdomain",
       access: vanityRead,
       status: 200,
       response: vanitySubdomainResponse,
     },
     async ({ project }) => {
-      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
       const row = await hostnameOf(ctx.platformPool, project.ref, "vanity");
       return row ? { status: "active", custom_domain: row.hostname } : { status: "not-used" };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/vanity-subdomain/check-availability",
+    "Checks whether a vanity subdomain is free",
     {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/vanity-subdomain/check-availability",
-      summary: "Checks whether a vanity subdomain is free",
+      feature: { name: "vanity_subdomain", status: 400 },
       access: vanityWrite,
       body: z.object({ vanity_subdomain: subdomainSchema }),
       status: 201,
       response: z.object({ available: z.boolean() }),
     },
     async ({ project, body }) => {
-      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
       return {
         available: !(await isHostnameTaken(ctx.platformPool, vanityHost(body.vanity_subdomain), project.ref)),
       };
     },
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/vanity-subdomain/activate",
+    "Serves the project's APIs at <vanity_subdomain>.<STRATA_DOMAIN>",
     {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/vanity-subdomain/activate",
-      summary: "Serves the project's APIs at <vanity_subdomain>.<STRATA_DOMAIN>",
+      feature: { name: "vanity_subdomain", status: 400 },
       access: vanityWrite,
       body: z.object({ vanity_subdomain: subdomainSchema }),
       status: 201,
@@ -256,29 +211,21 @@ export function domainRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       const hostname = vanityHost(body.vanity_subdomain);
-      await requireFeature(ctx.platformPool, project.ref, "vanity_subdomain", 400);
       if (!(await claimVanityHostname(ctx.platformPool, project.ref, hostname)))
         throw new HttpError(400, `The vanity subdomain ${body.vanity_subdomain} is not available`);
       await served();
       return { custom_domain: hostname };
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: "/v1/projects/:ref/vanity-subdomain",
-      summary: "Stops serving the vanity subdomain",
-      access: vanityWrite,
-      status: 200,
-    },
+  routes.delete(
+    "/v1/projects/:ref/vanity-subdomain",
+    "Stops serving the vanity subdomain",
+    { access: vanityWrite, status: 200 },
     async ({ project }) => {
       await releaseHostname(ctx.platformPool, project.ref, "vanity");
       await served();
       return {};
     },
   );
-  return router;
+  return routes.router;
 }

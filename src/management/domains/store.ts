@@ -1,5 +1,6 @@
 import { withAdminTransaction } from "../../db/transaction";
 import type pg from "pg";
+import { firstRow } from "../rows";
 
 // The platform's custom hostname states (its Cloudflare flow); Strata uses the ones that apply to it.
 export const NOT_STARTED = "1_not_started";
@@ -24,16 +25,12 @@ export interface HostnameRow {
 }
 
 /** A project's custom hostname or vanity subdomain row, if it has one. */
-export async function hostnameOf(
-  db: pg.Pool,
-  ref: string,
-  kind: HostnameRow["kind"],
-): Promise<HostnameRow | undefined> {
-  const { rows } = await db.query<HostnameRow>(
+export async function hostnameOf(db: pg.Pool, ref: string, kind: HostnameRow["kind"]) {
+  return firstRow<HostnameRow>(
+    db,
     "select * from platform.project_hostnames where project_ref = $1 and kind = $2",
     [ref, kind],
   );
-  return rows[0];
 }
 
 /** Whether another project holds `hostname` (a request for a custom hostname holds nothing). */

@@ -2,7 +2,6 @@ import { rm } from "node:fs/promises";
 import express, { Router, type Request } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import pg from "pg";
 import {
   type DeployedFile,
   functionDir,
@@ -15,10 +14,21 @@ import {
 } from "../../functions/files";
 import { functionRuntimeOf } from "../../functions/runtime";
 import { withAdminTransaction } from "../../db/transaction";
-import { HttpError } from "../http";
+import { found, HttpError } from "../http";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { requireFunctionRoom } from "../billing/plans";
-import { route } from "../route";
+import { routeTable } from "../route";
+import {
+  activateOrUpdate,
+  deleteFunctionRow,
+  type Deployment,
+  functionExists,
+  type FunctionRow,
+  getFunction,
+  listFunctions,
+  storeBundle,
+  storeFunction,
+} from "./store";
 
 /**
  * Edge functions: metadata and files in the control plane; each version's files are also written
@@ -33,7 +43,7 @@ const Slug = z
 const read = { permission: "edge_functions_read", scope: "edge_functions:read" };
 const write = { permission: "edge_functions_write", scope: "edge_functions:write" };
 
-function functionJson(r: any) {
+function functionJson(r: FunctionRow) {
   return {
     id: r.id,
     slug: r.slug,
@@ -75,57 +85,6 @@ async function readDeploy(req: Request) {
   return { metadata, files };
 }
 
-interface Deployment {
-  ref: string;
-  slug: string;
-  name: string;
-  verifyJwt: boolean;
-  entrypoint: string;
-  importMap: string | null;
-  files: DeployedFile[];
-}
-
-/**
- * The version a new upload of a function gets: after the served one and after every bundle still waiting,
- * so that no two uploads share a version directory.
- */
-const NEXT_VERSION = `greatest(
-    coalesce((select version from platform.edge_functions where project_ref = $1 and slug = $2), 0),
-    coalesce((select max(version) from platform.edge_function_bundles where project_ref = $1 and slug = $2), 0)
-  ) + 1`;
-
-/** A deploy: the function is created or its next version served at once. */
-async function storeFunction(ctx: AppContext, d: Deployment) {
-  const { rows } = await ctx.platformPool.query(
-    `insert into platform.edge_functions
-       (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files, version)
-     values ($1, $2, $3, $4, $5, $6, $7, ${NEXT_VERSION})
-     on conflict (project_ref, slug) do update set name = excluded.name, verify_jwt = excluded.verify_jwt,
-       entrypoint_path = excluded.entrypoint_path, import_map_path = excluded.import_map_path, files = excluded.files,
-       version = excluded.version, updated_at = now()
-     returning *`,
-    [d.ref, d.slug, d.name, d.verifyJwt, d.entrypoint, d.importMap, JSON.stringify(d.files)],
-  );
-  return rows[0];
-}
-
-/**
- * A deploy with `bundleOnly=true`: the files are kept as the function's next version but not served until a
- * bulk update (PUT) names that id and version; the answer is the function as it will be then.
- */
-async function storeBundle(ctx: AppContext, d: Deployment) {
-  const { rows } = await ctx.platformPool.query(
-    `insert into platform.edge_function_bundles
-       (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files, id, version)
-     values ($1, $2, $3, $4, $5, $6, $7,
-       coalesce((select id from platform.edge_functions where project_ref = $1 and slug = $2), gen_random_uuid()),
-       ${NEXT_VERSION})
-     returning *, 'ACTIVE' as status, false as import_map, created_at as updated_at`,
-    [d.ref, d.slug, d.name, d.verifyJwt, d.entrypoint, d.importMap, JSON.stringify(d.files)],
-  );
-  return rows[0];
-}
-
 /**
  * Checks and stores a deployment's files (paths as sent), then publishes them as the function's next version (served at once,
  * or kept as a bundle). A deployment that does not parse is refused and leaves nothing behind.
@@ -151,98 +110,32 @@ async function deployFiles(
   const entrypoint = relativeFilePath(meta.entrypoint);
   const importMap = meta.importMap === null ? null : relativeFilePath(meta.importMap);
   const store = meta.bundleOnly ? storeBundle : storeFunction;
-  const fn = await store(ctx, { ...meta, entrypoint, importMap, ref, files }).catch(async (e) => {
-    await rm(staging, { recursive: true, force: true });
-    throw e;
-  });
+  const fn = await store(ctx.platformPool, { ...meta, entrypoint, importMap, ref, files }).catch(
+    async (e) => {
+      await rm(staging, { recursive: true, force: true });
+      throw e;
+    },
+  );
   await publishVersion(staging, functionDir(ctx.config.dataDir, ref, fn.slug, fn.version));
   if (!meta.bundleOnly) await pruneVersions(ctx.config.dataDir, ref, fn.slug, fn.version);
   return functionJson(fn);
 }
 
-interface BulkUpdate {
-  id: string;
-  slug: string;
-  name: string;
-  status: string;
-  version: number;
-  verify_jwt?: boolean;
-  entrypoint_path?: string;
-}
-
-/**
- * One entry of a bulk update: a waiting bundle with that id and version becomes the served version of its
- * function (created when new); otherwise the existing function's metadata changes.
- */
-async function activateOrUpdate(client: pg.PoolClient, ref: string, f: BulkUpdate) {
-  const bundle = await client.query(
-    `delete from platform.edge_function_bundles where project_ref = $1 and slug = $2 and id = $3 and version = $4
-     returning *`,
-    [ref, f.slug, f.id, f.version],
-  );
-  const b = bundle.rows[0];
-  const { rows } = b
-    ? await client.query(
-        `insert into platform.edge_functions
-           (id, project_ref, slug, name, status, version, verify_jwt, entrypoint_path, import_map_path, files)
-         values ($1, $2, $3, $4, $5, $6, coalesce($7::boolean, $8::boolean), coalesce($9::text, $10::text), $11, $12)
-         on conflict (project_ref, slug) do update set name = excluded.name, status = excluded.status,
-           version = excluded.version, verify_jwt = excluded.verify_jwt, entrypoint_path = excluded.entrypoint_path,
-           import_map_path = excluded.import_map_path, files = excluded.files, updated_at = now()
-         returning *`,
-        [
-          b.id,
-          ref,
-          f.slug,
-          f.name,
-          f.status,
-          f.version,
-          f.verify_jwt ?? null,
-          b.verify_jwt,
-          f.entrypoint_path ?? null,
-          b.entrypoint_path,
-          b.import_map_path,
-          JSON.stringify(b.files),
-        ],
-      )
-    : await client.query(
-        `update platform.edge_functions set name = $3, status = $4, version = $5, verify_jwt = coalesce($6, verify_jwt),
-           entrypoint_path = coalesce($7, entrypoint_path), updated_at = now()
-         where project_ref = $1 and slug = $2 returning *`,
-        [ref, f.slug, f.name, f.status, f.version, f.verify_jwt ?? null, f.entrypoint_path ?? null],
-      );
-  if (!rows.length) throw new HttpError(404, `Function ${f.slug} not found: deploy it first`);
-  return rows[0];
-}
-
 export function functionRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/functions";
-  router.post(`${base}/deploy`, express.raw({ type: "multipart/form-data", limit: "20mb" }));
+  routes.router.post(`${base}/deploy`, express.raw({ type: "multipart/form-data", limit: "20mb" }));
 
-  route(
-    ctx,
-    router,
-    { method: "get", project: "any", path: base, summary: "Lists edge functions", access: read, status: 200 },
-    async ({ project }) => {
-      const { rows } = await ctx.platformPool.query(
-        "select * from platform.edge_functions where project_ref = $1 order by slug",
-        [project.ref],
-      );
-      return rows.map(functionJson);
-    },
+  routes.get(base, "Lists edge functions", { access: read, status: 200 }, async ({ project }) =>
+    (await listFunctions(ctx.platformPool, project.ref)).map(functionJson),
   );
 
   // The deprecated create: one source file as the raw body, the rest in the query string.
-  router.post(base, express.text({ type: () => true, limit: "20mb" }));
-  route(
-    ctx,
-    router,
+  routes.router.post(base, express.text({ type: () => true, limit: "20mb" }));
+  routes.post(
+    base,
+    "Creates a function from one source file (deprecated: use deploy)",
     {
-      method: "post",
-      project: "any",
-      path: base,
-      summary: "Creates a function from one source file (deprecated: use deploy)",
       access: write,
       query: z.object({
         slug: Slug,
@@ -257,11 +150,7 @@ export function functionRoutes(ctx: AppContext): Router {
       if (typeof req.body !== "string" || !req.body.trim())
         throw new HttpError(400, "Invalid body: the function's source is required");
       const entrypoint = query.entrypoint_path ?? "index.ts";
-      const exists = await ctx.platformPool.query(
-        "select 1 from platform.edge_functions where project_ref = $1 and slug = $2",
-        [project.ref, query.slug],
-      );
-      if (exists.rows.length)
+      if (await functionExists(ctx.platformPool, project.ref, query.slug))
         throw new HttpError(400, `Function ${query.slug} already exists: deploy updates it`);
       return deployFiles(ctx, project.ref, [{ name: entrypoint, content: req.body }], {
         slug: query.slug,
@@ -274,14 +163,10 @@ export function functionRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    `${base}/deploy`,
+    "Deploys (creates or updates) a function from its files",
     {
-      method: "post",
-      project: "any",
-      path: `${base}/deploy`,
-      summary: "Deploys (creates or updates) a function from its files",
       access: write,
       query: z.object({ slug: Slug.optional(), bundleOnly: z.string().optional() }),
       status: 201,
@@ -303,14 +188,10 @@ export function functionRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.put(
+    base,
+    "Bulk-updates functions' metadata",
     {
-      method: "put",
-      project: "any",
-      path: base,
-      summary: "Bulk-updates functions' metadata",
       access: write,
       body: z.array(
         z.object({
@@ -328,7 +209,11 @@ export function functionRoutes(ctx: AppContext): Router {
     async ({ project, body }) => {
       const updated = await withAdminTransaction(ctx.platformPool, async (client) => {
         const rows = [];
-        for (const f of body) rows.push(await activateOrUpdate(client, project.ref, f));
+        for (const f of body) {
+          const row = await activateOrUpdate(client, project.ref, f);
+          if (!row) throw new HttpError(404, `Function ${f.slug} not found: deploy it first`);
+          rows.push(row);
+        }
         return rows;
       });
       for (const fn of updated) await pruneVersions(ctx.config.dataDir, project.ref, fn.slug, fn.version);
@@ -336,58 +221,28 @@ export function functionRoutes(ctx: AppContext): Router {
     },
   );
 
-  const one = async (project: ProjectRuntime, slug: string) => {
-    const { rows } = await ctx.platformPool.query(
-      "select * from platform.edge_functions where project_ref = $1 and slug = $2",
-      [project.ref, slug],
-    );
-    if (!rows.length) throw new HttpError(404, `Function ${slug} not found`);
-    return rows[0];
-  };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:slug`,
-      summary: "Gets a function",
-      access: read,
-      status: 200,
-    },
-    async ({ project, params }) => functionJson(await one(project, params.slug)),
+  const one = async (project: ProjectRuntime, slug: string) =>
+    found(await getFunction(ctx.platformPool, project.ref, slug), "Function", slug);
+  routes.get(`${base}/:slug`, "Gets a function", { access: read, status: 200 }, async ({ project, params }) =>
+    functionJson(await one(project, params.slug)),
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:slug/body`,
-      summary: "Gets a function's files",
-      access: read,
-      status: 200,
-    },
+  routes.get(
+    `${base}/:slug/body`,
+    "Gets a function's files",
+    { access: read, status: 200 },
     async ({ project, params }) => (await one(project, params.slug)).files,
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${base}/:slug`,
-      summary: "Deletes a function",
-      access: write,
-      status: 200,
-    },
+  routes.delete(
+    `${base}/:slug`,
+    "Deletes a function",
+    { access: write, status: 200 },
     async ({ project, params }) => {
       const fn = await one(project, params.slug);
-      await ctx.platformPool.query("delete from platform.edge_functions where id = $1", [fn.id]);
+      await deleteFunctionRow(ctx.platformPool, fn.id);
       functionRuntimeOf(ctx).pool.stopFunction(`${fn.project_ref}/${fn.slug}`);
       await removeFunctionFiles(ctx.config.dataDir, fn.project_ref, fn.slug);
       return {};
     },
   );
-  return router;
+  return routes.router;
 }

@@ -13,8 +13,10 @@ import {
 } from "../../projects/access";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { configDocumentRoutes } from "../configDocument";
+import { routeTable } from "../route";
 import { readSettings, writeSettings } from "../../projects/settings";
+import { settingsDocument } from "../configDocument";
 
 /**
  * Network restrictions, network bans and SSL enforcement of direct database connections. On the cluster
@@ -57,6 +59,16 @@ interface StoredRestrictions extends Restrictions {
   updated_at?: string;
   applied_at?: string;
 }
+
+/** The spec's access rules of the family's operations. */
+const ACCESS = {
+  restrictionsRead: { permission: "database_network_restrictions_read", scope: "projects:read" },
+  restrictionsWrite: { permission: "database_network_restrictions_write", scope: "projects:write" },
+  bansRead: { permission: "database_network_bans_read", scope: "projects:read" },
+  bansWrite: { permission: "database_network_bans_write", scope: "projects:write" },
+  sslRead: { permission: "database_ssl_config_read", scope: "database:read" },
+  sslWrite: { permission: "database_ssl_config_write", scope: "database:write" },
+};
 
 const managed = (ctx: AppContext, project: ProjectRuntime) =>
   ctx.accessOf?.(project.record.clusterId) !== undefined;
@@ -117,35 +129,21 @@ async function replaceRestrictions(ctx: AppContext, project: ProjectRuntime, nex
 }
 
 export function networkRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/network-restrictions";
-  const read = { permission: "database_network_restrictions_read", scope: "projects:read" };
-  const write = { permission: "database_network_restrictions_write", scope: "projects:write" };
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary: "Gets the CIDRs allowed to connect to the database directly",
-      access: read,
-      response: restrictionsAnswer(RestrictionsShape),
-      status: 200,
-    },
+  routes.get(
+    base,
+    "Gets the CIDRs allowed to connect to the database directly",
+    { access: ACCESS.restrictionsRead, response: restrictionsAnswer(RestrictionsShape), status: 200 },
     async ({ project }) =>
       restrictionsOf(await readRestrictions(ctx, project.ref), false, managed(ctx, project)),
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    `${base}/apply`,
+    "Replaces the allowed CIDRs (enforced in pg_hba.conf on the embedded cluster)",
     {
-      method: "post",
-      project: "any",
-      path: `${base}/apply`,
-      summary: "Replaces the allowed CIDRs (enforced in pg_hba.conf on the embedded cluster)",
-      access: write,
+      access: ACCESS.restrictionsWrite,
       body: CidrLists,
       response: restrictionsAnswer(RestrictionsShape),
       status: 201,
@@ -165,15 +163,11 @@ export function networkRoutes(ctx: AppContext): Router {
       dbAllowedCidrsV6: z.array(z.string()).optional(),
     })
     .strict();
-  route(
-    ctx,
-    router,
+  routes.patch(
+    base,
+    "Adds or removes allowed CIDRs",
     {
-      method: "patch",
-      project: "any",
-      path: base,
-      summary: "Adds or removes allowed CIDRs",
-      access: write,
+      access: ACCESS.restrictionsWrite,
       body: z.object({ add: CidrLists.optional(), remove: Lists.optional() }).strict(),
       response: restrictionsAnswer(
         z.object({ dbAllowedCidrs: z.array(Item), dbAllowedCidrsV6: z.array(Item) }),
@@ -196,22 +190,16 @@ export function networkRoutes(ctx: AppContext): Router {
     },
   );
 
-  const bansRead = { permission: "database_network_bans_read", scope: "projects:read" };
   /** The banned addresses, canonical; an entry that is not one address bans nothing and is not listed. */
   const banned = async (project: ProjectRuntime) => {
     const stored = (await readSettings(ctx, project.ref, "network_bans", BANS_DEFAULTS)).banned;
     return [...new Set(stored.map(banAddress).filter((a) => a !== undefined))];
   };
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/network-bans/retrieve",
+    "Lists IPv4 addresses banned after repeated failed database logins (a ban ends by itself after 30 minutes)",
     {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/network-bans/retrieve",
-      summary:
-        "Lists IPv4 addresses banned after repeated failed database logins (a ban ends by itself after 30 minutes)",
-      access: bansRead,
+      access: ACCESS.bansRead,
       response: z.object({ banned_ipv4_addresses: z.array(z.string()) }),
       status: 201,
     },
@@ -219,15 +207,11 @@ export function networkRoutes(ctx: AppContext): Router {
       banned_ipv4_addresses: (await banned(project)).filter((a) => isIP(a) === 4),
     }),
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/network-bans/retrieve/enriched",
+    "Lists banned addresses (IPv4 and IPv6) with what banned them",
     {
-      method: "post",
-      project: "any",
-      path: "/v1/projects/:ref/network-bans/retrieve/enriched",
-      summary: "Lists banned addresses (IPv4 and IPv6) with what banned them",
-      access: bansRead,
+      access: ACCESS.bansRead,
       response: z.object({
         banned_ipv4_addresses: z.array(
           z.object({ banned_address: z.string(), identifier: z.string(), type: z.string() }),
@@ -243,15 +227,11 @@ export function networkRoutes(ctx: AppContext): Router {
       })),
     }),
   );
-  route(
-    ctx,
-    router,
+  routes.delete(
+    "/v1/projects/:ref/network-bans",
+    "Lifts bans (`requester_ip: true` also lifts the caller's own address)",
     {
-      method: "delete",
-      project: "any",
-      path: "/v1/projects/:ref/network-bans",
-      summary: "Lifts bans (`requester_ip: true` also lifts the caller's own address)",
-      access: { permission: "database_network_bans_write", scope: "projects:write" },
+      access: ACCESS.bansWrite,
       body: z.object({
         ipv4_addresses: z.array(
           z.string().refine((a) => banAddress(a) !== undefined, "must be a single IP address"),
@@ -276,51 +256,31 @@ export function networkRoutes(ctx: AppContext): Router {
     currentConfig: z.object({ database: z.boolean() }),
     appliedSuccessfully: z.boolean(),
   });
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: "/v1/projects/:ref/ssl-enforcement",
+  configDocumentRoutes(routes, {
+    path: "/v1/projects/:ref/ssl-enforcement",
+    store: settingsDocument(ctx, "ssl_enforcement", SSL_DEFAULTS),
+    read: {
       summary: "Gets SSL enforcement of direct database connections",
-      access: { permission: "database_ssl_config_read", scope: "database:read" },
+      access: ACCESS.sslRead,
       response: sslAnswer,
-      status: 200,
+      answer: (stored, { project }) => ({
+        currentConfig: { database: stored.database },
+        appliedSuccessfully: managed(ctx, project),
+      }),
     },
-    async ({ project }) => ({
-      currentConfig: {
-        database: (await readSettings(ctx, project.ref, "ssl_enforcement", SSL_DEFAULTS)).database,
-      },
-      appliedSuccessfully: managed(ctx, project),
-    }),
-  );
-  route(
-    ctx,
-    router,
-    {
+    update: {
       method: "put",
-      project: "any",
-      path: "/v1/projects/:ref/ssl-enforcement",
       summary: "Sets SSL enforcement: non-loopback connections without TLS are refused (hostssl)",
-      access: { permission: "database_ssl_config_write", scope: "database:write" },
+      access: ACCESS.sslWrite,
       body: z.object({ requestedConfig: z.object({ database: z.boolean() }).strict() }),
       response: sslAnswer,
       status: 200,
-    },
-    async ({ project, body }) => {
-      const stored = await writeSettings(
-        ctx,
-        project.ref,
-        "ssl_enforcement",
-        SSL_DEFAULTS,
-        body.requestedConfig,
-      );
-      return {
+      changes: (body) => body.requestedConfig,
+      answer: async (stored, { project }) => ({
         currentConfig: { database: stored.database },
         appliedSuccessfully: await enforce(ctx, project),
-      };
+      }),
     },
-  );
-  return router;
+  });
+  return routes.router;
 }

@@ -4,6 +4,7 @@ import type OAuth2Server from "@node-oauth/oauth2-server";
 import { InvalidGrantError } from "@node-oauth/oauth2-server";
 import type pg from "pg";
 import { sha256 } from "../../platform/ids";
+import { firstRow } from "../rows";
 
 /** Every OAuth scope the spec's endpoints name (the S column). */
 export const OAUTH_SCOPES = [
@@ -68,6 +69,19 @@ function secretMatches(stored: string, given: string): boolean {
 export function oauthModel(
   db: pg.Pool,
 ): OAuth2Server.AuthorizationCodeModel & OAuth2Server.RefreshTokenModel {
+  /** A code's or refresh token's row, found by the hash of its value, with its application's client_id. */
+  const issuedRow = (
+    table: "oauth_codes" | "oauth_refresh_tokens",
+    hashColumn: "code_hash" | "token_hash",
+    value: string,
+  ) =>
+    firstRow(
+      db,
+      `select t.*, a.client_id from platform.${table} t join platform.oauth_apps a on a.id = t.app_id
+        where t.${hashColumn} = $1`,
+      [sha256(value)],
+    );
+
   /** At authorize the client is only named (secret null); at the token endpoint it proves its secret. */
   async function getClient(clientId: string, clientSecret: string | null): Promise<OAuthClient | false> {
     const { rows } = await db.query(
@@ -136,12 +150,7 @@ export function oauthModel(
     },
 
     async getAuthorizationCode(code: string) {
-      const { rows } = await db.query(
-        `select c.*, a.client_id from platform.oauth_codes c join platform.oauth_apps a on a.id = c.app_id
-          where c.code_hash = $1`,
-        [sha256(code)],
-      );
-      const row = rows[0];
+      const row = await issuedRow("oauth_codes", "code_hash", code);
       if (!row) return false;
       const client = (await getClient(row.client_id, null)) as OAuthClient;
       return {
@@ -227,12 +236,7 @@ export function oauthModel(
      * leaked: every token of its grant is revoked.
      */
     async getRefreshToken(refreshToken: string) {
-      const { rows } = await db.query(
-        `select r.*, a.client_id from platform.oauth_refresh_tokens r join platform.oauth_apps a on a.id = r.app_id
-          where r.token_hash = $1`,
-        [sha256(refreshToken)],
-      );
-      const row = rows[0];
+      const row = await issuedRow("oauth_refresh_tokens", "token_hash", refreshToken);
       if (!row) return false;
       if (row.revoked_at) {
         await revokeGrant(db, row.grant_id);
@@ -310,12 +314,13 @@ export async function grantOfRefreshToken(
   clientId: string,
   refreshToken: string,
 ): Promise<string | undefined> {
-  const { rows } = await db.query(
+  const row = await firstRow(
+    db,
     `select r.grant_id from platform.oauth_refresh_tokens r join platform.oauth_apps a on a.id = r.app_id
       where r.token_hash = $1 and a.client_id = $2`,
     [sha256(refreshToken), clientId],
   );
-  return rows[0]?.grant_id;
+  return row?.grant_id;
 }
 
 /** Registers an application; its client secret is answered once and kept only as a hash. */

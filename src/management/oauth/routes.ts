@@ -2,9 +2,8 @@ import express, { Router, type Request, type Response } from "express";
 import OAuth2Server, { OAuthError } from "@node-oauth/oauth2-server";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { checkRole, HttpError } from "../http";
-import { organizationOf } from "../organizations/routes";
-import { managementRoutes, route, type RouteSpec } from "../route";
+import { checkRole, HttpError, type Principal } from "../http";
+import { managementRoutes, routeTable, type RouteSpec } from "../route";
 import {
   CODE_SECONDS,
   createApp,
@@ -14,6 +13,14 @@ import {
   revokeGrant,
   type OAuthUser,
 } from "./model";
+import {
+  appOrganization,
+  claimingOrganizations,
+  deleteApp,
+  heldProject,
+  listApps,
+  userOrganizations,
+} from "./store";
 
 /**
  * The OAuth 2.0 authorization server for applications registered under an organization, built on
@@ -206,51 +213,48 @@ const projectClaimQuery = z
   .object({ project_ref: z.string().regex(/^[a-z]{20}$/, "must be a project ref") })
   .extend(authorizeQuery.omit({ scope: true, target_flow: true, resource: true }).shape);
 
-/** Only a personal access token (the user themself, not a token made for a tool) consents. */
-function requirePersonalToken(req: Request): void {
+/** The consenting user: only a personal access token (the user themself, not a token made for a tool) consents. */
+function consentingUser(req: Request): Principal {
   const principal = req.principal!;
   if (principal.permissions !== null || principal.scopes !== null)
     throw new HttpError(403, "Forbidden: only a personal access token may authorise an application");
+  return principal;
+}
+
+/**
+ * Of the user's organizations an authorisation may be for, the one meant: the one `slug` names (404 when it
+ * is not among them), else the only one (400 naming `several` when there are more).
+ */
+function theOrganization<T>(rows: T[], slug: string | undefined, several: string): T {
+  if (slug && !rows[0]) throw new HttpError(404, `Organization ${slug} not found`);
+  if (rows.length > 1) throw new HttpError(400, several);
+  return rows[0];
 }
 
 /** The authorize endpoint (a signed-in user) and the registration of applications under an organization. */
 export function oauthRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const db = ctx.platformPool;
   const server = libraryServer(ctx);
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/oauth/authorize",
-      summary:
-        "Authorises an application for the calling user (personal access token) in one organization: redirects (302) to redirect_uri with a code",
-      access: {},
-      query: authorizeQuery,
-      status: 302,
-    },
+  routes.get(
+    "/v1/oauth/authorize",
+    "Authorises an application for the calling user (personal access token) in one organization: redirects (302) to redirect_uri with a code",
+    { access: {}, query: authorizeQuery, status: 302 },
     async ({ req, res, query }) => {
-      const principal = req.principal!;
-      requirePersonalToken(req);
-      const { rows } = await db.query(
-        `select o.id, o.slug from platform.organizations o
-           join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
-          where $2::text is null or o.slug = $2 order by o.created_at`,
-        [principal.userId, query.organization_slug ?? null],
+      const principal = consentingUser(req);
+      const organization = theOrganization(
+        await userOrganizations(db, principal.userId, query.organization_slug ?? null),
+        query.organization_slug,
+        "You belong to several organizations: name one with organization_slug",
       );
-      if (query.organization_slug && !rows[0])
-        throw new HttpError(404, `Organization ${query.organization_slug} not found`);
-      if (rows.length > 1)
-        throw new HttpError(400, "You belong to several organizations: name one with organization_slug");
       if (query.scope) {
         const unknown = query.scope
           .split(" ")
           .filter((s) => s && !(OAUTH_SCOPES as readonly string[]).includes(s));
         if (unknown.length) throw new HttpError(400, `Unknown scope(s): ${unknown.join(", ")}`);
       }
-      const user: OAuthUser = { id: principal.userId, organizationId: rows[0].id };
+      const user: OAuthUser = { id: principal.userId, organizationId: organization.id };
       return redirectWithCode(req, res, user);
     },
   );
@@ -274,77 +278,49 @@ export function oauthRoutes(ctx: AppContext): Router {
     return undefined;
   }
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/oauth/authorize/project-claim",
-      summary:
-        "The user (personal access token, Owner or Administrator of the target organization) consents to claim a project of the application's organization: redirects (302) to redirect_uri with a code; the project moves into the user's organization when the application exchanges the code (with its secret) at /v1/oauth/token",
-      access: {},
-      query: projectClaimQuery,
-      status: 302,
-    },
+  routes.get(
+    "/v1/oauth/authorize/project-claim",
+    "The user (personal access token, Owner or Administrator of the target organization) consents to claim a project of the application's organization: redirects (302) to redirect_uri with a code; the project moves into the user's organization when the application exchanges the code (with its secret) at /v1/oauth/token",
+    { access: {}, query: projectClaimQuery, status: 302 },
     async ({ req, res, query }) => {
-      const principal = req.principal!;
-      requirePersonalToken(req);
-      const app = (
-        await db.query("select organization_id from platform.oauth_apps where client_id = $1", [
-          query.client_id,
-        ])
-      ).rows[0];
-      if (!app) throw new HttpError(400, "Invalid client: unknown client_id");
+      const principal = consentingUser(req);
+      const appOrganizationId = await appOrganization(db, query.client_id);
+      if (!appOrganizationId) throw new HttpError(400, "Invalid client: unknown client_id");
       // Only a project the application's organization holds can be claimed from it.
-      const project = (
-        await db.query(
-          `select p.organization_id, exists (select from platform.branches b where b.project_ref = p.ref) as is_branch
-             from platform.projects p where p.ref = $1 and p.organization_id = $2`,
-          [query.project_ref, app.organization_id],
-        )
-      ).rows[0];
+      const project = await heldProject(db, query.project_ref, appOrganizationId);
       if (!project)
         throw new HttpError(404, `Project ${query.project_ref} not found among the application's projects`);
       if (project.is_branch)
         throw new HttpError(400, "A branch moves with its parent project; claim the parent");
-      const { rows } = await db.query(
-        `select o.id, o.slug, m.role_name from platform.organizations o
-           join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
-          where ($2::text is null or o.slug = $2) and ($2::text is not null or m.role_name in ('Owner', 'Administrator'))
-          order by o.created_at`,
-        [principal.userId, query.organization_slug ?? null],
+      const organization = theOrganization(
+        await claimingOrganizations(db, principal.userId, query.organization_slug ?? null),
+        query.organization_slug,
+        "You administer several organizations: name one with organization_slug",
       );
-      if (query.organization_slug && !rows[0])
-        throw new HttpError(404, `Organization ${query.organization_slug} not found`);
-      if (!rows[0])
+      if (!organization)
         throw new HttpError(403, "Forbidden: claiming a project needs an organization you own or administer");
-      if (rows.length > 1)
-        throw new HttpError(400, "You administer several organizations: name one with organization_slug");
-      checkRole(rows[0].role_name, { and: ["organization_admin_write", "project_admin_write"] });
-      if (rows[0].id === project.organization_id)
-        throw new HttpError(400, `The project already belongs to ${rows[0].slug}`);
+      checkRole(organization.role_name, { and: ["organization_admin_write", "project_admin_write"] });
+      if (organization.id === project.organization_id)
+        throw new HttpError(400, `The project already belongs to ${organization.slug}`);
       return redirectWithCode(req, res, {
         id: principal.userId,
-        organizationId: rows[0].id,
+        organizationId: organization.id,
         claimProjectRef: query.project_ref,
       });
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/organizations/:slug/oauth/apps",
+    "Registers an OAuth application under the organization; the client secret is answered once",
     {
-      method: "post",
-      path: "/v1/organizations/:slug/oauth/apps",
-      summary: "Registers an OAuth application under the organization; the client secret is answered once",
+      organization: true,
       access: { permission: "organization_admin_write" },
       body: createAppBody,
       status: 201,
       response: appShape.extend({ client_secret: z.string() }),
     },
-    async ({ req, params, body }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org, req, body }) => {
       checkRole(org.role_name, "organization_admin_write");
       const scopes = body.scopes ?? [...OAUTH_SCOPES];
       const app = await createApp(db, {
@@ -366,50 +342,31 @@ export function oauthRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug/oauth/apps",
+    "Lists the organization's OAuth applications (without secrets)",
     {
-      method: "get",
-      path: "/v1/organizations/:slug/oauth/apps",
-      summary: "Lists the organization's OAuth applications (without secrets)",
+      organization: true,
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: appShape.array(),
     },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
-      const { rows } = await db.query(
-        `select id, name, client_id, redirect_uris, scopes, created_at from platform.oauth_apps
-          where organization_id = $1 order by created_at`,
-        [org.id],
-      );
-      return rows.map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
+    async ({ organization: org }) => {
+      return (await listApps(db, org.id)).map((r) => ({ ...r, created_at: r.created_at.toISOString() }));
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      path: "/v1/organizations/:slug/oauth/apps/:client_id",
-      summary: "Deletes an OAuth application; every token issued to it stops working",
-      access: { permission: "organization_admin_write" },
-      status: 200,
-    },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+  routes.delete(
+    "/v1/organizations/:slug/oauth/apps/:client_id",
+    "Deletes an OAuth application; every token issued to it stops working",
+    { organization: true, access: { permission: "organization_admin_write" }, status: 200 },
+    async ({ organization: org, params }) => {
       checkRole(org.role_name, "organization_admin_write");
-      const { rows } = await db.query(
-        "delete from platform.oauth_apps where organization_id = $1 and client_id = $2 returning id",
-        [org.id, params.client_id],
-      );
-      if (!rows[0]) throw new HttpError(404, `OAuth application ${params.client_id} not found`);
-      await db.query("delete from platform.access_tokens where oauth_app_id = $1", [rows[0].id]);
+      if (!(await deleteApp(db, org.id, params.client_id)))
+        throw new HttpError(404, `OAuth application ${params.client_id} not found`);
       return {};
     },
   );
 
-  return router;
+  return routes.router;
 }

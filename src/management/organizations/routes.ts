@@ -1,7 +1,6 @@
 import { Router } from "express";
 import type { AppContext } from "../../context";
-import { HttpError, type Principal } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { entitlementsOf } from "../billing/plans";
 import { cursorPage } from "./pagination";
 import { BASE_ROLES, baseRoleOf } from "./roles";
@@ -15,39 +14,19 @@ import {
   organizationSummary,
   rolesV2Response,
 } from "./shapes";
-import {
-  createOrganization,
-  findOrganization,
-  listMembers,
-  listOrganizations,
-  type OrganizationRow,
-} from "./store";
-
-/** The organization `slug` the caller belongs to, else 404. */
-export async function organizationOf(
-  ctx: AppContext,
-  caller: Pick<Principal, "userId" | "organizationId">,
-  slug: string,
-): Promise<OrganizationRow> {
-  const org = await findOrganization(ctx.platformPool, caller.userId, slug, caller.organizationId);
-  if (!org) throw new HttpError(404, `Organization ${slug} not found`);
-  return org;
-}
+import { createOrganization, listMembers, listOrganizations, type OrganizationRow } from "./store";
 
 const summary = (o: OrganizationRow) => ({ id: o.id, slug: o.slug, name: o.name });
 
 /** Organizations, their members and roles. */
 export function organizationRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const db = ctx.platformPool;
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/organizations",
+    "Creates an organization; the caller becomes its owner",
     {
-      method: "post",
-      path: "/v1/organizations",
-      summary: "Creates an organization; the caller becomes its owner",
       access: { permission: "organizations_create" },
       body: createOrganizationBody,
       status: 201,
@@ -56,13 +35,10 @@ export function organizationRoutes(ctx: AppContext): Router {
     async ({ req, body }) => summary(await createOrganization(db, req.principal!.userId, body.name)),
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations",
+    "Lists the caller's organizations",
     {
-      method: "get",
-      path: "/v1/organizations",
-      summary: "Lists the caller's organizations",
       access: { permission: "organizations_read", scope: "organizations:read" },
       status: 200,
       response: organizationSummary.array(),
@@ -71,85 +47,67 @@ export function organizationRoutes(ctx: AppContext): Router {
       (await listOrganizations(db, req.principal!.userId, req.principal!.organizationId)).map(summary),
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug",
+    "Gets an organization",
     {
-      method: "get",
-      path: "/v1/organizations/:slug",
-      summary: "Gets an organization",
+      organization: true,
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: organizationDetail,
     },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
-      return {
-        id: org.id,
-        name: org.name,
-        plan: org.plan,
-        opt_in_tags: [],
-        allowed_release_channels: ["ga"],
-      };
-    },
+    async ({ organization: org }) => ({
+      id: org.id,
+      name: org.name,
+      plan: org.plan,
+      opt_in_tags: [],
+      allowed_release_channels: ["ga"],
+    }),
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug/entitlements",
+    "Lists the features the organization's plan gives its projects (billing/plans.ts; add-ons open custom_domain and pitr per project)",
     {
-      method: "get",
-      path: "/v1/organizations/:slug/entitlements",
-      summary:
-        "Lists the features the organization's plan gives its projects (billing/plans.ts; add-ons open custom_domain and pitr per project)",
+      organization: true,
       access: { permission: "organization_admin_read", scope: "organizations:read" },
       status: 200,
       response: entitlementsResponse,
     },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
-      return { entitlements: entitlementsOf(org.plan) };
-    },
+    async ({ organization: org }) => ({ entitlements: entitlementsOf(org.plan) }),
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug/members",
+    "Lists the organization's members",
     {
-      method: "get",
-      path: "/v1/organizations/:slug/members",
-      summary: "Lists the organization's members",
+      organization: true,
       access: { permission: "members_read", scope: "organizations:read" },
       status: 200,
       response: memberV1.array(),
     },
-    async ({ req, params }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
-      return (await listMembers(db, org.id)).map((m) => ({
+    async ({ organization: org }) =>
+      (await listMembers(db, org.id)).map((m) => ({
         user_id: m.user_id,
         user_name: m.username,
         email: m.email,
         role_name: m.role_name,
         mfa_enabled: false,
         avatar_url: "",
-      }));
-    },
+      })),
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v2/organizations/:slug/members",
+    "Lists the organization's members, cursor-paginated",
     {
-      method: "get",
-      path: "/v2/organizations/:slug/members",
-      summary: "Lists the organization's members, cursor-paginated",
+      organization: true,
       access: { permission: "members_read", scope: "organizations:read" },
       query: cursorPageQuery,
       status: 200,
       response: membersV2Response,
     },
-    async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org, query }) => {
       const members = (await listMembers(db, org.id)).map((m) => {
         const role = baseRoleOf(m.role_name);
         return {
@@ -169,20 +127,17 @@ export function organizationRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v2/organizations/:slug/roles",
+    "Lists the organization's roles, cursor-paginated",
     {
-      method: "get",
-      path: "/v2/organizations/:slug/roles",
-      summary: "Lists the organization's roles, cursor-paginated",
+      organization: true,
       access: { permission: "members_read", scope: "organizations:read" },
       query: cursorPageQuery,
       status: 200,
       response: rolesV2Response,
     },
-    async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org, query }) => {
       const roles = BASE_ROLES.map((r) => ({
         type: "organization_role" as const,
         id: String(r.id),
@@ -192,5 +147,5 @@ export function organizationRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { randomInt } from "node:crypto";
 import { withAdminTransaction } from "../../db/transaction";
+import { allRows, firstRow, oneRow } from "../rows";
 
 export interface OrganizationRow {
   id: string;
@@ -25,14 +26,14 @@ export async function listOrganizations(
   userId: string,
   onlyId: string | null = null,
 ): Promise<OrganizationRow[]> {
-  const { rows } = await db.query(
+  return allRows(
+    db,
     `select o.id, o.slug, o.name, o.plan, m.role_name from platform.organizations o
        join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
       where $2::uuid is null or o.id = $2
       order by o.created_at, o.slug`,
     [userId, onlyId],
   );
-  return rows;
 }
 
 /** The organization `slug`, when the user belongs to it. */
@@ -42,13 +43,13 @@ export async function findOrganization(
   slug: string,
   onlyId: string | null = null,
 ): Promise<OrganizationRow | undefined> {
-  const { rows } = await db.query(
+  return firstRow(
+    db,
     `select o.id, o.slug, o.name, o.plan, m.role_name from platform.organizations o
        join platform.organization_members m on m.organization_id = o.id and m.user_id = $1
       where o.slug = $2 and ($3::uuid is null or o.id = $3)`,
     [userId, slug, onlyId],
   );
-  return rows[0];
 }
 
 function slugBase(name: string): string {
@@ -93,11 +94,19 @@ export async function createOrganization(
 
 /** Members ordered by user id (the cursor of the v2 listing). */
 export async function listMembers(db: pg.Pool, organizationId: string): Promise<MemberRow[]> {
-  const { rows } = await db.query(
+  return allRows(
+    db,
     `select u.id as user_id, u.username, u.email, m.role_name
        from platform.organization_members m join platform.users u on u.id = m.user_id
       where m.organization_id = $1 order by u.id`,
     [organizationId],
   );
-  return rows;
+}
+
+/** A user's profile fields. */
+export async function userProfile(
+  db: pg.Pool,
+  userId: string,
+): Promise<{ id: string; email: string; username: string }> {
+  return oneRow(db, "select id, email, username from platform.users where id = $1", [userId]);
 }

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { DEFAULT_POOL_SIZE, POOL_IDLE_MS, type ProjectRuntime } from "../../projects/runtime";
 import { touchProject } from "../projects/store";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
@@ -42,19 +42,14 @@ async function maxClientConnections(ctx: AppContext, project: ProjectRuntime): P
 }
 
 export function poolerRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/config/database";
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    `${base}/pooler`,
+    "Lists the project's pool (Strata's own, sized by default_pool_size) and how to connect, to the " +
+      "primary and to each ACTIVE_HEALTHY read replica (read-only connections)",
     {
-      method: "get",
-      project: "any",
-      path: `${base}/pooler`,
-      summary:
-        "Lists the project's pool (Strata's own, sized by default_pool_size) and how to connect, to the " +
-        "primary and to each ACTIVE_HEALTHY read replica (read-only connections)",
       access: { permission: "database_pooling_config_read", scope: "database:read" },
       response: z.array(
         z.object({
@@ -116,14 +111,10 @@ export function poolerRoutes(ctx: AppContext): Router {
       ];
     },
   );
-  route(
-    ctx,
-    router,
+  routes.patch(
+    `${base}/pooler`,
+    "Sets the size of the project's pool (applied on every node at once)",
     {
-      method: "patch",
-      project: "any",
-      path: `${base}/pooler`,
-      summary: "Sets the size of the project's pool (applied on every node at once)",
       access: { permission: "database_pooling_config_write", scope: "database:write" },
       body: z
         .object({
@@ -146,14 +137,10 @@ export function poolerRoutes(ctx: AppContext): Router {
     },
   );
   for (const spelling of ["poolb", "pgbouncer"]) {
-    route(
-      ctx,
-      router,
+    routes.get(
+      `${base}/${spelling}`,
+      "Gets the pool's settings as Strata applies them",
       {
-        method: "get",
-        project: "any",
-        path: `${base}/${spelling}`,
-        summary: "Gets the pool's settings as Strata applies them",
         access: { permission: "database_read", scope: "database:read" },
         response: z.object({
           default_pool_size: z.number().int(),
@@ -181,5 +168,5 @@ export function poolerRoutes(ctx: AppContext): Router {
       },
     );
   }
-  return router;
+  return routes.router;
 }

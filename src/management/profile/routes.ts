@@ -1,7 +1,8 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { route } from "../route";
+import { userProfile } from "../organizations/store";
+import { routeTable } from "../route";
 
 const profile = z.object({
   authsvc_id: z.string(),
@@ -13,26 +14,15 @@ const profile = z.object({
 
 /** The caller's own profile. */
 export function profileRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/profile",
-      summary: "Gets the profile of the token's user",
-      access: {},
-      status: 200,
-      response: profile,
-    },
+  const routes = routeTable(ctx);
+  routes.get(
+    "/v1/profile",
+    "Gets the profile of the token's user",
+    { access: {}, status: 200, response: profile },
     async ({ req }) => {
-      const { rows } = await ctx.platformPool.query(
-        "select id, email, username from platform.users where id = $1",
-        [req.principal!.userId],
-      );
-      const user = rows[0];
+      const user = await userProfile(ctx.platformPool, req.principal!.userId);
       return { authsvc_id: user.id, gotrue_id: user.id, primary_email: user.email, username: user.username };
     },
   );
-  return router;
+  return routes.router;
 }

@@ -10,6 +10,7 @@ import {
   setOwnerLogin,
 } from "../../projects/clusters";
 import { HttpError } from "../http";
+import { branchRefsOf } from "../branches/store";
 import { applyStoredComputeLimit } from "../billing/compute";
 import {
   deleteProjectRow,
@@ -98,6 +99,22 @@ export async function resumeProvisioning(ctx: AppContext): Promise<void> {
   }
 }
 
+/** Runs `work` while the project is in status `during`: then `done`, or `failed` if it throws. */
+async function inStatus(
+  db: pg.Client,
+  ref: string,
+  status: { during: string; failed: string; done: string },
+  work: () => Promise<void>,
+): Promise<void> {
+  try {
+    await work();
+  } catch (e) {
+    await setStatus(db, ref, [status.during], status.failed);
+    throw e;
+  }
+  await setStatus(db, ref, [status.during], status.done);
+}
+
 /** ACTIVE_HEALTHY → INACTIVE: the database refuses new connections and its sessions end. */
 export function pauseProject(ctx: AppContext, project: ProjectRow): Promise<void> {
   refuseDefault(project, "paused");
@@ -107,13 +124,9 @@ export function pauseProject(ctx: AppContext, project: ProjectRow): Promise<void
     )
       throw new HttpError(400, `Project ${project.ref} is not active and cannot be paused`);
     await ctx.registry.evict(project.ref);
-    try {
-      await closeProjectDatabase(project.cluster, project.database_name);
-    } catch (e) {
-      await setStatus(db, project.ref, ["PAUSING"], "PAUSE_FAILED");
-      throw e;
-    }
-    await setStatus(db, project.ref, ["PAUSING"], "INACTIVE");
+    await inStatus(db, project.ref, { during: "PAUSING", failed: "PAUSE_FAILED", done: "INACTIVE" }, () =>
+      closeProjectDatabase(project.cluster, project.database_name),
+    );
   });
 }
 
@@ -122,13 +135,12 @@ export function restoreProject(ctx: AppContext, project: ProjectRow): Promise<vo
   return withProjectLock(ctx, project, async (db) => {
     if (!(await setStatus(db, project.ref, ["INACTIVE", "RESTORE_FAILED"], "RESTORING")))
       throw new HttpError(400, `Project ${project.ref} is not paused and cannot be restored`);
-    try {
-      await openProjectDatabase(project.cluster, project.database_name);
-    } catch (e) {
-      await setStatus(db, project.ref, ["RESTORING"], "RESTORE_FAILED");
-      throw e;
-    }
-    await setStatus(db, project.ref, ["RESTORING"], "ACTIVE_HEALTHY");
+    await inStatus(
+      db,
+      project.ref,
+      { during: "RESTORING", failed: "RESTORE_FAILED", done: "ACTIVE_HEALTHY" },
+      () => openProjectDatabase(project.cluster, project.database_name),
+    );
   });
 }
 
@@ -147,12 +159,8 @@ export function cancelRestore(ctx: AppContext, project: ProjectRow): Promise<voi
  */
 export async function deleteProject(ctx: AppContext, project: ProjectRow): Promise<void> {
   refuseDefault(project, "deleted");
-  const { rows } = await ctx.platformPool.query(
-    "select project_ref from platform.branches where parent_project_ref = $1",
-    [project.ref],
-  );
-  for (const { project_ref } of rows) {
-    const branch = await findAnyProject(ctx.platformPool, project_ref);
+  for (const ref of await branchRefsOf(ctx.platformPool, project.ref)) {
+    const branch = await findAnyProject(ctx.platformPool, ref);
     if (branch) await deleteProject(ctx, branch);
   }
   // Its read replicas stop, and their slots, roles and files go.

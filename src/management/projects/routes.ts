@@ -4,8 +4,8 @@ import { clusterVersion } from "../../projects/clusters";
 import { DEFAULT_CLUSTER_ID } from "../../platform/firstStart";
 import { newProjectRef, randomSecret } from "../../platform/ids";
 import { checkRole, HttpError } from "../http";
-import { organizationOf } from "../organizations/routes";
-import { route } from "../route";
+import { organizationOf } from "../membership";
+import { routeTable } from "../route";
 import { COMPUTE_SIZES, computeOfInstanceSize, computeSize } from "../billing/compute";
 import { planHas } from "../billing/plans";
 import { writeSettings } from "../../projects/settings";
@@ -95,7 +95,7 @@ function computeOf(size: string | undefined, org: { slug: string; plan: string }
 }
 
 export function projectRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const db = ctx.platformPool;
 
   /** The project `ref` in one of the caller's organizations, else 404. */
@@ -105,13 +105,10 @@ export function projectRoutes(ctx: AppContext): Router {
     return project;
   }
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects",
+    "Lists the projects of the caller's organizations",
     {
-      method: "get",
-      path: "/v1/projects",
-      summary: "Lists the projects of the caller's organizations",
       access: { permission: "projects_read", scope: "projects:read" },
       status: 200,
       response: projectDetail.array(),
@@ -120,14 +117,10 @@ export function projectRoutes(ctx: AppContext): Router {
       Promise.all((await listProjects(db, req.principal!.userId, req.principal!.organizationId)).map(detail)),
   );
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects",
+    "Creates a project: a new database on a cluster, bootstrapped, with its own JWT secret and keys",
     {
-      method: "post",
-      path: "/v1/projects",
-      summary:
-        "Creates a project: a new database on a cluster, bootstrapped, with its own JWT secret and keys",
       access: { permission: "organization_projects_create", scope: "projects:write" },
       body: createProjectBody,
       status: 201,
@@ -170,13 +163,10 @@ export function projectRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/available-regions",
+    "Lists the regions of the clusters Strata can place projects on",
     {
-      method: "get",
-      path: "/v1/projects/available-regions",
-      summary: "Lists the regions of the clusters Strata can place projects on",
       access: { scope: "organizations:read" },
       query: availableRegionsQuery,
       status: 200,
@@ -196,20 +186,17 @@ export function projectRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/organizations/:slug/projects",
+    "Lists an organization's projects with offset pagination, name search, sort and status filter",
     {
-      method: "get",
-      path: "/v1/organizations/:slug/projects",
-      summary: "Lists an organization's projects with offset pagination, name search, sort and status filter",
+      organization: true,
       access: { permission: "organization_projects_read", scope: "projects:read" },
       query: organizationProjectsQuery,
       status: 200,
       response: organizationProjectsResponse,
     },
-    async ({ req, params, query }) => {
-      const org = await organizationOf(ctx, req.principal!, params.slug);
+    async ({ organization: org, query }) => {
       const { rows, count } = await listOrganizationProjects(db, org.id, query);
       return {
         projects: rows.map((p) => ({
@@ -235,13 +222,10 @@ export function projectRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref",
+    "Gets a project",
     {
-      method: "get",
-      path: "/v1/projects/:ref",
-      summary: "Gets a project",
       access: { permission: "project_admin_read", scope: "projects:read" },
       status: 200,
       response: projectDetail,
@@ -249,13 +233,10 @@ export function projectRoutes(ctx: AppContext): Router {
     async ({ req, params }) => detail(await memberProjectRow(req.principal!.userId, params.ref)),
   );
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    "/v1/projects/:ref",
+    "Renames a project",
     {
-      method: "patch",
-      path: "/v1/projects/:ref",
-      summary: "Renames a project",
       access: { permission: "project_admin_write", scope: "projects:write" },
       body: renameProjectBody,
       status: 200,
@@ -268,13 +249,10 @@ export function projectRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.delete(
+    "/v1/projects/:ref",
+    "Deletes a project and drops its database",
     {
-      method: "delete",
-      path: "/v1/projects/:ref",
-      summary: "Deletes a project and drops its database",
       access: { permission: "project_admin_write", scope: "projects:write" },
       status: 200,
       response: projectRefResponse,
@@ -286,13 +264,10 @@ export function projectRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref/health",
+    "Checks the project's services (db, GraphQL, REST, auth) for real",
     {
-      method: "get",
-      path: "/v1/projects/:ref/health",
-      summary: "Checks the project's services (db, GraphQL, REST, auth) for real",
       access: { permission: "project_admin_read", scope: "projects:read" },
       query: healthQuery,
       status: 200,
@@ -311,13 +286,10 @@ export function projectRoutes(ctx: AppContext): Router {
     summaryText: string,
     action: (ctx: AppContext, project: ProjectRow) => Promise<void>,
   ) =>
-    route(
-      ctx,
-      router,
+    routes.post(
+      path,
+      summaryText,
       {
-        method: "post",
-        path,
-        summary: summaryText,
         access: { permission: "project_admin_write", scope: "projects:write" },
         status: 200,
         response: emptyObject,
@@ -349,13 +321,10 @@ export function projectRoutes(ctx: AppContext): Router {
     restartProject,
   );
 
-  route(
-    ctx,
-    router,
+  routes.get(
+    "/v1/projects/:ref/restore",
+    "Lists the versions a paused project can be restored to",
     {
-      method: "get",
-      path: "/v1/projects/:ref/restore",
-      summary: "Lists the versions a paused project can be restored to",
       access: { permission: "project_admin_read", scope: "projects:read" },
       status: 200,
       response: restoreVersionsResponse,
@@ -371,5 +340,5 @@ export function projectRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

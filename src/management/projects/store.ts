@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { kekOf, type KeyEncryptionKey } from "../../platform/kek";
 import { clusterOfRow, type Cluster } from "../../projects/clusters";
+import { oneRow } from "../rows";
 
 type Queryable = pg.Pool | pg.PoolClient | pg.Client;
 
@@ -71,6 +72,36 @@ const SORTS = {
   created_asc: "p.created_at asc, p.id",
   created_desc: "p.created_at desc, p.id desc",
 } as const;
+
+/** When the project was created: a setting it never changed has been in force since then. */
+export async function projectCreatedAt(db: Queryable, ref: string): Promise<Date> {
+  const { rows } = await db.query("select created_at from platform.projects where ref = $1", [ref]);
+  return new Date(rows[0].created_at);
+}
+
+/** Where a project stands for a transfer: its organization and its branches. */
+export async function transferSource(
+  db: Queryable,
+  ref: string,
+): Promise<{ organization_id: string; slug: string; plan: string; branches: number; is_branch: boolean }> {
+  return oneRow(
+    db,
+    `select p.organization_id, o.slug, o.plan,
+            (select count(*)::int from platform.branches b where b.parent_project_ref = p.ref) as branches,
+            exists (select from platform.branches b where b.project_ref = p.ref) as is_branch
+       from platform.projects p join platform.organizations o on o.id = p.organization_id where p.ref = $1`,
+    [ref],
+  );
+}
+
+/** Moves a project and its branches to another organization. */
+export async function moveProject(db: Queryable, ref: string, organizationId: string): Promise<void> {
+  await db.query(
+    `update platform.projects set organization_id = $2, updated_at = now()
+      where ref = $1 or ref in (select project_ref from platform.branches where parent_project_ref = $1)`,
+    [ref, organizationId],
+  );
+}
 
 /** Every project still being created, whoever's. */
 export async function projectsComingUp(db: pg.Pool): Promise<ProjectRow[]> {

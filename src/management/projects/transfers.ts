@@ -1,11 +1,11 @@
 import { Router, type Request } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { withAdminTransaction } from "../../db/transaction";
 import { HttpError, roleGrants } from "../http";
 import { findOrganization } from "../organizations/store";
 import { planHas, projectBilling, type Feature } from "../billing/plans";
-import { route } from "../route";
+import { routeTable } from "../route";
+import { moveProject, transferSource } from "./store";
 
 /**
  * Project transfers between two organizations the caller administers. The project keeps its ref, database,
@@ -57,14 +57,7 @@ async function preview(ctx: AppContext, req: Request, ref: string, slug: string)
   const errors: Note[] = [];
   const warnings: Note[] = [];
   const info: Note[] = [];
-  const { rows } = await db.query(
-    `select p.organization_id, o.slug, o.plan,
-            (select count(*)::int from platform.branches b where b.parent_project_ref = p.ref) as branches,
-            exists (select from platform.branches b where b.project_ref = p.ref) as is_branch
-       from platform.projects p join platform.organizations o on o.id = p.organization_id where p.ref = $1`,
-    [ref],
-  );
-  const source = rows[0];
+  const source = await transferSource(db, ref);
   if (!roleGrants(req.membership!.role, "organization_admin_write"))
     errors.push({
       key: "source_organization_role",
@@ -115,17 +108,12 @@ async function preview(ctx: AppContext, req: Request, ref: string, slug: string)
 }
 
 export function transferRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v2/projects/:ref/transfers/previews",
+    "Checks a transfer of the project to another organization (data.attributes.target_organization_slug)",
     {
-      method: "post",
-      project: "any",
-      path: "/v2/projects/:ref/transfers/previews",
-      summary:
-        "Checks a transfer of the project to another organization (data.attributes.target_organization_slug)",
       access: { permission: "project_admin_read" },
       body: transferBody,
       status: 200,
@@ -139,19 +127,10 @@ export function transferRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: "/v2/projects/:ref/transfers",
-      summary:
-        "Transfers the project (and its branches) to another organization the caller administers, keeping its data, keys and host",
-      access: { permission: "organization_admin_write" },
-      body: transferBody,
-      status: 200,
-    },
+  routes.post(
+    "/v2/projects/:ref/transfers",
+    "Transfers the project (and its branches) to another organization the caller administers, keeping its data, keys and host",
+    { access: { permission: "organization_admin_write" }, body: transferBody, status: 200 },
     async ({ req, project, body }) => {
       const checked = await preview(ctx, req, project.ref, targetSlug(body));
       if (!checked.valid) {
@@ -164,16 +143,11 @@ export function transferRoutes(ctx: AppContext): Router {
             : 400;
         throw new HttpError(status, checked.errors.map((e) => e.message).join("; "));
       }
-      await withAdminTransaction(ctx.platformPool, async (client) => {
-        await client.query(
-          `update platform.projects set organization_id = $2, updated_at = now()
-            where ref = $1 or ref in (select project_ref from platform.branches where parent_project_ref = $1)`,
-          [project.ref, checked.targetId],
-        );
-      });
+      // A valid preview found the target organization.
+      await moveProject(ctx.platformPool, project.ref, checked.targetId!);
       return {};
     },
   );
 
-  return router;
+  return routes.router;
 }

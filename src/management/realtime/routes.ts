@@ -2,11 +2,11 @@ import { Router } from "express";
 import { z } from "zod";
 import { REALTIME_DEFAULTS } from "../../catalog/realtimeConfig";
 import type { AppContext } from "../../context";
-import { route } from "../route";
-import { readSettings, writeSettings } from "../../projects/settings";
+import { routeTable } from "../route";
+import { configDocumentRoutes } from "../configDocument";
+import { settingsDocument } from "../configDocument";
 
 /** Realtime configuration, read by realtime on every connect and join (src/catalog/realtimeConfig.ts). */
-const DEFAULTS = REALTIME_DEFAULTS;
 const int = z.number().int().min(0);
 const Patch = z
   .object({
@@ -26,54 +26,29 @@ const Patch = z
   .strict();
 
 export function realtimeRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const path = "/v1/projects/:ref/config/realtime";
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path,
-      summary: "Gets the realtime config",
-      access: { permission: "realtime_config_read" },
-      status: 200,
-    },
-    async ({ project }) => readSettings(ctx, project.ref, "realtime", DEFAULTS),
-  );
-  route(
-    ctx,
-    router,
-    {
+  configDocumentRoutes(routes, {
+    path,
+    store: settingsDocument(ctx, "realtime", REALTIME_DEFAULTS),
+    read: { summary: "Gets the realtime config", access: { permission: "realtime_config_read" } },
+    update: {
       method: "patch",
-      project: "any",
-      path,
       summary: "Updates the realtime config",
       access: { permission: "realtime_config_write" },
       body: Patch,
       status: 204,
+      answer: (_doc, { project }) => ctx.realtime?.forgetConfig(project.ref),
     },
-    async ({ project, body }) => {
-      await writeSettings(ctx, project.ref, "realtime", DEFAULTS, body);
-      ctx.realtime?.forgetConfig(project.ref);
-      return undefined;
-    },
-  );
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: `${path}/shutdown`,
-      summary: "Shuts down the project's realtime connections",
-      access: { permission: "realtime_config_write" },
-      status: 204,
-    },
+  });
+  routes.post(
+    `${path}/shutdown`,
+    "Shuts down the project's realtime connections",
+    { access: { permission: "realtime_config_write" }, status: 204 },
     async ({ project }) => {
       await ctx.realtime?.shutdown(project);
       return undefined;
     },
   );
-  return router;
+  return routes.router;
 }

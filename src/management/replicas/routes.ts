@@ -2,10 +2,9 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import type { ProjectRuntime } from "../../projects/runtime";
-import { requireFeature } from "../billing/plans";
 import { HttpError } from "../http";
 import { clusterRegions } from "../projects/store";
-import { route } from "../route";
+import { routeTable } from "../route";
 
 const Replica = z.object({
   identifier: z.string().describe("the database_identifier that read-replicas/remove takes"),
@@ -30,7 +29,7 @@ const Replica = z.object({
  * it was set up for sends its REST reads (GET and HEAD of /rest/v1) to its ACTIVE_HEALTHY replicas in turn.
  */
 export function replicaRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const write = { permission: "infra_read_replicas_write" } as const;
   // A standby copies the whole cluster and holds a slot of it: the installation's, not one project's.
   const clusterWide = { ...write, installationAdmin: true } as const;
@@ -43,18 +42,15 @@ export function replicaRoutes(ctx: AppContext): Router {
     return ctx.replicas;
   };
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    "/v1/projects/:ref/read-replicas/setup",
+    "Sets up a read replica: a streaming physical standby of the project's (embedded) cluster on this " +
+      "machine, from a base backup, with a replication slot of its own. It comes up in the background " +
+      "(COMING_UP, then ACTIVE_HEALTHY in GET .../read-replicas); it replicates every project of the " +
+      "cluster, and this project's REST GET and HEAD requests then go to it. Installation administrators " +
+      "only (403 for others)",
     {
-      method: "post",
-      path: "/v1/projects/:ref/read-replicas/setup",
-      summary:
-        "Sets up a read replica: a streaming physical standby of the project's (embedded) cluster on this " +
-        "machine, from a base backup, with a replication slot of its own. It comes up in the background " +
-        "(COMING_UP, then ACTIVE_HEALTHY in GET .../read-replicas); it replicates every project of the " +
-        "cluster, and this project's REST GET and HEAD requests then go to it. Installation administrators " +
-        "only (403 for others)",
+      feature: { name: "read_replicas" },
       access: clusterWide,
       project: "database",
       body: z
@@ -67,7 +63,6 @@ export function replicaRoutes(ctx: AppContext): Router {
       status: 204,
     },
     async ({ project, body }) => {
-      await requireFeature(ctx.platformPool, project.ref, "read_replicas");
       const replicas = manager(project);
       const regions = await clusterRegions(ctx.platformPool);
       if (!regions.includes(body.read_replica_region))
@@ -80,20 +75,11 @@ export function replicaRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      path: "/v1/projects/:ref/read-replicas/remove",
-      summary:
-        "Removes a read replica: its reads go back to the primary, the standby stops, its replication slot " +
-        "and role are dropped and its files deleted. Installation administrators only (403 for others)",
-      access: clusterWide,
-      project: "any",
-      body: z.object({ database_identifier: z.string().min(1) }).strict(),
-      status: 204,
-    },
+  routes.post(
+    "/v1/projects/:ref/read-replicas/remove",
+    "Removes a read replica: its reads go back to the primary, the standby stops, its replication slot " +
+      "and role are dropped and its files deleted. Installation administrators only (403 for others)",
+    { access: clusterWide, body: z.object({ database_identifier: z.string().min(1) }).strict(), status: 204 },
     async ({ project, body }) => {
       const replicas = manager(project);
       if (await replicas.comingUp(project.ref, body.database_identifier))
@@ -108,20 +94,11 @@ export function replicaRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/projects/:ref/read-replicas",
-      summary:
-        "Lists the project's read replicas with their status and replication lag (Strata's own endpoint: the " +
-        "spec has no place for lag)",
-      access: write,
-      project: "any",
-      status: 200,
-      response: z.array(Replica),
-    },
+  routes.get(
+    "/v1/projects/:ref/read-replicas",
+    "Lists the project's read replicas with their status and replication lag (Strata's own endpoint: the " +
+      "spec has no place for lag)",
+    { access: write, status: 200, response: z.array(Replica) },
     async ({ project }) => {
       if (!ctx.replicas?.serves(project.record.clusterId)) return [];
       const host = new URL(ctx.adminUrl).hostname;
@@ -139,5 +116,5 @@ export function replicaRoutes(ctx: AppContext): Router {
       }));
     },
   );
-  return router;
+  return routes.router;
 }

@@ -2,9 +2,10 @@ import { Router } from "express";
 import { z } from "zod";
 import { readRestapiConfig } from "../../catalog/dataApiConfig";
 import type { AppContext } from "../../context";
-import { kekOf } from "../../platform/kek";
 import { mayReadSecrets } from "../http";
-import { route } from "../route";
+import { configDocumentRoutes } from "../configDocument";
+import { routeTable } from "../route";
+import { jwtSecretOf, writeRestapiConfig } from "./store";
 
 /** The REST layer's configuration (`restapi`; the platform spells it `postgrest`). */
 
@@ -35,75 +36,37 @@ const RestConfig = z.object({
   db_plan_enabled: z.boolean(),
 });
 
-async function jwtSecretOf(ctx: AppContext, ref: string): Promise<string> {
-  const { rows } = await ctx.platformPool.query("select jwt_secret from platform.projects where ref = $1", [
-    ref,
-  ]);
-  return kekOf(ctx.platformPool).open(rows[0].jwt_secret, "platform.projects.jwt_secret");
-}
-
 export function restapiRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
+  const pool = ctx.platformPool;
   for (const spelling of ["restapi", "postgrest"]) {
-    route(
-      ctx,
-      router,
-      {
-        method: "get",
-        project: "any",
-        path: `/v1/projects/:ref/${spelling}`,
+    configDocumentRoutes(routes, {
+      path: `/v1/projects/:ref/${spelling}`,
+      store: {
+        read: (ref) => readRestapiConfig(pool, ref),
+        write: (ref, changes) => writeRestapiConfig(pool, ref, changes),
+      },
+      read: {
         summary: "Gets the REST layer's config, with the JWT secret for callers who may read secrets",
         access: { permission: "data_api_config_read", scope: "rest:read" },
-        status: 200,
         response: RestConfig.extend({ jwt_secret: z.string().optional() }),
-      },
-      async ({ req, project }) => {
-        const config = await readRestapiConfig(ctx.platformPool, project.ref);
         // A read permission on the config is not a permission to read the secret that signs every key.
-        if (!mayReadSecrets(req)) return config;
-        return { ...config, jwt_secret: await jwtSecretOf(ctx, project.ref) };
+        answer: async (config, { req, project }) =>
+          mayReadSecrets(req) ? { ...config, jwt_secret: await jwtSecretOf(pool, project.ref) } : config,
       },
-    );
-    route(
-      ctx,
-      router,
-      {
+      update: {
         method: "patch",
-        project: "any",
-        path: `/v1/projects/:ref/${spelling}`,
         summary: "Updates the REST layer's config; /rest/v1 and /graphql/v1 honour it on the next request",
         access: { permission: "data_api_config_write", scope: "rest:write" },
         body: RestConfigPatch,
-        status: 200,
         response: RestConfig,
+        status: 200,
+        answer: (config, { project }) => {
+          project.invalidateSchema("restapi config");
+          return config;
+        },
       },
-      async ({ project, body }) => {
-        await ctx.platformPool.query(
-          `insert into platform.restapi_config
-             (project_ref, db_schema, db_extra_search_path, max_rows, db_pool, db_plan_enabled)
-           values ($1, coalesce($2, 'public'), coalesce($3, 'public, extensions'), coalesce($4, 1000), $5,
-             coalesce($7, false))
-           on conflict (project_ref) do update set
-             db_schema = coalesce($2, restapi_config.db_schema),
-             db_extra_search_path = coalesce($3, restapi_config.db_extra_search_path),
-             max_rows = coalesce($4, restapi_config.max_rows),
-             db_pool = case when $6 then $5 else restapi_config.db_pool end,
-             db_plan_enabled = coalesce($7, restapi_config.db_plan_enabled),
-             updated_at = now()`,
-          [
-            project.ref,
-            body.db_schema ?? null,
-            body.db_extra_search_path ?? null,
-            body.max_rows ?? null,
-            body.db_pool ?? null,
-            "db_pool" in body,
-            body.db_plan_enabled ?? null,
-          ],
-        );
-        project.invalidateSchema("restapi config");
-        return readRestapiConfig(ctx.platformPool, project.ref);
-      },
-    );
+    });
   }
-  return router;
+  return routes.router;
 }

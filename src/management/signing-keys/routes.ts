@@ -10,8 +10,8 @@ import {
   SIGNING_ALGORITHMS,
   type SigningKeyRow,
 } from "../../auth/signingKeys";
-import { HttpError } from "../http";
-import { route } from "../route";
+import { found, HttpError } from "../http";
+import { routeTable } from "../route";
 import {
   deleteSigningKey,
   getSigningKey,
@@ -36,42 +36,22 @@ function toSigningKey(row: SigningKeyRow) {
   };
 }
 
-function found(row: SigningKeyRow | undefined, id: string): SigningKeyRow {
-  if (!row) throw new HttpError(404, `Signing key ${id} not found`);
-  return row;
-}
-
 /** Signing keys: the keys that sign and verify the project's JWTs (JWKS publishes their public halves). */
 export function signingKeyRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/config/auth/signing-keys";
+  const signingKey = async (ref: string, id: string) =>
+    found(await getSigningKey(pool, ref, id), "Signing key", id);
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary: "Lists the project's signing keys",
-      access: READ,
-      status: 200,
-    },
-    async ({ params }) => {
-      return { keys: (await listSigningKeys(pool, params.ref)).map(toSigningKey) };
-    },
-  );
+  routes.get(base, "Lists the project's signing keys", { access: READ, status: 200 }, async ({ params }) => {
+    return { keys: (await listSigningKeys(pool, params.ref)).map(toSigningKey) };
+  });
 
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Creates a signing key (generated, or imported from private_jwk); standby unless a status is given",
     {
-      method: "post",
-      project: "any",
-      path: base,
-      summary:
-        "Creates a signing key (generated, or imported from private_jwk); standby unless a status is given",
       access: WRITE,
       body: z.object({
         algorithm: z.enum(SIGNING_ALGORITHMS),
@@ -101,17 +81,10 @@ export function signingKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/legacy`,
-      summary: "The signing key registered from the project's JWT secret",
-      access: READ,
-      status: 200,
-    },
+  routes.get(
+    `${base}/legacy`,
+    "The signing key registered from the project's JWT secret",
+    { access: READ, status: 200 },
     async ({ params }) => {
       const row = await legacySigningKey(pool, params.ref);
       if (!row) throw new HttpError(404, "The JWT secret is not registered as a signing key");
@@ -119,17 +92,10 @@ export function signingKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: `${base}/legacy`,
-      summary: "Registers the project's JWT secret as an in_use HS256 signing key",
-      access: WRITE,
-      status: 201,
-    },
+  routes.post(
+    `${base}/legacy`,
+    "Registers the project's JWT secret as an in_use HS256 signing key",
+    { access: WRITE, status: 201 },
     async ({ project, params }) => {
       const existing = await legacySigningKey(pool, params.ref);
       if (existing) return toSigningKey(existing);
@@ -146,58 +112,35 @@ export function signingKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Gets a signing key",
-      access: READ,
-      status: 200,
-    },
-    async ({ params }) => {
-      return toSigningKey(found(await getSigningKey(pool, params.ref, params.id), params.id));
-    },
-  );
+  routes.get(`${base}/:id`, "Gets a signing key", { access: READ, status: 200 }, async ({ params }) => {
+    return toSigningKey(await signingKey(params.ref, params.id));
+  });
 
-  route(
-    ctx,
-    router,
+  routes.patch(
+    `${base}/:id`,
+    "Changes a signing key's status; in_use makes the previous in_use key previously_used",
     {
-      method: "patch",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Changes a signing key's status; in_use makes the previous in_use key previously_used",
       access: WRITE,
       body: z.object({ status: z.enum(["in_use", "standby", "previously_used", "revoked"]) }),
       status: 200,
     },
     async ({ params, body }) => {
-      const row = found(await getSigningKey(pool, params.ref, params.id), params.id);
+      const row = await signingKey(params.ref, params.id);
       if (row.status === "revoked" && body.status !== "revoked") {
         throw new HttpError(400, "A revoked signing key cannot be used again");
       }
       return toSigningKey(
-        found(await setSigningKeyStatus(pool, params.ref, params.id, body.status), params.id),
+        found(await setSigningKeyStatus(pool, params.ref, params.id, body.status), "Signing key", params.id),
       );
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Deletes a signing key that has been revoked for a while",
-      access: WRITE,
-      status: 200,
-    },
+  routes.delete(
+    `${base}/:id`,
+    "Deletes a signing key that has been revoked for a while",
+    { access: WRITE, status: 200 },
     async ({ params }) => {
-      const row = found(await getSigningKey(pool, params.ref, params.id), params.id);
+      const row = await signingKey(params.ref, params.id);
       const wait = ctx.config.signingKeyDeleteAfterSeconds * 1000;
       if (row.status !== "revoked" || !row.revoked_at || Date.now() - row.revoked_at.getTime() < wait) {
         throw new HttpError(
@@ -210,5 +153,5 @@ export function signingKeyRoutes(ctx: AppContext): Router {
     },
   );
 
-  return router;
+  return routes.router;
 }

@@ -8,33 +8,24 @@ import {
 } from "../../auth/signingKeys";
 import { kekOf } from "../../platform/kek";
 import { withAdminTransaction } from "../../db/transaction";
+import { allRows, firstRow, oneRow } from "../rows";
 
 export async function listSigningKeys(pool: pg.Pool, ref: string): Promise<SigningKeyRow[]> {
-  const { rows } = await pool.query(
-    "select * from platform.signing_keys where project_ref = $1 order by created_at",
-    [ref],
-  );
-  return rows;
+  return allRows(pool, "select * from platform.signing_keys where project_ref = $1 order by created_at", [
+    ref,
+  ]);
 }
 
-export async function getSigningKey(
-  pool: pg.Pool,
-  ref: string,
-  id: string,
-): Promise<SigningKeyRow | undefined> {
-  const { rows } = await pool.query(
+export async function getSigningKey(pool: pg.Pool, ref: string, id: string) {
+  return firstRow<SigningKeyRow>(
+    pool,
     "select * from platform.signing_keys where project_ref = $1 and id::text = $2",
     [ref, id],
   );
-  return rows[0];
 }
 
 export async function legacySigningKey(pool: pg.Pool, ref: string): Promise<SigningKeyRow | undefined> {
-  const { rows } = await pool.query(
-    "select * from platform.signing_keys where project_ref = $1 and is_legacy",
-    [ref],
-  );
-  return rows[0];
+  return firstRow(pool, "select * from platform.signing_keys where project_ref = $1 and is_legacy", [ref]);
 }
 
 /** Demotes the current in_use key (to previously_used) when `status` is in_use: one key signs at a time. */
@@ -61,7 +52,8 @@ export function insertSigningKey(
 ): Promise<SigningKeyRow> {
   return withAdminTransaction(pool, async (client) => {
     await demoteInUse(client, ref, key.status);
-    const { rows } = await client.query(
+    return oneRow(
+      client,
       `insert into platform.signing_keys (id, project_ref, algorithm, status, private_jwk, public_jwk, is_legacy)
        values ($1, $2, $3, $4, $5, $6, $7) returning *`,
       [
@@ -74,7 +66,6 @@ export function insertSigningKey(
         key.isLegacy ?? false,
       ],
     );
-    return rows[0];
   });
 }
 
@@ -86,7 +77,8 @@ export function setSigningKeyStatus(
 ): Promise<SigningKeyRow | undefined> {
   return withAdminTransaction(pool, async (client) => {
     await demoteInUse(client, ref, status, id);
-    const { rows } = await client.query(
+    return firstRow(
+      client,
       `update platform.signing_keys
           set status = $3, updated_at = now(),
               revoked_at = case when $3 = 'revoked' then coalesce(revoked_at, now()) else null end
@@ -94,7 +86,6 @@ export function setSigningKeyStatus(
         returning *`,
       [ref, id, status],
     );
-    return rows[0];
   });
 }
 

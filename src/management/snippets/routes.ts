@@ -1,8 +1,9 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { HttpError } from "../http";
-import { route } from "../route";
+import { found, HttpError } from "../http";
+import { routeTable } from "../route";
+import { getSnippet, listSnippets, type SnippetRow } from "./store";
 
 /** SQL snippets of the caller, with the platform's cursor pagination (`cursor`, `limit`, `sort_by`, `sort_order`). */
 
@@ -17,7 +18,7 @@ const ListQuery = z.object({
   sort_order: z.enum(["asc", "desc"]).default("desc"),
 });
 
-function snippetJson(r: any) {
+function snippetJson(r: SnippetRow) {
   return {
     id: r.id,
     inserted_at: new Date(r.inserted_at).toISOString(),
@@ -34,39 +35,24 @@ function snippetJson(r: any) {
 }
 
 export function snippetRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx);
   const access = { permission: "snippets_read", scope: "database:read" };
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/snippets",
-      summary: "Lists the caller's SQL snippets",
-      access,
-      query: ListQuery,
-      status: 200,
-    },
+  routes.get(
+    "/v1/snippets",
+    "Lists the caller's SQL snippets",
+    { access, query: ListQuery, status: 200 },
     async ({ req, query }) => {
       // The cursor is the offset of the next page, opaque to clients.
       const offset = query.cursor ? Number(Buffer.from(query.cursor, "base64url").toString()) : 0;
       if (!Number.isInteger(offset) || offset < 0)
         throw new HttpError(400, "Invalid query: cursor: unknown cursor");
-      const order = `${query.sort_by === "name" ? "s.name" : "s.inserted_at"} ${query.sort_order === "asc" ? "asc" : "desc"}`;
-      const { rows } = await ctx.platformPool.query(
-        `select s.*, u.username, p.id as project_id, p.name as project_name
-         from platform.snippets s join platform.users u on u.id = s.owner_id left join platform.projects p on p.ref = s.project_ref
-        where s.owner_id = $1 and ($2::text is null or s.project_ref = $2)
-          and ($5::uuid is null or p.organization_id = $5)
-        order by ${order}, s.id limit $3 offset $4`,
-        [
-          req.principal!.userId,
-          query.project_ref ?? null,
-          query.limit + 1,
-          offset,
-          req.principal!.organizationId,
-        ],
-      );
+      const rows = await listSnippets(ctx.platformPool, req.principal!, {
+        projectRef: query.project_ref ?? null,
+        sortBy: query.sort_by,
+        ascending: query.sort_order === "asc",
+        limit: query.limit + 1,
+        offset,
+      });
       const page = rows.slice(0, query.limit).map(snippetJson);
       return {
         data: page,
@@ -76,26 +62,18 @@ export function snippetRoutes(ctx: AppContext): Router {
       };
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      path: "/v1/snippets/:id",
-      summary: "Gets one SQL snippet with its content",
-      access,
-      status: 200,
-    },
+  routes.get(
+    "/v1/snippets/:id",
+    "Gets one SQL snippet with its content",
+    { access, status: 200 },
     async ({ req, params }) => {
-      const { rows } = await ctx.platformPool.query(
-        `select s.*, u.username, p.id as project_id, p.name as project_name from platform.snippets s
-         join platform.users u on u.id = s.owner_id left join platform.projects p on p.ref = s.project_ref
-        where s.id::text = $1 and s.owner_id = $2 and ($3::uuid is null or p.organization_id = $3)`,
-        [params.id, req.principal!.userId, req.principal!.organizationId],
+      const snippet = found(
+        await getSnippet(ctx.platformPool, req.principal!, params.id),
+        "Snippet",
+        params.id,
       );
-      if (!rows.length) throw new HttpError(404, `Snippet ${params.id} not found`);
-      return { ...snippetJson(rows[0]), content: rows[0].content };
+      return { ...snippetJson(snippet), content: snippet.content };
     },
   );
-  return router;
+  return routes.router;
 }

@@ -2,12 +2,13 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { withTransaction } from "../../db/transaction";
-import { route } from "../route";
-import { readSettings, writeSettings } from "../../projects/settings";
-import { STORAGE_DEFAULTS } from "../../storage/config";
+import { routeTable } from "../route";
+import { configDocumentRoutes } from "../configDocument";
+import { settingsDocument } from "../configDocument";
+import { listBuckets } from "./store";
+import { STORAGE_DEFAULTS, type StorageSettings } from "../../storage/config";
 
 /** Storage configuration (stored, applied by /storage/v1 on its next request) and the project's buckets. */
-const DEFAULTS = STORAGE_DEFAULTS;
 const Patch = z
   .object({
     fileSizeLimit: z
@@ -22,65 +23,36 @@ const Patch = z
   .strict();
 
 export function storageRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
-  const path = "/v1/projects/:ref/config/storage";
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path,
-      summary: "Gets the storage config",
-      access: { permission: "storage_config_read" },
-      status: 200,
-    },
-    async ({ project }) => readSettings(ctx, project.ref, "storage", DEFAULTS),
-  );
-  route(
-    ctx,
-    router,
-    {
+  const routes = routeTable(ctx, { project: "any" });
+  const store = settingsDocument(ctx, "storage", STORAGE_DEFAULTS);
+  configDocumentRoutes(routes, {
+    path: "/v1/projects/:ref/config/storage",
+    store,
+    read: { summary: "Gets the storage config", access: { permission: "storage_config_read" } },
+    update: {
       method: "patch",
-      project: "any",
-      path,
       summary: "Updates the storage config",
       access: { permission: "storage_config_write" },
       body: Patch,
       status: 200,
+      // `features` merges into the stored features, field by field (the body may name only some).
+      changes: async (body, { project }) =>
+        ({
+          ...body,
+          ...(body.features && {
+            features: { ...(await store.read(project.ref)).features, ...body.features },
+          }),
+        }) as Partial<StorageSettings>,
+      answer: () => ({}),
     },
-    async ({ project, params, body }) => {
-      const current = await readSettings(ctx, project.ref, "storage", DEFAULTS);
-      const features = body.features ? { ...current.features, ...body.features } : undefined;
-      await writeSettings(ctx, params.ref, "storage", DEFAULTS, {
-        ...body,
-        ...(features ? { features } : {}),
-      } as Partial<typeof DEFAULTS>);
-      return {};
-    },
-  );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "database",
-      path: "/v1/projects/:ref/storage/buckets",
-      summary: "Lists storage buckets",
-      access: { permission: "storage_read", scope: "storage:read" },
-      status: 200,
-    },
+  });
+  routes.get(
+    "/v1/projects/:ref/storage/buckets",
+    "Lists storage buckets",
+    { project: "database", access: { permission: "storage_read", scope: "storage:read" }, status: 200 },
     async ({ project }) => {
       // Read as the project's owner, who owns the storage tables (and could have put a view in their place).
-      const rows = await withTransaction(project.ownerPool, project.asOwnerScope, async (client) => {
-        const exists = await client.query("select to_regclass('storage.buckets') is not null as present");
-        if (!exists.rows[0].present) return [];
-        return (
-          await client.query(
-            "select id::text, name, coalesce(owner::text, '') as owner, created_at, updated_at, coalesce(public, false) as public from storage.buckets order by name",
-          )
-        ).rows;
-      });
+      const rows = await withTransaction(project.ownerPool, project.asOwnerScope, listBuckets);
       return rows.map((r) => ({
         ...r,
         created_at: new Date(r.created_at).toISOString(),
@@ -88,5 +60,5 @@ export function storageRoutes(ctx: AppContext): Router {
       }));
     },
   );
-  return router;
+  return routes.router;
 }

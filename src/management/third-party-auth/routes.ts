@@ -3,14 +3,12 @@ import type { JSONWebKeySet } from "jose";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { resolveJwks } from "../../auth/thirdParty";
-import { HttpError } from "../http";
-import { route } from "../route";
+import { found } from "../http";
+import { routeTable } from "../route";
+import { deleteThirdPartyAuth, getThirdPartyAuth, insertThirdPartyAuth, listThirdPartyAuth } from "./store";
 
 const READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: "auth_config_write", scope: "auth:write" };
-
-const COLUMNS =
-  "id, type, oidc_issuer_url, jwks_url, custom_jwks, audience, resolved_jwks, inserted_at, updated_at, resolved_at";
 
 const httpsUrl = z.url({ protocol: /^https?$/ });
 const jwks = z.object({ keys: z.array(z.looseObject({ kty: z.string() })).min(1) });
@@ -36,110 +34,52 @@ function typeOf(body: z.infer<typeof createBody>): string {
 
 /** Third-party auth: issuers whose JWTs the data APIs accept (the verifier reads these rows). */
 export function thirdPartyAuthRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const pool = ctx.platformPool;
   const base = "/v1/projects/:ref/config/auth/third-party-auth";
+  const one = async (ref: string, id: string) =>
+    found(await getThirdPartyAuth(pool, ref, id), "Third-party auth integration", id);
 
-  async function one(ref: string, id: string) {
-    const { rows } = await pool.query(
-      `select ${COLUMNS} from platform.third_party_auth where project_ref = $1 and id::text = $2`,
-      [ref, id],
-    );
-    if (!rows[0]) throw new HttpError(404, `Third-party auth integration ${id} not found`);
-    return rows[0];
-  }
-
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: base,
-      summary: "Adds a third-party auth integration (OIDC issuer, JWKS URL or custom JWKS)",
-      access: WRITE,
-      body: createBody,
-      status: 201,
-    },
+  routes.post(
+    base,
+    "Adds a third-party auth integration (OIDC issuer, JWKS URL or custom JWKS)",
+    { access: WRITE, body: createBody, status: 201 },
     async ({ params, body }) => {
       const source = {
         oidc_issuer_url: body.oidc_issuer_url ?? null,
         jwks_url: body.jwks_url ?? null,
         custom_jwks: (body.custom_jwks as JSONWebKeySet | undefined) ?? null,
       };
-      const resolved = await resolveJwks(source);
-      const { rows } = await pool.query(
-        `insert into platform.third_party_auth
-           (project_ref, type, oidc_issuer_url, jwks_url, custom_jwks, resolved_jwks, resolved_at, audience)
-         values ($1, $2, $3, $4, $5, $6, case when $6::jsonb is null then null else now() end, $7)
-         returning ${COLUMNS}`,
-        [
-          params.ref,
-          typeOf(body),
-          source.oidc_issuer_url,
-          source.jwks_url,
-          source.custom_jwks && JSON.stringify(source.custom_jwks),
-          resolved && JSON.stringify(resolved),
-          body.audience ?? null,
-        ],
-      );
-      return rows[0];
+      return insertThirdPartyAuth(pool, params.ref, {
+        type: typeOf(body),
+        ...source,
+        resolved_jwks: await resolveJwks(source),
+        audience: body.audience ?? null,
+      });
     },
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: base,
-      summary: "Lists third-party auth integrations",
-      access: READ,
-      status: 200,
-    },
-    async ({ params }) => {
-      const { rows } = await pool.query(
-        `select ${COLUMNS} from platform.third_party_auth where project_ref = $1 order by inserted_at`,
-        [params.ref],
-      );
-      return rows;
-    },
+  routes.get(base, "Lists third-party auth integrations", { access: READ, status: 200 }, async ({ params }) =>
+    listThirdPartyAuth(pool, params.ref),
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:tpa_id`,
-      summary: "Gets a third-party auth integration",
-      access: READ,
-      status: 200,
-    },
-    async ({ params }) => {
-      return one(params.ref, params.tpa_id);
-    },
+  routes.get(
+    `${base}/:tpa_id`,
+    "Gets a third-party auth integration",
+    { access: READ, status: 200 },
+    async ({ params }) => one(params.ref, params.tpa_id),
   );
 
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${base}/:tpa_id`,
-      summary: "Removes a third-party auth integration: its tokens are refused from the next request",
-      access: WRITE,
-      status: 200,
-    },
+  routes.delete(
+    `${base}/:tpa_id`,
+    "Removes a third-party auth integration: its tokens are refused from the next request",
+    { access: WRITE, status: 200 },
     async ({ params }) => {
       const row = await one(params.ref, params.tpa_id);
-      await pool.query("delete from platform.third_party_auth where id = $1", [row.id]);
+      await deleteThirdPartyAuth(pool, row.id);
       return row;
     },
   );
 
-  return router;
+  return routes.router;
 }

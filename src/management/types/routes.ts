@@ -1,19 +1,15 @@
 import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { generateTypescript } from "./typescript";
 
 export function typeRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
-  route(
-    ctx,
-    router,
+  const routes = routeTable(ctx, { project: "database" });
+  routes.get(
+    "/v1/projects/:ref/types/typescript",
+    "Generates TypeScript types of the database for the platform's JavaScript client",
     {
-      method: "get",
-      project: "database",
-      path: "/v1/projects/:ref/types/typescript",
-      summary: "Generates TypeScript types of the database for the platform's JavaScript client",
       access: { permission: "database_read", scope: "database:read" },
       query: z.object({
         included_schemas: z
@@ -31,5 +27,5 @@ export function typeRoutes(ctx: AppContext): Router {
       return { types: await generateTypescript(project, schemas) };
     },
   );
-  return router;
+  return routes.router;
 }

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
 import { findAnyProject, type ProjectRow } from "../projects/store";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { beginUpgrade, eligibility, upgradeStatus } from "./service";
 
 const Eligibility = z.object({
@@ -39,7 +39,7 @@ const Status = z.object({
 
 /** Major-version upgrades of a project's database (service.ts). */
 export function upgradeRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/upgrade";
   const row = async (ref: string): Promise<ProjectRow> => {
     const project = await findAnyProject(ctx.platformPool, ref);
@@ -48,32 +48,18 @@ export function upgradeRoutes(ctx: AppContext): Router {
   };
   const read = { permission: { and: ["project_admin_read", "database_read"] }, scope: "projects:read" };
 
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/eligibility`,
-      summary:
-        "Tells whether the project's database can move to a newer PostgreSQL major: from the version its " +
-        "cluster runs and the newer binaries installed (projects on Strata's embedded cluster only)",
-      access: read,
-      status: 200,
-      response: Eligibility,
-    },
+  routes.get(
+    `${base}/eligibility`,
+    "Tells whether the project's database can move to a newer PostgreSQL major: from the version its " +
+      "cluster runs and the newer binaries installed (projects on Strata's embedded cluster only)",
+    { access: read, status: 200, response: Eligibility },
     async ({ project }) => eligibility(ctx, await row(project.ref)),
   );
-  route(
-    ctx,
-    router,
+  routes.post(
+    base,
+    "Moves the project's database to an embedded cluster of the newer major (dump and restore; data, " +
+      "roles and their passwords, keys and settings kept); follow it with upgrade/status",
     {
-      method: "post",
-      project: "any",
-      path: base,
-      summary:
-        "Moves the project's database to an embedded cluster of the newer major (dump and restore; data, " +
-        "roles and their passwords, keys and settings kept); follow it with upgrade/status",
       access: {
         permission: { and: ["project_admin_write", "database_write"] },
         scope: "projects:write",
@@ -91,22 +77,12 @@ export function upgradeRoutes(ctx: AppContext): Router {
       return { tracking_id: await beginUpgrade(ctx, await row(project.ref), body.target_version) };
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/status`,
-      summary:
-        "The project's latest upgrade (or the one of tracking_id): progress through the platform's steps, " +
-        "status 0 upgrading, 1 upgraded, 2 failed (the project then stays on its old cluster)",
-      access: read,
-      query: z.object({ tracking_id: z.uuid().optional() }),
-      status: 200,
-      response: Status,
-    },
+  routes.get(
+    `${base}/status`,
+    "The project's latest upgrade (or the one of tracking_id): progress through the platform's steps, " +
+      "status 0 upgrading, 1 upgraded, 2 failed (the project then stays on its old cluster)",
+    { access: read, query: z.object({ tracking_id: z.uuid().optional() }), status: 200, response: Status },
     async ({ project, query }) => upgradeStatus(ctx, project.ref, query.tracking_id),
   );
-  return router;
+  return routes.router;
 }
