@@ -1,5 +1,3 @@
-import { dictionary } from "@zxcvbn-ts/language-common";
-
 /**
  * password_hibp_enabled, offline: the platform asks the HaveIBeenPwned range API, which needs the public
  * internet. Strata checks instead against the list of the most common passwords of public breach corpora
@@ -9,6 +7,11 @@ import { dictionary } from "@zxcvbn-ts/language-common";
 let leaked: Set<string> | undefined;
 
 export function isLeakedPassword(password: string): boolean {
-  leaked ??= new Set(dictionary["passwords-common"] as string[]);
+  // The list (and the library holding it) is loaded with the first check.
+  leaked ??= new Set(
+    (require("@zxcvbn-ts/language-common") as typeof import("@zxcvbn-ts/language-common")).dictionary[
+      "passwords-common"
+    ] as string[],
+  );
   return leaked.has(password.toLowerCase());
 }

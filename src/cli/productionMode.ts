@@ -10,4 +10,8 @@ if (process.argv[2] === "start") {
   process.env.GRAPHILE_ENV ??= "production";
 }
 
+// The compiled modules' V8 code is cached on disk (Node 22's compile cache, in the OS's temporary directory):
+// a start after the first loads the server's ~2,000 modules without compiling them again.
+(require("node:module") as { enableCompileCache?: () => unknown }).enableCompileCache?.();
+
 export {};

@@ -3,7 +3,7 @@ import type { LookupAddress } from "node:dns";
 import { isIP } from "node:net";
 import { networkInterfaces } from "node:os";
 import ipaddr from "ipaddr.js";
-import { Agent, fetch as undiciFetch } from "undici";
+import type { Agent } from "undici";
 
 /**
  * The one outbound policy for every address a tenant supplies: database webhooks, log drains, auth hooks,
@@ -186,8 +186,12 @@ async function checkUrl(raw: string, allowHttp: boolean): Promise<CheckedUrl> {
  * time, so a DNS answer that changes between the check and the request (DNS rebinding) cannot move it.
  * TLS still verifies the certificate against the host name, and the request body travels on it too.
  */
+/** undici is loaded with the first outbound request: most servers make none for minutes after starting. */
+let undiciLibrary: typeof import("undici") | undefined;
+const undici = () => (undiciLibrary ??= require("undici") as typeof import("undici"));
+
 function pinnedTo(address: LookupAddress): Agent {
-  return new Agent({
+  return new (undici().Agent)({
     connect: {
       lookup: (_hostname, options, callback) => {
         if ((options as { all?: boolean }).all)
@@ -267,7 +271,7 @@ export async function fetchOutbound(raw: string, req: OutboundRequest = {}): Pro
   for (let hop = 0; ; hop++) {
     const dispatcher = pinnedTo(checked.address);
     try {
-      const res = await undiciFetch(checked.url, {
+      const res = await undici().fetch(checked.url, {
         method,
         headers: req.headers,
         body: req.body,

@@ -1,5 +1,5 @@
 import type { Readable } from "node:stream";
-import sharp from "sharp";
+import type Sharp from "sharp";
 import { invalidRequest, StorageError } from "./errors";
 
 /**
@@ -54,6 +54,10 @@ export function hasTransformations(t: Transformations): boolean {
 }
 
 /** The transformed image as a stream, and its media type. */
+/** sharp (libvips) is loaded with the first transformation: a server that transforms no image never holds it. */
+let sharpLibrary: typeof Sharp | undefined;
+const sharp = (options: Sharp.SharpOptions) => (sharpLibrary ??= require("sharp") as typeof Sharp)(options);
+
 export function transform(
   input: Readable,
   contentType: string,

@@ -1,6 +1,5 @@
 import { randomInt } from "node:crypto";
 import * as OTPAuth from "otpauth";
-import QRCode from "qrcode";
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
 import { smsSenderOf, type SessionCall } from "../call";
@@ -122,6 +121,8 @@ export async function enroll(call: SessionCall) {
   }
   const uri = new OTPAuth.TOTP({ issuer, label: caller.user.email || caller.user.id, secret }).toString();
   const factor = await insertNamedFactor(call, friendlyName, { type: "totp", secret });
+  // Loaded with the first enrolment: a server that enrols no TOTP factor never holds the library.
+  const { default: QRCode } = await import("qrcode");
   const svg = await QRCode.toString(uri, { type: "svg" });
   return {
     id: factor.id,
