@@ -300,6 +300,8 @@ begin
      and to_regclass(format('pgmq.%I', atable || '_' || ahead_start)) is not null then
     return;
   end if;
+  -- Senders that reach a new interval together: one makes the partitions, the others find them made.
+  perform pgmq.acquire_queue_lock(queue_name);
 
   foreach t in array array[qtable, atable] loop
     start := current_start;
