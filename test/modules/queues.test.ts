@@ -166,6 +166,13 @@ describe("pgmq's SQL interface", () => {
       "a_parts_40",
       "a_parts_50",
     ]);
+    // Two senders reaching the next interval together: one makes its partitions, neither fails.
+    const five = `array[${Array.from({ length: 5 }, (_, i) => `'{"c": ${i}}'`).join(", ")}]::jsonb[]`;
+    await Promise.all([
+      ownerSql(`select * from pgmq.send_batch('parts', ${five})`),
+      ownerSql(`select * from pgmq.send_batch('parts', ${five})`),
+    ]);
+    expect((await partitions("q_parts")).at(-1)).toBe("q_parts_60");
     const read = await ownerSql("select msg_id from pgmq.read('parts', 30, 1)");
     expect(await ownerSql(`select pgmq.archive('parts', ${read[0].msg_id}) as ok`)).toEqual([{ ok: true }]);
     expect(
