@@ -168,7 +168,8 @@ function toRelation(raw: any): Relation {
 }
 
 function toFunction(raw: any): RestFunction {
-  const composite = raw.returnTypeRelid !== 0 || raw.returnType === "record";
+  // typrelid is an oid, which json_build_object writes as a string.
+  const composite = Number(raw.returnTypeRelid) !== 0 || raw.returnType === "record";
   const relation =
     raw.returnRelName && raw.returnRelKind !== "c"
       ? { schema: raw.returnRelSchema, name: raw.returnRelName }

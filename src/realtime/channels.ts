@@ -9,6 +9,7 @@ import { ChangeFeed, type ChangeData, type ChangeSubscriber } from "./changes";
 import type { PgBinding } from "./filters";
 import { authorizeTopic, type TopicRights } from "./authorize";
 import { NodeLink } from "./cluster";
+import { messageOf } from "./database";
 import { PresenceState, type Metas, type PresenceDiff } from "./presence";
 import type { Frame } from "./protocol";
 
@@ -100,17 +101,20 @@ export class ProjectHub {
   private readonly windows = new Map<string, { second: number; count: number }>();
   /** Sockets of this project on this node. */
   connections = 0;
+  /** Messages from the database are delivered one after another, in the order they were announced. */
+  private fromDatabase: Promise<void> = Promise.resolve();
 
   constructor(
     readonly project: ProjectRuntime,
     slotPrefix: string,
     nodeId: string,
     nodeTimeoutMs: number,
-    log: Logger,
+    private readonly log: Logger,
   ) {
     this.feed = new ChangeFeed(project, slotPrefix, log);
     this.link = new NodeLink(project, nodeId, nodeTimeoutMs, log, {
       broadcast: (key, message) => this.deliverLocal(key, message),
+      database: (announcement) => this.deliverFromDatabase(announcement),
       diff: (key, diff) => this.sendDiff(key, diff),
       shutdown: () => this.project.events.emit("realtime-shutdown"),
       presences: () => this.localPresences(),
@@ -259,6 +263,39 @@ export class ProjectHub {
       if (s === from && !s.self) continue;
       s.push("broadcast", message);
     }
+  }
+
+  /**
+   * A message realtime.send stored (./database.ts), to the topic's subscribers on this node as the platform
+   * sends it: `{type: "broadcast", event, payload, meta: {id}}`, dropped when its payload exceeds the project's
+   * max_payload_size_in_kb. A private message goes to the private channel only, whose sessions the RLS
+   * policies on realtime.messages let in.
+   */
+  private deliverFromDatabase(announcement: Record<string, unknown>): void {
+    const { topic, private: isPrivate } = announcement;
+    // Nobody here subscribes to it: nothing to do (a message announced by id must be read to know).
+    if (
+      typeof topic === "string" &&
+      typeof isPrivate === "boolean" &&
+      !this.topics.has(topicKey(topic, isPrivate))
+    )
+      return;
+    this.fromDatabase = this.fromDatabase
+      .then(async () => {
+        const m = await messageOf(this.project, announcement);
+        if (!m) return;
+        const limits = await this.config();
+        if (Buffer.byteLength(JSON.stringify(m.payload)) > limits.max_payload_size_in_kb * 1024) return;
+        this.deliverLocal(topicKey(m.topic, m.private), {
+          type: "broadcast",
+          event: m.event,
+          payload: m.payload,
+          meta: { id: m.id },
+        });
+      })
+      .catch((e: Error) =>
+        this.log.warn({ ref: this.project.ref, err: e.message }, "realtime message from the database lost"),
+      );
   }
 
   /** Tells the other nodes to close this project's sockets (Management API shutdown). */

@@ -15,6 +15,7 @@ import type { Metas, PresenceDiff } from "./presence";
  *   beat it removes the presences of nodes silent longer than the timeout and sends their leaves. One node
  *   gets each dead row (DELETE ... RETURNING), so each leave is sent once. A node found deleted on its own
  *   beat (it stalled) writes its presences again and sends their joins.
+ * - realtime.send announces the messages it stores on the same channel (./database.ts); every node hears them.
  * Limits: delivery between nodes is as reliable as the LISTEN connection (reconnected after a second; what
  * was notified meanwhile is lost, as Phoenix PubSub loses messages over a broken link); a crashed node's
  * presences linger up to the timeout.
@@ -30,6 +31,8 @@ const RELAY_KEEP = "1 minute";
 
 export interface LinkHandlers {
   broadcast(key: string, message: Json): void;
+  /** A message realtime.send stored in the project's database (./database.ts), announced to every node. */
+  database(announcement: Json): void;
   diff(key: string, diff: PresenceDiff): void;
   shutdown(): void;
   /** This node's tracked presences, to be written again after the node was taken for dead. */
@@ -219,7 +222,9 @@ export class NodeLink {
     } catch {
       return; // Not one of ours.
     }
-    if (m.node === this.id || this.closed) return;
+    if (this.closed) return;
+    if (m.db && typeof m.db === "object") return this.on.database(m.db as Json);
+    if (m.node === this.id) return;
     if (typeof m.relay === "string") {
       const { rows } = await this.project.adminPool.query(
         "select payload from _strata.realtime_relay where id = $1",

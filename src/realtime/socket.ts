@@ -11,6 +11,7 @@ import { GateError, openProject } from "../http/gate";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { TopicRights } from "./authorize";
 import { PoolExhausted, ProjectHub, Session } from "./channels";
+import { pruneMessages } from "./database";
 import { parseBinding, type PgBinding } from "./filters";
 import { decodeFrame, encodeFrame, type Frame, type Vsn } from "./protocol";
 
@@ -36,6 +37,8 @@ const MAX_FRAME_BYTES = 1024 * 1024;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** A client sends a heartbeat every 25-30 s; a socket silent this long is gone and is closed. */
 const SILENCE_MS = 60_000;
+/** How often the projects open on this node have their old realtime.messages pruned. */
+const PRUNE_EVERY_MS = 60 * 60 * 1000;
 
 type Json = Record<string, unknown>;
 
@@ -76,8 +79,15 @@ export class RealtimeServer {
     for (const c of this.connections) if (now - c.lastSeen > SILENCE_MS) c.close(1000, "heartbeat timeout");
   }, SILENCE_MS / 4);
 
+  /**
+   * realtime.messages past the platform's retention, pruned in the projects open on this node (those whose
+   * requests, migrations or sockets run here, hence those whose database functions send messages).
+   */
+  private readonly janitor = setInterval(() => void this.prune(), PRUNE_EVERY_MS);
+
   constructor(readonly ctx: AppContext) {
     this.sweeper.unref();
+    this.janitor.unref();
     // Stable across restarts of this node, so a slot a crashed process left is found and replaced.
     this.nodeId = createHash("sha1")
       .update(`${os.hostname()}\u0000${path.resolve(ctx.config.dataDir)}`)
@@ -132,6 +142,15 @@ export class RealtimeServer {
     await hub.close();
   }
 
+  private async prune(): Promise<void> {
+    for (const project of await this.ctx.registry.open()) {
+      if (this.closed) return;
+      await pruneMessages(project).catch((e: Error) =>
+        this.ctx.log.warn({ ref: project.ref, err: e.message }, "pruning realtime.messages failed"),
+      );
+    }
+  }
+
   /**
    * A stop: every socket gets a close frame at once (1001 going away: realtime-js reconnects, to another node
    * when there is one), upgrades are refused, and each project's feed and slot are dropped.
@@ -139,6 +158,7 @@ export class RealtimeServer {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.sweeper);
+    clearInterval(this.janitor);
     for (const c of [...this.connections]) c.close(1001, "server shutting down");
     this.wss.close();
     await Promise.all([...this.hubs.keys()].map((ref) => this.closeProject(ref)));

@@ -173,10 +173,13 @@ function setCallSource(fn: RestFunction, args: Record<string, unknown>, fromQuer
     lateral ${sql.identifier(fn.schema, fn.name)}(${sql.join(named, ", ")}) as pgrst_r)`;
 }
 
-/** Rows of a set-returning function of scalars: a JSON array of the values. */
+/**
+ * Rows of a set-returning function of scalars: a JSON array of the values. The source's one column is named
+ * pgrst_v (a column wins over the alias's whole row, which a subquery source would otherwise give).
+ */
 function scalarSetStatement(source: SQL, page: Page): SQL {
   return sql`select null::bigint as total, count(*) as page, coalesce(json_agg(pgrst_v), '[]')::text as body, null::bigint as inserted
-    from (select pgrst_v from ${source} as pgrst_v ${pageSql(page.limit, page.offset)}) as pgrst_s`;
+    from (select pgrst_v from ${source} as pgrst_v(pgrst_v) ${pageSql(page.limit, page.offset)}) as pgrst_s`;
 }
 
 /** The one statement a plan runs, or undefined when it affects nothing (no rows to insert, no columns to set). */
