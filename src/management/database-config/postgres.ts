@@ -296,7 +296,7 @@ export async function applyConfig(
         await runUtilityStatement(client, "alter database %I set %I = %L", [db, p.name, p.value]);
       else await runUtilityStatement(client, "alter system set %I = %L", [p.name, p.value]);
     }
-    if (plan.some((p) => p.reach === "reload")) await client.query("select pg_reload_conf()");
+    if (plan.some((p) => p.reach === "reload")) await reloadConfiguration(client);
     if (plan.some((p) => p.reach === "restart")) {
       client.release();
       await ctx.restartCluster!();
@@ -315,5 +315,21 @@ export async function applyConfig(
     } catch {
       // released before the restart
     }
+  }
+}
+
+/**
+ * Reloads the cluster's configuration and answers once it is loaded: the postmaster reads the files when the
+ * signal reaches it, then signals every session, this one included, so this session's own load time passing
+ * the request's start says the new values are in force (a busy machine may take a moment).
+ */
+async function reloadConfiguration(client: pg.PoolClient): Promise<void> {
+  const { rows } = await client.query<{ asked: Date }>("select clock_timestamp() as asked, pg_reload_conf()");
+  for (let i = 0; i < 100; i++) {
+    const loaded = await client.query<{ done: boolean }>("select pg_conf_load_time() >= $1 as done", [
+      rows[0].asked,
+    ]);
+    if (loaded.rows[0].done) return;
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
