@@ -41,6 +41,7 @@ import { settleReadOnly } from "./management/database-config/readonly";
 import { EmbeddedClusters } from "./projects/embeddedClusters";
 import { Upgrades } from "./jobs/upgrades";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
+import { DatabaseModules } from "./jobs/modules/service";
 import { createApp } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 import { deleteDueBranches } from "./management/branches/operations";
@@ -326,6 +327,8 @@ export async function startStrata(
   const webhooks = new WebhookDispatcher(ctx);
   ctx.webhooks = webhooks;
   webhooks.start();
+  const modules = new DatabaseModules(ctx);
+  modules.start();
   const own: OwnCluster | undefined = db.embedded
     ? {
         clusterId: DEFAULT_CLUSTER_ID,
@@ -383,6 +386,7 @@ export async function startStrata(
       await stopStorageSweeper();
       await stopFunctionRuntime(ctx);
       await webhooks.stop();
+      await modules.stop();
       await backups.stop();
       diskWatch.stop();
       access?.stopExpiry();
