@@ -8,7 +8,8 @@
 --   strata_net    the HTTP worker: takes requests from net.http_request_queue, records net._http_response;
 --   strata_vault  owns vault's functions and view: encrypts with the project's public key, decrypts with the
 --                 private key Strata hands to its own sessions only (src/modules/vault.ts);
---   strata_stats  reads the statistics of this database's statements for extensions.pg_stat_statements.
+--   strata_stats  reads the statistics of this database's statements for extensions.pg_stat_statements, as a
+--                 member of pg_read_all_stats (its only membership, hence INHERIT).
 do $$
 declare
   r text;
@@ -21,7 +22,8 @@ begin
     exception when duplicate_object or unique_violation then
       null; -- another database's bootstrap made it a moment ago
     end;
-    execute format('alter role %I nologin nosuperuser nocreatedb nocreaterole noreplication nobypassrls noinherit', r);
+    execute format('alter role %I nologin nosuperuser nocreatedb nocreaterole noreplication nobypassrls %s', r,
+      case when r = 'strata_stats' then 'inherit' else 'noinherit' end);
   end loop;
 end
 $$;
