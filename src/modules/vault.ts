@@ -1,4 +1,5 @@
-import { generateKeyPairSync } from "node:crypto";
+import { generateKeyPair } from "node:crypto";
+import { promisify } from "node:util";
 import { Readable } from "node:stream";
 import type pg from "pg";
 import { kekOf } from "../platform/kek";
@@ -56,8 +57,8 @@ const SECRET_SUBKEY = 7;
 const RSA = 1;
 
 /** A fresh RSA key pair as OpenPGP subkey packets (pgcrypto skips a main key and uses the encryption subkey). */
-function generateVaultKeyPair(): VaultKeyPair {
-  const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+async function generateVaultKeyPair(): Promise<VaultKeyPair> {
+  const { privateKey } = await promisify(generateKeyPair)("rsa", { modulusLength: 2048 });
   const jwk = privateKey.export({ format: "jwk" });
   const part = (name: "n" | "e" | "d" | "p" | "q" | "qi") => mpi(Buffer.from(jwk[name]!, "base64url"));
   const created = Buffer.alloc(4);
@@ -89,20 +90,25 @@ function vaultKeyPair(platformPool: pg.Pool, ref: string): Promise<VaultKeyPair>
 
 async function loadOrMake(platformPool: pg.Pool, ref: string): Promise<VaultKeyPair> {
   const kek = kekOf(platformPool);
-  const made = generateVaultKeyPair();
-  await platformPool.query(
-    `insert into platform.vault_keys (project_ref, public_key, private_key) values ($1, $2, $3)
-     on conflict (project_ref) do nothing`,
-    [
+  const read = () =>
+    platformPool.query("select public_key, private_key from platform.vault_keys where project_ref = $1", [
       ref,
-      made.publicKey.toString("base64"),
-      kek.seal(made.privateKey.toString("base64"), PRIVATE_KEY_PURPOSE),
-    ],
-  );
-  const { rows } = await platformPool.query(
-    "select public_key, private_key from platform.vault_keys where project_ref = $1",
-    [ref],
-  );
+    ]);
+  let { rows } = await read();
+  if (!rows.length) {
+    // Another node may make one at the same moment: the first stored is the project's.
+    const made = await generateVaultKeyPair();
+    await platformPool.query(
+      `insert into platform.vault_keys (project_ref, public_key, private_key) values ($1, $2, $3)
+       on conflict (project_ref) do nothing`,
+      [
+        ref,
+        made.publicKey.toString("base64"),
+        kek.seal(made.privateKey.toString("base64"), PRIVATE_KEY_PURPOSE),
+      ],
+    );
+    ({ rows } = await read());
+  }
   return {
     publicKey: Buffer.from(rows[0].public_key, "base64"),
     privateKey: Buffer.from(kek.open(rows[0].private_key, PRIVATE_KEY_PURPOSE), "base64"),
