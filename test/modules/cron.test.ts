@@ -13,6 +13,7 @@ import {
 import { testTempDir } from "../helpers/tempDir";
 import { until } from "../helpers/until";
 import { mgmt } from "../management/client";
+import { pruneRuns } from "../../src/jobs/modules/cron";
 import { tenantSql, tenantSqlError } from "./sql";
 
 /**
@@ -114,6 +115,7 @@ describe("cron", () => {
     );
     expect((await server.sql("select count(*)::int as n from public.ticks")).rows[0].n).toBe(after);
     await tenantSql(server, "select cron.unschedule('sentinel')");
+    await server.sql(`revoke select on cron._job_state from ${owner}`);
   }, 60_000);
 
   it("accepts pg_cron's schedules and refuses what pg_cron refuses", async () => {
@@ -217,6 +219,55 @@ describe("cron", () => {
     // The owner does not see the superuser's job.
     expect(await tenantSql(server, "select count(*)::int as n from cron.job")).toEqual([{ n: 0 }]);
   }, 60_000);
+
+  it("keeps its bookkeeping out of the tenant's reach", async () => {
+    for (const query of [
+      "create trigger spy before insert on cron.job_run_details for each row execute function pg_catalog.suppress_redundant_updates_trigger()",
+      "create policy everything on cron.job using (true)",
+      "alter table cron.job disable trigger cron_job_guard",
+      "drop trigger cron_job_guard on cron.job",
+      "create or replace function cron.schedule(schedule text, command text) returns bigint language sql as 'select 1::bigint'",
+      "create function cron.extra() returns int language sql as 'select 1'",
+      "update cron._job_state set last_slot = now() - interval '1 day'",
+      "select * from cron._job_state",
+    ])
+      expect(await tenantSqlError(server, query)).toMatch(/permission denied|must be owner/);
+  });
+
+  it("records as failed the run of a node that stopped, and prunes old runs", async () => {
+    const [{ id }] = await tenantSql(server, "select cron.schedule('stuck', '@yearly', 'select 1') as id");
+    // As a node that stopped mid-run leaves it: a run still `running`, its lease over.
+    await server.sql(
+      `insert into cron.job_run_details (jobid, username, database, command, status, start_time)
+       values ($1, $2, current_database(), 'select 1', 'running', now() - interval '2 minutes')`,
+      [id, owner],
+    );
+    await server.sql(
+      "update cron._job_state set lease_until = now() - interval '1 second' where jobid = $1",
+      [id],
+    );
+    const stopped = await until(async () => {
+      const { rows } = await server.sql(
+        "select status, return_message from cron.job_run_details where jobid = $1",
+        [id],
+      );
+      return rows[0]?.status === "failed" ? rows[0] : undefined;
+    });
+    expect(stopped.return_message).toMatch(/stopped before it ended/);
+
+    await server.sql(
+      `insert into cron.job_run_details (jobid, username, status, end_time)
+       select $1, $2, 'succeeded', now() - interval '8 days' from generate_series(1, 3)`,
+      [id, owner],
+    );
+    const project = (await server.strata.ctx.registry.get(server.ref))!;
+    await pruneRuns(project);
+    const left = (
+      await server.sql("select count(*)::int as n from cron.job_run_details where jobid = $1", [id])
+    ).rows;
+    expect(left).toEqual([{ n: 1 }]);
+    await tenantSql(server, "select cron.unschedule('stuck')");
+  });
 
   it("takes cron.log_statement through the Management API, per project database", async () => {
     const path_ = `/v1/projects/${server.ref}/config/database/postgres`;

@@ -33,6 +33,8 @@ describe("net", () => {
       req.on("end", () => {
         received.push({ method: req.method!, url: req.url!, headers: req.headers, body });
         if (req.url?.startsWith("/slow")) return void setTimeout(() => res.writeHead(200).end("late"), 3000);
+        if (req.url === "/redirect")
+          return void res.writeHead(302, { location: "http://169.254.169.254/latest/meta-data/" }).end();
         res.writeHead(201, { "content-type": "application/json", "x-answer": "yes" }).end('{"ok":true}');
       });
     });
@@ -117,6 +119,26 @@ describe("net", () => {
         `select net.http_post('${base}/x', headers := '{"Content-Type": "text/plain"}')`,
       ),
     ).toMatch(/Content-Type header must be "application\/json"/);
+  });
+
+  it("follows no redirect, and refuses what the queue's own rules refuse", async () => {
+    const [redirect] = await tenantSql(server, `select net.http_get('${base}/redirect') as id`);
+    expect(await responseOf(redirect.id)).toMatchObject({
+      status_code: 302,
+      headers: expect.objectContaining({ location: "http://169.254.169.254/latest/meta-data/" }),
+    });
+    const credentials = `http://user:secret@127.0.0.1:${new URL(base).port}/creds`;
+    const [withCredentials] = await tenantSql(server, `select net.http_get('${credentials}') as id`);
+    expect((await responseOf(withCredentials.id)).error_msg).toMatch(
+      /credentials in the URL are not allowed/,
+    );
+    expect(received.some((r) => r.url === "/creds")).toBe(false);
+    expect(
+      await tenantSqlError(
+        server,
+        `insert into net.http_request_queue (method, url, timeout_milliseconds) values ('PUT', '${base}/put', 100)`,
+      ),
+    ).toMatch(/http_method/);
   });
 
   it("sends what a trigger queues on a data request as anon, and reaches the project's own API by its host", async () => {

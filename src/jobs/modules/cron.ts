@@ -26,7 +26,9 @@ import type { ProjectRuntime } from "../../projects/runtime";
 const LEASE = "60 seconds";
 const LEASE_RENEW_MS = 20_000;
 /** pg_cron's cron.max_running_jobs default, per node. */
-export const MAX_RUNNING = 32;
+const MAX_RUNNING = 32;
+/** A project's share of them, so that one project's jobs cannot hold up every other's. */
+const MAX_RUNNING_PER_PROJECT = 8;
 /** Runs older than this, and beyond the newest RUNS_KEPT of a job, are removed from cron.job_run_details. */
 const RUNS_RETENTION = "7 days";
 const RUNS_KEPT = 10_000;
@@ -159,17 +161,29 @@ async function runCommand(
 
 export class CronRunner {
   private readonly runs = new Set<Promise<void>>();
+  /** How many runs each project has on this node now. */
+  private readonly running = new Map<string, number>();
   /** The backends of the jobs running now, so that a stop can end them. */
   private readonly sessions = new Map<string, { project: ProjectRuntime; pid: number }>();
 
   constructor(private readonly ctx: AppContext) {}
 
-  get room(): number {
-    return MAX_RUNNING - this.runs.size;
+  /** How many more runs of `ref` this node takes now. */
+  roomFor(ref: string): number {
+    return Math.min(MAX_RUNNING - this.runs.size, MAX_RUNNING_PER_PROJECT - (this.running.get(ref) ?? 0));
   }
 
   start(project: ProjectRuntime, run: ClaimedRun): void {
-    const done = this.run(project, run).finally(() => this.runs.delete(done));
+    const count = (delta: number) => {
+      const n = (this.running.get(project.ref) ?? 0) + delta;
+      if (n) this.running.set(project.ref, n);
+      else this.running.delete(project.ref);
+    };
+    count(1);
+    const done = this.run(project, run).finally(() => {
+      this.runs.delete(done);
+      count(-1);
+    });
     this.runs.add(done);
   }
 

@@ -77,7 +77,8 @@ async function send(ctx: AppContext, ref: string, request: QueuedRequest): Promi
       status_code: answer.status,
       content_type: answer.contentType,
       headers: answer.headers,
-      content: answer.text,
+      // text and jsonb hold no NUL character.
+      content: answer.text.replaceAll("\0", ""),
       timed_out: false,
       error_msg: null,
     };

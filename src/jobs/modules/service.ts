@@ -129,8 +129,9 @@ export class DatabaseModules {
 
   private async claimRuns(ref: string): Promise<void> {
     const project = await this.runtime(ref);
-    if (!project || this.runner.room <= 0) return;
-    for (const run of await claimDueRuns(project, this.runner.room)) this.runner.start(project, run);
+    const room = this.runner.roomFor(ref);
+    if (!project || room <= 0) return;
+    for (const run of await claimDueRuns(project, room)) this.runner.start(project, run);
   }
 
   private async sendRequests(ref: string): Promise<void> {
