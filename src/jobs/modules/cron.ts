@@ -163,6 +163,7 @@ export class CronRunner {
   private readonly runs = new Set<Promise<void>>();
   /** How many runs each project has on this node now. */
   private readonly running = new Map<string, number>();
+  private stopping = false;
   /** The backends of the jobs running now, so that a stop can end them. */
   private readonly sessions = new Map<string, { project: ProjectRuntime; pid: number }>();
 
@@ -192,6 +193,7 @@ export class CronRunner {
     const renew = setInterval(() => void holdLease(project, run, true).catch(() => {}), LEASE_RENEW_MS);
     try {
       const message = await runCommand(client, project, run, (pid) => {
+        if (this.stopping) throw new Error("Strata stopped before the job started");
         this.sessions.set(run.runid, { project, pid });
         return recordRun(project, run, { status: "running", pid, started: true });
       });
@@ -211,6 +213,7 @@ export class CronRunner {
 
   /** Ends the backends of the jobs still running (each run is recorded as failed) and waits for their runs. */
   async stop(): Promise<void> {
+    this.stopping = true;
     await Promise.all(
       [...this.sessions.values()].map(({ project, pid }) =>
         project.adminPool.query("select pg_catalog.pg_terminate_backend($1)", [pid]).catch(() => {}),

@@ -30,6 +30,7 @@ const NET_IDLE_MS = 60_000;
 /** How often each open project's old runs and answers are removed and its vault key checked. */
 const REVISIT_MS = 10 * 60_000;
 const WARN_EVERY_MS = 60_000;
+const STOP_WAIT_MS = 5000;
 
 interface ModuleState {
   /** Strata's cron (sql/project/710_cron.sql), or the real extension's. */
@@ -99,10 +100,17 @@ export class DatabaseModules {
     });
   }
 
+  /**
+   * Stops looking and claiming, ends the jobs running here (recorded as failed) and waits for the work under way,
+   * requests being sent at most STOP_WAIT_MS (a request still unanswered then is lost, as with pg_net).
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     for (const timer of this.timers) clearInterval(timer);
-    await Promise.all(this.busy.values());
+    await Promise.race([
+      Promise.all(this.busy.values()),
+      new Promise((resolve) => setTimeout(resolve, STOP_WAIT_MS).unref()),
+    ]);
     await this.runner.stop();
   }
 
@@ -131,7 +139,8 @@ export class DatabaseModules {
     const project = await this.runtime(ref);
     const room = this.runner.roomFor(ref);
     if (!project || room <= 0) return;
-    for (const run of await claimDueRuns(project, room)) this.runner.start(project, run);
+    // Runs claimed as the node stops are not started: their lease ends, and another node records them failed.
+    for (const run of await claimDueRuns(project, room)) if (!this.stopped) this.runner.start(project, run);
   }
 
   private async sendRequests(ref: string): Promise<void> {
