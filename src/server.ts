@@ -21,6 +21,8 @@ import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
 import { realtimeRouter } from "./realtime/routes";
 import { storageRouter } from "./storage/routes";
+import { sandboxTenantContent } from "./studio/server/isolation";
+import { studioRouter } from "./studio/server/routes";
 
 /** Answers whether the main database is reachable (within two seconds). */
 async function databaseReachable(ctx: AppContext): Promise<boolean> {
@@ -142,6 +144,8 @@ export function createApp(ctx: AppContext): {
   });
   app.get("/metrics", metrics.handler());
 
+  // Tenant-written bodies served at Studio's origin run sandboxed (src/studio/server/isolation.ts).
+  app.use(["/functions/v1", "/storage/v1"], sandboxTenantContent(ctx));
   app.use("/functions/v1", functionsRouter(ctx));
   // Browser apps call the data APIs from their own origin, as they call the platform's: CORS for any origin
   // (the key or token in the request decides, never a cookie). Edge functions answer their own preflights.
@@ -154,6 +158,8 @@ export function createApp(ctx: AppContext): {
   // Mounted at the root, its error handler also answers the errors the GraphQL and REST routes pass on
   // (malformed or too large bodies, unexpected failures).
   app.use(managementRouter(ctx));
+  // The dashboard: /studio/... and its page paths (/projects, /project/<ref>/...), which no API uses.
+  app.use(studioRouter(ctx));
 
   app.use((_req, res) => {
     res.status(404).json({ message: "Not found" });

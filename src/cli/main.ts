@@ -32,6 +32,7 @@ function banner(info: StrataInfo): string {
     `     GraphQL URL: ${info.graphql_url}`,
     `        REST URL: ${info.rest_url}`,
     `  Management API: ${info.api_url}/v1`,
+    `          Studio: ${info.api_url}/projects (sign in with a management token)`,
     `     Project ref: ${info.ref}`,
     `        anon key: ${info.anon_key}`,
     `service_role key: ${info.service_role_key}`,

@@ -1,0 +1,24 @@
+import path from "node:path";
+import { defineConfig } from "vite";
+
+// Studio's build: `npm run build:studio` writes dist/studio, which the server serves (src/studio/server/pages.ts):
+// hashed files under /studio/assets, and index.html for every page path.
+export default defineConfig({
+  root: import.meta.dirname,
+  base: "/studio/",
+  publicDir: false,
+  logLevel: "warn",
+  oxc: { jsx: { runtime: "automatic" } },
+  build: {
+    outDir: path.resolve(import.meta.dirname, "../dist/studio"),
+    emptyOutDir: true,
+    assetsDir: "assets",
+    chunkSizeWarningLimit: 1024,
+    rolldownOptions: {
+      // Libraries marked "use client" for React Server Components: nothing to keep in a browser-only bundle.
+      onLog(level, log, handler) {
+        if (log.code !== "MODULE_LEVEL_DIRECTIVE") handler(level, log);
+      },
+    },
+  },
+});

@@ -1,0 +1,192 @@
+import type { Browser, Page } from "playwright-core";
+import { withDatabase } from "../../src/db/urls";
+import { adminQuery } from "../helpers/db";
+import { startTestServer, type TestServer } from "../helpers/server";
+import { atProjectHost, mgmt } from "../management/client";
+import { buildStudio, launchChromium, VIEWPORT } from "./browser";
+
+/**
+ * Studio in a real Chromium against a real server: sign in, create a project, build tables with a foreign key,
+ * edit rows, run SQL, sign out. Every effect is checked through another channel too (REST with the project's
+ * key, SQL as the superuser, the control plane's rows).
+ */
+
+jest.setTimeout(240_000);
+
+describe("Studio in a browser", () => {
+  let server: TestServer;
+  let browser: Browser;
+  let page: Page;
+  let ref: string;
+
+  beforeAll(async () => {
+    buildStudio();
+    server = await startTestServer();
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: VIEWPORT });
+    page.setDefaultTimeout(20_000);
+    // A fault of the page's own shows in the test's output.
+    page.on("pageerror", (e) => console.error("page error:", e));
+  });
+  afterAll(async () => {
+    await browser?.close();
+    if (ref) await mgmt(server, "DELETE", `/v1/projects/${ref}`);
+    await server?.stop();
+  });
+
+  /** SQL as the superuser in the new project's database. */
+  async function projectSql(text: string) {
+    const { rows } = await server.controlSql("select database_name from platform.projects where ref = $1", [
+      ref,
+    ]);
+    return adminQuery(text, [], withDatabase(server.dbUrl, rows[0].database_name));
+  }
+
+  it("signs in with a management token", async () => {
+    await page.goto(`${server.url}/projects`);
+    await page.waitForURL(/\/sign-in\?next=%2Fprojects/);
+    await page.getByLabel("Access token").fill("sbp_not_a_token");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("alert").filter({ hasText: "not valid" }).waitFor();
+
+    await page.getByLabel("Access token").fill(server.managementToken);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(/\/projects$/);
+    await page.getByRole("heading", { name: "Projects" }).waitFor();
+    const [cookie] = await page.context().cookies();
+    expect(cookie).toMatchObject({ name: "strata_studio", httpOnly: true, sameSite: "Strict" });
+    expect(
+      (await server.controlSql("select count(*)::int as n from platform.studio_sessions")).rows[0].n,
+    ).toBe(1);
+  });
+
+  it("creates a project and shows its progress until it is active", async () => {
+    await page.getByRole("button", { name: "New project" }).click();
+    const form = page.getByRole("form", { name: "New project" });
+    await form.getByLabel("Name").fill("bookshop");
+    await form.getByLabel("Database password").fill("a-strong-password");
+    await form.getByRole("button", { name: "Create project" }).click();
+    const card = page.locator(".project-card", { hasText: "bookshop" });
+    await card.waitFor();
+    ref = (await card.getAttribute("data-ref"))!;
+    expect(ref).toMatch(/^[a-z]{20}$/);
+    await card.getByText("Active", { exact: true }).waitFor({ timeout: 180_000 });
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}`)).body.status).toBe("ACTIVE_HEALTHY");
+  });
+
+  it("creates two tables joined by a foreign key, showing the SQL it runs", async () => {
+    await page.locator(".project-card", { hasText: "bookshop" }).getByRole("link").first().click();
+    await page.waitForURL(new RegExp(`/project/${ref}/editor`));
+
+    await page.getByRole("button", { name: "New table" }).click();
+    let form = page.getByRole("form", { name: "New table" });
+    await form.getByLabel("Name", { exact: true }).fill("authors");
+    await form.getByRole("button", { name: "Add column" }).click();
+    await form.getByLabel("Column name").nth(2).fill("name");
+    await expect(form.getByLabel("SQL to run").textContent()).resolves.toContain('"name" text');
+    await form.getByRole("button", { name: "Create table" }).click();
+    await page.getByRole("heading", { name: "public.authors" }).waitFor();
+
+    await page.getByRole("button", { name: "New table" }).click();
+    form = page.getByRole("form", { name: "New table" });
+    await form.getByLabel("Name", { exact: true }).fill("books");
+    await form.getByRole("button", { name: "Add column" }).click();
+    await form.getByLabel("Column name").nth(2).fill("title");
+    await form.getByRole("button", { name: "Add column" }).click();
+    await form.getByLabel("Column name").nth(3).fill("author_id");
+    await form.getByLabel("Column type").nth(3).selectOption("bigint");
+    await form.getByLabel("References").nth(3).selectOption("authors.id");
+    const sql = await form.getByLabel("SQL to run").textContent();
+    expect(sql).toContain('"author_id" bigint references "public"."authors" ("id")');
+    await form.getByRole("button", { name: "Create table" }).click();
+    await page.getByRole("heading", { name: "public.books" }).waitFor();
+
+    const fk = await projectSql(
+      `select confrelid::regclass::text as target from pg_constraint
+        where contype = 'f' and conrelid = 'public.books'::regclass`,
+    );
+    expect(fk.rows).toEqual([{ target: "authors" }]);
+  });
+
+  it("inserts and edits rows, which REST then serves", async () => {
+    await page.getByRole("button", { name: "authors" }).click();
+    await page.getByRole("heading", { name: "public.authors" }).waitFor();
+    await page.getByRole("button", { name: "Insert row" }).click();
+    await page.getByRole("form", { name: "Insert row" }).getByLabel(/^name/).fill("Ada Lovelace");
+    await page.getByRole("button", { name: "Insert", exact: true }).click();
+    await page.getByRole("cell", { name: "Ada Lovelace" }).waitFor();
+
+    await page.getByRole("button", { name: "books" }).click();
+    await page.getByRole("heading", { name: "public.books" }).waitFor();
+    await page.getByRole("button", { name: "Insert row" }).click();
+    const insert = page.getByRole("form", { name: "Insert row" });
+    await insert.getByLabel(/^title/).fill("Notes");
+    await insert.getByLabel(/^author_id/).fill("1");
+    await page.getByRole("button", { name: "Insert", exact: true }).click();
+    await page.getByRole("cell", { name: "Notes" }).waitFor();
+
+    await page.getByRole("row", { name: "1" }).click();
+    const edit = page.getByRole("form", { name: "Edit row" });
+    await edit.getByLabel(/^title/).fill("Notes on the Analytical Engine");
+    await edit.getByRole("button", { name: "Save" }).click();
+    await page.getByRole("cell", { name: "Notes on the Analytical Engine" }).waitFor();
+
+    // Second channel: the project's REST API, with its own key.
+    const keys = (await mgmt(server, "GET", `/v1/projects/${ref}/api-keys?reveal=true`)).body;
+    const serviceKey = keys.find((k: { name: string }) => k.name === "service_role").api_key;
+    const rest = await atProjectHost(server, ref, "/rest/v1/books?select=title,author:authors(name)", {
+      apikey: serviceKey,
+    });
+    expect(rest.status).toBe(200);
+    expect(rest.body).toEqual([
+      { title: "Notes on the Analytical Engine", author: { name: "Ada Lovelace" } },
+    ]);
+
+    // A row the foreign key refuses: the API's own message, nothing written.
+    await page.getByRole("button", { name: "Insert row" }).click();
+    await page
+      .getByRole("form", { name: "Insert row" })
+      .getByLabel(/^author_id/)
+      .fill("999");
+    await page.getByRole("button", { name: "Insert", exact: true }).click();
+    await page.getByRole("alert").filter({ hasText: "foreign key" }).waitFor();
+    expect((await projectSql("select count(*)::int as n from public.books")).rows[0].n).toBe(1);
+  });
+
+  it("runs SQL with results in a grid, and shows errors", async () => {
+    await page.getByRole("link", { name: "SQL editor" }).click();
+    await page.waitForURL(new RegExp(`/project/${ref}/sql/new`));
+    const editor = page.locator(".cm-content");
+    await editor.click();
+    await page.keyboard.press("ControlOrMeta+A");
+    await page.keyboard.type("select title, author_id from books order by 1");
+    await page.keyboard.press("ControlOrMeta+Enter");
+    const results = page.getByRole("region", { name: "Results" });
+    await results.getByRole("cell", { name: "Notes on the Analytical Engine" }).waitFor();
+    await expect(results.textContent()).resolves.toContain("1 row");
+
+    await editor.click();
+    await page.keyboard.press("ControlOrMeta+A");
+    await page.keyboard.type("selec 1");
+    await page.getByRole("button", { name: "Run" }).click();
+    await page.getByRole("alert").filter({ hasText: "syntax error" }).waitFor();
+    // The history keeps the query that ran.
+    await page.getByRole("complementary", { name: "History" }).getByText("select title").waitFor();
+  });
+
+  it("signs out, ending the session on the server", async () => {
+    const [cookie] = await page.context().cookies();
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(/\/sign-in/);
+    expect(
+      (await server.controlSql("select count(*)::int as n from platform.studio_sessions")).rows[0].n,
+    ).toBe(0);
+    // The old cookie, replayed, opens nothing.
+    const replay = await fetch(`${server.url}/studio/api/v1/projects`, {
+      headers: { "x-strata-studio": "1", cookie: `${cookie.name}=${cookie.value}` },
+    });
+    expect(replay.status).toBe(401);
+    await page.goto(`${server.url}/project/${ref}/editor`);
+    await page.waitForURL(/\/sign-in\?next=/);
+  });
+});
