@@ -1,5 +1,7 @@
 import { mgmt, request } from "./api";
+import { useSession } from "./session";
 import type { ApiKey } from "./types";
+import { useAsync } from "./useAsync";
 
 /**
  * A project's data APIs (REST, auth admin, storage) at the project's own host, `<ref>.<domain>` on this
@@ -52,4 +54,10 @@ export function projectApi(ref: string, domain: string): Promise<ProjectApi> {
 /** Forgets every key (sign-out). */
 export function forgetProjectApis() {
   apis.clear();
+}
+
+/** The data APIs of the project of the page, for the signed-in session. */
+export function useProjectApi(ref: string) {
+  const { session } = useSession();
+  return useAsync(() => projectApi(ref, session.project_domain), [ref, session.project_domain]);
 }

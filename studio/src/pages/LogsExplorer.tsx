@@ -1,1 +1,85 @@
-export { default } from "./NotYet";
+import { useMemo, useState, type FormEvent } from "react";
+import { useParams } from "react-router";
+import { mgmt } from "../api";
+import type { Row } from "../components/DataGrid";
+import { ListPage } from "../components/ListPage";
+import { RequestsChart } from "../components/RequestsChart";
+import { useAsync } from "../useAsync";
+
+const RANGES: [string, number][] = [
+  ["Last 15 minutes", 15],
+  ["Last hour", 60],
+  ["Last 24 hours", 24 * 60],
+];
+const DEFAULT_SQL =
+  "select id, timestamp, event_message, metadata from edge_logs order by timestamp desc limit 500";
+
+/** A log timestamp (microseconds since the epoch, or an ISO string) in milliseconds. */
+function millisOf(value: unknown): number {
+  if (typeof value === "number") return value > 1e14 ? value / 1000 : value;
+  return Date.parse(String(value));
+}
+
+/** The project's logs through the Management API's log query endpoint: a range, a query, a chart. */
+export default function LogsExplorer() {
+  const { ref } = useParams() as { ref: string };
+  const [minutes, setMinutes] = useState(60);
+  const [draft, setDraft] = useState(DEFAULT_SQL);
+  const [query, setQuery] = useState({ sql: DEFAULT_SQL, minutes: 60, at: Date.now() });
+  const logs = useAsync(() => {
+    const params = new URLSearchParams({
+      sql: query.sql,
+      iso_timestamp_start: new Date(query.at - query.minutes * 60_000).toISOString(),
+      iso_timestamp_end: new Date(query.at).toISOString(),
+    });
+    return mgmt.get<{ result: Row[] }>(`/v1/projects/${ref}/analytics/endpoints/logs?${params}`).then((r) =>
+      r.result.map((row) => ({
+        ...row,
+        timestamp: row.timestamp === undefined ? undefined : new Date(millisOf(row.timestamp)).toISOString(),
+      })),
+    );
+  }, [ref, query]);
+  const times = useMemo(
+    () => (logs.data ?? []).filter((r) => r.timestamp).map((r) => Date.parse(String(r.timestamp))),
+    [logs.data],
+  );
+  const columns = logs.data?.length ? Object.keys(logs.data[0]) : ["timestamp", "event_message"];
+
+  function run(e?: FormEvent) {
+    e?.preventDefault();
+    setQuery({ sql: draft, minutes, at: Date.now() });
+  }
+
+  return (
+    <ListPage
+      title="Logs explorer"
+      list={logs}
+      columns={columns}
+      empty="No log events in this range."
+      actions={
+        <select aria-label="Time range" value={minutes} onChange={(e) => setMinutes(Number(e.target.value))}>
+          {RANGES.map(([label, value]) => (
+            <option key={value} value={value}>
+              {label}
+            </option>
+          ))}
+        </select>
+      }
+    >
+      <form className="form-row" onSubmit={run} aria-label="Log query">
+        <textarea
+          aria-label="Log query SQL"
+          rows={2}
+          style={{ flex: 1 }}
+          value={draft}
+          onChange={(e) => setDraft(e.target.value)}
+          onKeyDown={(e) => (e.key === "Enter" && (e.ctrlKey || e.metaKey) ? run() : undefined)}
+        />
+        <button className="button primary" type="submit">
+          Run
+        </button>
+      </form>
+      <RequestsChart times={times} start={query.at - query.minutes * 60_000} end={query.at} />
+    </ListPage>
+  );
+}

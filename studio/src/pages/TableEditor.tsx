@@ -13,8 +13,7 @@ import {
 } from "../catalog";
 import { DataGrid, display, type Row, type Sort } from "../components/DataGrid";
 import { Empty, ErrorBox, PageHeader, Spinner } from "../components/Feedback";
-import { projectApi, type ProjectApi } from "../projectApi";
-import { useSession } from "../session";
+import { useProjectApi, type ProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
 
 const PAGE_SIZE = 100;
@@ -24,11 +23,6 @@ interface Filter {
   column: string;
   operator: (typeof OPERATORS)[number];
   value: string;
-}
-
-function useProjectApi(ref: string) {
-  const { session } = useSession();
-  return useAsync(() => projectApi(ref, session.project_domain), [ref, session.project_domain]);
 }
 
 /** The REST query of one page of rows: PostgREST's select, order, filter, limit and offset. */
