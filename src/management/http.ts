@@ -4,11 +4,12 @@ import type { AppContext } from "../context";
 import { JobRefused } from "../jobs/refused";
 import { sha256 } from "../platform/ids";
 
-/** A Management API error: answered as `{"message": ...}` with its status. */
+/** A Management API error: answered as `{"message": ...}` with its status, and `fields` beside the message. */
 export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    readonly fields: Record<string, string | number> = {},
   ) {
     super(message);
   }
@@ -200,7 +201,7 @@ export function mayReadSecrets(req: { principal?: Principal; membership?: { role
 export function managementErrorHandler(ctx: AppContext) {
   return (err: unknown, _req: Request, res: Response, _next: NextFunction): void => {
     if (err instanceof HttpError || err instanceof JobRefused) {
-      res.status(err.status).json({ message: err.message });
+      res.status(err.status).json({ message: err.message, ...(err instanceof HttpError ? err.fields : {}) });
       return;
     }
     const status = (err as { status?: number; statusCode?: number })?.status ?? (err as any)?.statusCode;

@@ -34,6 +34,7 @@ const router = createBrowserRouter([
           { path: "auth/users", element: page(() => import("./pages/AuthUsers")) },
           { path: "storage/buckets/*", element: page(() => import("./pages/StorageBuckets")) },
           { path: "functions/*", element: page(() => import("./pages/Functions")) },
+          { path: "realtime/inspector", element: page(() => import("./pages/RealtimeInspector")) },
           { path: "logs/explorer", element: page(() => import("./pages/LogsExplorer")) },
           { path: "database/backups/scheduled", element: page(() => import("./pages/Backups")) },
           { path: "settings/api", element: page(() => import("./pages/SettingsApi")) },

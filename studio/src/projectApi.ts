@@ -9,6 +9,8 @@ import { useAsync } from "./useAsync";
  */
 export interface ProjectApi {
   url: string;
+  /** The secret key the calls carry (realtime's client takes it too). */
+  key: string;
   call<T>(
     path: string,
     init?: { method?: string; body?: unknown; headers?: Record<string, string> },
@@ -41,6 +43,7 @@ export function projectApi(ref: string, domain: string): Promise<ProjectApi> {
       const url = projectUrl(ref, domain);
       return {
         url,
+        key,
         call: (path, init = {}) =>
           request(url + path, { ...init, headers: { apikey: key, ...init.headers } }),
       };

@@ -153,7 +153,7 @@ describe("Studio in a browser", () => {
     expect((await projectSql("select count(*)::int as n from public.books")).rows[0].n).toBe(1);
   });
 
-  it("runs SQL with results in a grid, and shows errors", async () => {
+  it("runs SQL with results in a grid, shows errors where they are, and saves a snippet", async () => {
     await page.getByRole("link", { name: "SQL editor" }).click();
     await page.waitForURL(new RegExp(`/project/${ref}/sql/new`));
     const editor = page.locator(".cm-content");
@@ -170,8 +170,55 @@ describe("Studio in a browser", () => {
     await page.keyboard.type("selec 1");
     await page.getByRole("button", { name: "Run" }).click();
     await page.getByRole("alert").filter({ hasText: "syntax error" }).waitFor();
+    await page.getByRole("alert").filter({ hasText: "Error at line 1, column 1" }).waitFor();
     // The history keeps the query that ran.
     await page.getByRole("complementary", { name: "History" }).getByText("select title").waitFor();
+
+    await editor.click();
+    await page.keyboard.press("ControlOrMeta+A");
+    await page.keyboard.type("select count(*) from books");
+    await page.getByLabel("Snippet name").fill("Count books");
+    await page.getByRole("button", { name: "Save", exact: true }).click();
+    await page.getByRole("list", { name: "Snippets" }).getByRole("link", { name: "Count books" }).waitFor();
+    // Second channel: the spec's snippets endpoints.
+    const listed = await mgmt(server, "GET", `/v1/snippets?project_ref=${ref}`);
+    expect(listed.body.data.map((s: { name: string }) => s.name)).toEqual(["Count books"]);
+    const snippet = await mgmt(server, "GET", `/v1/snippets/${listed.body.data[0].id}`);
+    expect(snippet.body.content.sql).toBe("select count(*) from books");
+    await page.waitForURL(new RegExp(`/project/${ref}/sql/${listed.body.data[0].id}`));
+  });
+
+  it("watches a channel in the realtime inspector: its own broadcast and another client's", async () => {
+    await page.getByRole("link", { name: "Realtime" }).click();
+    await page.getByRole("heading", { name: "Realtime inspector" }).waitFor();
+    await page.getByRole("button", { name: "Join" }).click();
+    await page.getByText("Channel: subscribed").waitFor();
+    await page.getByLabel("Event").fill("greeting");
+    await page.getByRole("button", { name: "Broadcast" }).click();
+    await page.getByRole("cell", { name: '{"hello":"world"}' }).waitFor();
+
+    // Another client: the project's broadcast endpoint, with its own key.
+    const keys = (await mgmt(server, "GET", `/v1/projects/${ref}/api-keys?reveal=true`)).body;
+    const serviceKey = keys.find((k: { name: string }) => k.name === "service_role").api_key;
+    const sent = await atProjectHost(server, ref, "/realtime/v1/api/broadcast", {
+      apikey: serviceKey,
+      body: { messages: [{ topic: "room-1", event: "from-api", payload: { n: 42 } }] },
+    });
+    expect(sent.status).toBe(202);
+    await page.getByRole("cell", { name: "from-api" }).waitFor();
+  });
+
+  it("lists the project's objects made through the APIs on its other pages", async () => {
+    const keys = (await mgmt(server, "GET", `/v1/projects/${ref}/api-keys?reveal=true`)).body;
+    const serviceKey = keys.find((k: { name: string }) => k.name === "service_role").api_key;
+    await atProjectHost(server, ref, "/storage/v1/bucket", { apikey: serviceKey, body: { name: "covers" } });
+    await page.getByRole("link", { name: "Storage" }).click();
+    await page.getByRole("cell", { name: "covers" }).waitFor();
+    await page.getByRole("link", { name: "API settings" }).click();
+    const masked = page.getByLabel("service_role key");
+    await expect(masked.textContent()).resolves.toContain("·");
+    await page.getByRole("button", { name: "Reveal" }).click();
+    await masked.filter({ hasText: serviceKey }).waitFor();
   });
 
   it("signs out, ending the session on the server", async () => {

@@ -10,6 +10,7 @@ export function projectPages(ref: string): [name: string, path: string, heading:
     ["auth-users", `/project/${ref}/auth/users`, "Users", "ada@example.com"],
     ["storage-buckets", `/project/${ref}/storage/buckets`, "Storage buckets", "avatars"],
     ["functions", `/project/${ref}/functions`, "Edge functions"],
+    ["realtime-inspector", `/project/${ref}/realtime/inspector`, "Realtime inspector"],
     ["logs-explorer", `/project/${ref}/logs/explorer`, "Logs explorer"],
     ["backups", `/project/${ref}/database/backups/scheduled`, "Scheduled backups"],
     ["settings-api", `/project/${ref}/settings/api`, "API settings"],

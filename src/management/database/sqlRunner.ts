@@ -87,8 +87,13 @@ export async function runSql(project: ProjectRuntime, req: SqlRequest): Promise<
       params.length
         ? client.query({ text: req.query, values: params, types })
         : client.query({ text: req.query, types })
-    ).catch((e: { message: string; code?: string }) => {
-      if (e.code) throw new HttpError(400, e.message);
+    ).catch((e: { message: string; code?: string; position?: string }) => {
+      // The SQLSTATE and, for an error in the text, where it is (a 1-based character offset into `query`).
+      if (e.code)
+        throw new HttpError(400, e.message, {
+          code: e.code,
+          ...(e.position ? { position: Number(e.position) } : {}),
+        });
       throw e;
     });
     if (!req.readOnly && changedSchema(result)) project.invalidateSchema("database/query");

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { AppContext } from "../../context";
 import { found, HttpError } from "../http";
 import { routeTable } from "../route";
-import { getSnippet, listSnippets, type SnippetRow } from "./store";
+import { deleteSnippet, getSnippet, insertSnippet, listSnippets, type SnippetRow } from "./store";
 
 /** SQL snippets of the caller, with the platform's cursor pagination (`cursor`, `limit`, `sort_by`, `sort_order`). */
 
@@ -16,6 +16,16 @@ const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(100),
   sort_by: z.enum(["name", "inserted_at"]).default("inserted_at"),
   sort_order: z.enum(["asc", "desc"]).default("desc"),
+});
+
+const ProjectRef = z.string().regex(/^[a-z]{20}$/, "must be a project ref");
+
+/** A snippet to save: Studio's SQL editor writes them, the spec's GET endpoints read them. */
+const NewSnippet = z.object({
+  name: z.string().trim().min(1).max(256),
+  description: z.string().max(4096).optional(),
+  project_ref: ProjectRef.optional(),
+  sql: z.string().max(1_000_000),
 });
 
 function snippetJson(r: SnippetRow) {
@@ -73,6 +83,35 @@ export function snippetRoutes(ctx: AppContext): Router {
         params.id,
       );
       return { ...snippetJson(snippet), content: snippet.content };
+    },
+  );
+  // Beyond the spec, which only reads snippets: whoever may run SQL may save it (and delete their own).
+  const write = { permission: "database_write", scope: "database:write" };
+  routes.post(
+    "/v1/snippets",
+    "Saves a new SQL snippet of the caller",
+    { access: write, body: NewSnippet, status: 201 },
+    async ({ req, body }) => {
+      const owner = req.principal!;
+      const id = await insertSnippet(ctx.platformPool, owner, {
+        name: body.name,
+        description: body.description ?? null,
+        projectRef: body.project_ref ?? null,
+        sql: body.sql,
+      });
+      if (!id) throw new HttpError(404, `Project ${body.project_ref} not found`);
+      const snippet = (await getSnippet(ctx.platformPool, owner, id))!;
+      return { ...snippetJson(snippet), content: snippet.content };
+    },
+  );
+  routes.delete(
+    "/v1/snippets/:id",
+    "Deletes one SQL snippet of the caller",
+    { access: write, status: 200 },
+    async ({ req, params }) => {
+      if (!(await deleteSnippet(ctx.platformPool, req.principal!, params.id)))
+        throw new HttpError(404, `Snippet ${params.id} not found`);
+      return { id: params.id };
     },
   );
   return routes.router;

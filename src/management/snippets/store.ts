@@ -44,3 +44,38 @@ export async function getSnippet(pool: pg.Pool, owner: SnippetOwner, id: string)
     [id, owner.userId, owner.organizationId],
   );
 }
+
+/**
+ * Saves a new snippet of `owner`. A project it names must be one the owner is a member of (and, for an OAuth
+ * token, which must name one, in the token's organization): otherwise nothing is written and the answer is null, as for a project that does
+ * not exist. Checked in the insert itself, so a membership ending meanwhile cannot slip between check and write.
+ */
+export async function insertSnippet(
+  pool: pg.Pool,
+  owner: SnippetOwner,
+  snippet: { name: string; description: string | null; projectRef: string | null; sql: string },
+): Promise<string | null> {
+  const row = await firstRow<{ id: string }>(
+    pool,
+    `insert into platform.snippets (owner_id, project_ref, name, description, content)
+     select $1, $2, $3, $4, jsonb_build_object('schema_version', '1.0', 'favorite', false, 'sql', $5::text)
+      where ($2::text is null and $6::uuid is null)
+         or exists (select from platform.projects p
+                      join platform.organization_members m on m.organization_id = p.organization_id
+                     where p.ref = $2 and m.user_id = $1 and ($6::uuid is null or p.organization_id = $6))
+     returning id`,
+    [owner.userId, snippet.projectRef, snippet.name, snippet.description, snippet.sql, owner.organizationId],
+  );
+  return row?.id ?? null;
+}
+
+/** Deletes a snippet of `owner`; answers whether there was one. */
+export async function deleteSnippet(pool: pg.Pool, owner: SnippetOwner, id: string): Promise<boolean> {
+  const { rowCount } = await pool.query(
+    `delete from platform.snippets s where s.id::text = $1 and s.owner_id = $2
+        and ($3::uuid is null or exists (select from platform.projects p
+                                           where p.ref = s.project_ref and p.organization_id = $3))`,
+    [id, owner.userId, owner.organizationId],
+  );
+  return (rowCount ?? 0) > 0;
+}

@@ -12,6 +12,14 @@ export interface Sort {
 const features = tableFeatures({ columnSizingFeature });
 const helper = createColumnHelper<typeof features, Row>();
 const ROW_HEIGHT = 34;
+const CHAR_PX = 7.5;
+
+/** A column's width from its name and the first rows' values: wide enough to read, at most 420 px. */
+function widthOf(name: string, rows: Row[]): number {
+  let chars = name.length + 3;
+  for (const row of rows.slice(0, 50)) chars = Math.max(chars, display(row[name]).length);
+  return Math.round(Math.min(420, Math.max(90, chars * CHAR_PX + 24)));
+}
 
 /** How a value shows in a cell: null apart, JSON as JSON. */
 export function display(value: unknown): string {
@@ -46,6 +54,8 @@ export function DataGrid({
   rowLabel?: (row: Row) => string;
   headerExtra?: (column: string) => ReactNode;
 }) {
+  // Widths follow the first rows of a new column set, not every page of rows.
+  const sample = rows.length > 0;
   const columnDefs = useMemo(
     () =>
       helper.columns(
@@ -53,7 +63,7 @@ export function DataGrid({
           helper.accessor((row: Row) => row[name], {
             id: name,
             header: name,
-            size: Math.min(320, Math.max(120, name.length * 9 + 40)),
+            size: widthOf(name, rows),
             cell: (info) => {
               const value = info.getValue();
               return <span className={value === null ? "null" : undefined}>{display(value)}</span>;
@@ -61,7 +71,8 @@ export function DataGrid({
           }),
         ),
       ),
-    [columns],
+    // Not `rows`: the widths are sampled once per column set (and once rows first arrive).
+    [columns, sample],
   );
   const table = useTable({ features, columns: columnDefs, data: rows });
   const scrollRef = useRef<HTMLDivElement>(null);

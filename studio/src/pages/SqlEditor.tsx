@@ -1,10 +1,11 @@
-import { useCallback, useMemo, useState } from "react";
-import { useParams } from "react-router";
+import { useCallback, useEffect, useMemo, useRef, useState, type FormEvent } from "react";
+import { Link, useNavigate, useParams } from "react-router";
 import CodeMirror from "@uiw/react-codemirror";
-import { Prec } from "@codemirror/state";
-import { keymap } from "@codemirror/view";
+import { setDiagnostics } from "@codemirror/lint";
+import { Prec, type EditorState } from "@codemirror/state";
+import { keymap, type EditorView } from "@codemirror/view";
 import { PostgreSQL, sql } from "@codemirror/lang-sql";
-import { runSql } from "../api";
+import { ApiError, mgmt, runSql } from "../api";
 import { DataGrid, type Row } from "../components/DataGrid";
 import { ErrorBox, PageHeader, Spinner } from "../components/Feedback";
 import { useAsync } from "../useAsync";
@@ -50,6 +51,65 @@ function useHistory(ref: string) {
   return { history, remember };
 }
 
+/** Where an error of the SQL endpoint lies in the query: its `position` (1-based), as an editor offset. */
+function errorOffset(error: Error, length: number): number | undefined {
+  const position =
+    error instanceof ApiError ? (error.body as { position?: unknown } | undefined)?.position : undefined;
+  return typeof position === "number" && position >= 1 ? Math.min(position - 1, length) : undefined;
+}
+
+/** "line 2, column 5" of `offset`. */
+function lineAndColumn(state: EditorState, offset: number): string {
+  const line = state.doc.lineAt(offset);
+  return `line ${line.number}, column ${offset - line.from + 1}`;
+}
+
+interface Snippet {
+  id: string;
+  name: string;
+  content?: { sql: string };
+}
+
+/** Saves the query as a snippet of the project (`POST /v1/snippets`, listed by the spec's `GET /v1/snippets`). */
+function SaveSnippet({
+  ref_,
+  query,
+  onSaved,
+}: {
+  ref_: string;
+  query: string;
+  onSaved: (id: string) => void;
+}) {
+  const [name, setName] = useState("");
+  const [error, setError] = useState<Error>();
+  async function save(e: FormEvent) {
+    e.preventDefault();
+    setError(undefined);
+    try {
+      const saved = await mgmt.post<Snippet>("/v1/snippets", { name, project_ref: ref_, sql: query });
+      setName("");
+      onSaved(saved.id);
+    } catch (err) {
+      setError(err as Error);
+    }
+  }
+  return (
+    <form className="save-snippet" onSubmit={(e) => void save(e)} aria-label="Save snippet">
+      <input
+        aria-label="Snippet name"
+        placeholder="Snippet name"
+        value={name}
+        onChange={(e) => setName(e.target.value)}
+        required
+      />
+      <button className="button" type="submit" disabled={!name.trim() || !query.trim()}>
+        Save
+      </button>
+      <ErrorBox error={error} />
+    </form>
+  );
+}
+
 interface Result {
   rows: Row[];
   columns: string[];
@@ -57,10 +117,27 @@ interface Result {
 }
 
 export default function SqlEditor() {
-  const { ref } = useParams() as { ref: string };
+  const { ref, id } = useParams() as { ref: string; id: string };
+  const navigate = useNavigate();
   const [query, setQuery] = useState("select now();");
+  const snippets = useAsync(
+    () =>
+      mgmt
+        .get<{ data: Snippet[] }>(`/v1/snippets?project_ref=${ref}&sort_by=name&sort_order=asc`)
+        .then((r) => r.data),
+    [ref],
+  );
+  const opened = useAsync(
+    () =>
+      id === "new" ? Promise.resolve(undefined) : mgmt.get<Snippet>(`/v1/snippets/${encodeURIComponent(id)}`),
+    [id],
+  );
+  useEffect(() => {
+    if (opened.data?.content) setQuery(opened.data.content.sql);
+  }, [opened.data]);
   const [result, setResult] = useState<Result>();
-  const [error, setError] = useState<Error>();
+  const [error, setError] = useState<{ error: Error; at?: string }>();
+  const editor = useRef<EditorView>(undefined);
   const [running, setRunning] = useState(false);
   const completion = useCompletionSchema(ref);
   const { history, remember } = useHistory(ref);
@@ -69,6 +146,8 @@ export default function SqlEditor() {
     if (running || !query.trim()) return;
     setRunning(true);
     setError(undefined);
+    const view = editor.current;
+    if (view) view.dispatch(setDiagnostics(view.state, []));
     const started = performance.now();
     try {
       const rows = await runSql<Row>(ref, query);
@@ -77,7 +156,18 @@ export default function SqlEditor() {
       remember(query);
     } catch (e) {
       setResult(undefined);
-      setError(e as Error);
+      // The error's place in the text: marked in the editor, named in the message.
+      const view = editor.current;
+      const offset = view && errorOffset(e as Error, view.state.doc.length);
+      if (view && offset !== undefined) {
+        const to = Math.min(view.state.doc.lineAt(offset).to, view.state.wordAt(offset)?.to ?? offset + 1);
+        view.dispatch(
+          setDiagnostics(view.state, [
+            { from: offset, to, severity: "error", message: (e as Error).message },
+          ]),
+        );
+        setError({ error: e as Error, at: lineAndColumn(view.state, offset) });
+      } else setError({ error: e as Error });
     } finally {
       setRunning(false);
     }
@@ -93,7 +183,15 @@ export default function SqlEditor() {
 
   return (
     <div className="page sql-page">
-      <PageHeader title="SQL editor">
+      <PageHeader title={opened.data ? opened.data.name : "SQL editor"}>
+        <SaveSnippet
+          ref_={ref}
+          query={query}
+          onSaved={(saved) => {
+            snippets.reload();
+            navigate(`/project/${ref}/sql/${saved}`);
+          }}
+        />
         <span className="muted small">Ctrl+Enter runs</span>
         <button className="button primary" onClick={() => void run()} disabled={running}>
           {running ? "Running…" : "Run"}
@@ -103,6 +201,7 @@ export default function SqlEditor() {
         <div className="sql-main">
           <div className="sql-editor" aria-label="SQL">
             <CodeMirror
+              onCreateEditor={(view) => (editor.current = view)}
               value={query}
               height="220px"
               extensions={extensions}
@@ -110,7 +209,8 @@ export default function SqlEditor() {
               basicSetup={{ foldGutter: false }}
             />
           </div>
-          <ErrorBox error={error} title="Error" />
+          <ErrorBox error={opened.error} title="Snippet" />
+          <ErrorBox error={error?.error} title={error?.at ? `Error at ${error.at}` : "Error"} />
           {running && <Spinner label="Running" />}
           {result && (
             <section aria-label="Results">
@@ -126,7 +226,19 @@ export default function SqlEditor() {
           )}
         </div>
         <aside className="sql-history" aria-label="History">
-          <h2>History</h2>
+          <h2>Snippets</h2>
+          <ErrorBox error={snippets.error} />
+          <ul aria-label="Snippets">
+            {snippets.data?.map((snippet) => (
+              <li key={snippet.id}>
+                <Link className="history-item" to={`/project/${ref}/sql/${snippet.id}`}>
+                  {snippet.name}
+                </Link>
+              </li>
+            ))}
+            {snippets.data?.length === 0 && <li className="muted small">None saved yet.</li>}
+          </ul>
+          <h2 className="section">History</h2>
           <ul>
             {history.map((q) => (
               <li key={q}>
