@@ -37,6 +37,7 @@ const router = createBrowserRouter([
           { path: "realtime/inspector", element: page(() => import("./pages/RealtimeInspector")) },
           { path: "logs/explorer", element: page(() => import("./pages/LogsExplorer")) },
           { path: "database/backups/scheduled", element: page(() => import("./pages/Backups")) },
+          { path: "settings/general", element: page(() => import("./pages/ProjectSettings")) },
           { path: "settings/api", element: page(() => import("./pages/SettingsApi")) },
           { path: "*", element: page(() => import("./pages/NotYet")) },
         ],

@@ -221,6 +221,33 @@ describe("Studio in a browser", () => {
     await masked.filter({ hasText: serviceKey }).waitFor();
   });
 
+  it("creates an auth user, takes a backup, pauses and restores the project", async () => {
+    await page.getByRole("link", { name: "Authentication" }).click();
+    await page.getByRole("button", { name: "Add user" }).click();
+    const form = page.getByRole("form", { name: "New user" });
+    await form.getByLabel("Email").fill("grace@example.com");
+    await form.getByLabel("Password").fill("a-long-password-2");
+    await form.getByRole("button", { name: "Create user" }).click();
+    await page.getByRole("cell", { name: "grace@example.com" }).waitFor();
+    expect((await projectSql("select email from auth.users")).rows).toEqual([{ email: "grace@example.com" }]);
+
+    await page.getByRole("link", { name: "Backups" }).click();
+    await page.getByRole("button", { name: "Take a backup now" }).click();
+    await page.getByRole("cell", { name: "COMPLETED" }).waitFor({ timeout: 60_000 });
+    const backups = (await mgmt(server, "GET", `/v1/projects/${ref}/database/backups`)).body.backups;
+    expect(backups.map((b: { kind: string; status: string }) => [b.kind, b.status])).toEqual([
+      ["manual", "COMPLETED"],
+    ]);
+
+    await page.getByRole("link", { name: "Project settings" }).click();
+    await page.getByRole("button", { name: "Pause" }).click();
+    await page.getByRole("button", { name: "Restore" }).waitFor({ timeout: 60_000 });
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}`)).body.status).toBe("INACTIVE");
+    await page.getByRole("button", { name: "Restore" }).click();
+    await page.getByRole("button", { name: "Pause" }).waitFor({ timeout: 120_000 });
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}`)).body.status).toBe("ACTIVE_HEALTHY");
+  });
+
   it("signs out, ending the session on the server", async () => {
     const [cookie] = await page.context().cookies();
     await page.getByRole("button", { name: "Sign out" }).click();

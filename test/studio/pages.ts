@@ -14,6 +14,7 @@ export function projectPages(ref: string): [name: string, path: string, heading:
     ["logs-explorer", `/project/${ref}/logs/explorer`, "Logs explorer"],
     ["backups", `/project/${ref}/database/backups/scheduled`, "Scheduled backups"],
     ["settings-api", `/project/${ref}/settings/api`, "API settings"],
+    ["settings-general", `/project/${ref}/settings/general`, "Project settings"],
   ];
 }
 

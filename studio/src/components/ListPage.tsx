@@ -11,6 +11,8 @@ export function ListPage({
   empty,
   actions,
   children,
+  onRowClick,
+  selectedIndex,
 }: {
   title: string;
   list: Async<Row[]>;
@@ -18,6 +20,8 @@ export function ListPage({
   empty: string;
   actions?: ReactNode;
   children?: ReactNode;
+  onRowClick?: (row: Row, index: number) => void;
+  selectedIndex?: number;
 }) {
   return (
     <div className="page">
@@ -27,7 +31,13 @@ export function ListPage({
       {list.loading && !list.data && <Spinner />}
       {list.data &&
         (list.data.length ? (
-          <DataGrid rows={list.data} columns={columns} height="calc(100vh - 200px)" />
+          <DataGrid
+            rows={list.data}
+            columns={columns}
+            height="calc(100vh - 200px)"
+            onRowClick={onRowClick}
+            selectedIndex={selectedIndex}
+          />
         ) : (
           <Empty>{empty}</Empty>
         ))}

@@ -2,6 +2,7 @@ import { NavLink, Outlet, useParams } from "react-router";
 import { mgmt } from "../api";
 import type { Project } from "../types";
 import { useAsync } from "../useAsync";
+import { usePollWhileBusy } from "../usePollWhileBusy";
 import { ErrorBox } from "./Feedback";
 
 const SECTIONS: [string, string][] = [
@@ -14,12 +15,14 @@ const SECTIONS: [string, string][] = [
   ["logs/explorer", "Logs"],
   ["database/backups/scheduled", "Backups"],
   ["settings/api", "API settings"],
+  ["settings/general", "Project settings"],
 ];
 
 /** A project's pages: the sections on the left, the page on the right. */
 export function ProjectShell() {
   const { ref } = useParams() as { ref: string };
   const project = useAsync(() => mgmt.get<Project>(`/v1/projects/${ref}`), [ref]);
+  usePollWhileBusy(project.data && [project.data], project.reload);
   return (
     <div className="project">
       <aside className="sidebar">
@@ -39,7 +42,13 @@ export function ProjectShell() {
       </aside>
       <main className="project-main">
         <ErrorBox error={project.error} title="Project" />
-        <Outlet key={ref} />
+        {project.data && project.data.status !== "ACTIVE_HEALTHY" && (
+          <div className="notice" role="note">
+            This project is {project.data.status.replace(/_/g, " ").toLowerCase()}: its APIs answer once it is
+            active again.
+          </div>
+        )}
+        <Outlet key={ref} context={{ project: project.data, reload: project.reload }} />
       </main>
     </div>
   );

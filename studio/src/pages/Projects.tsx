@@ -1,21 +1,12 @@
-import { useEffect, useState, type FormEvent } from "react";
+import { useState, type FormEvent } from "react";
 import { Link } from "react-router";
 import { mgmt } from "../api";
 import { Empty, ErrorBox, PageHeader, Spinner } from "../components/Feedback";
 import type { Organization, Project } from "../types";
 import { useAsync } from "../useAsync";
+import { usePollWhileBusy } from "../usePollWhileBusy";
 
 const ACTIVE = "ACTIVE_HEALTHY";
-
-/** Polls the projects while one is still coming up, so its progress shows until it is active. */
-function usePollWhileBusy(projects: Project[] | undefined, reload: () => void) {
-  const busy = projects?.some((p) => p.status !== ACTIVE && p.status !== "INACTIVE");
-  useEffect(() => {
-    if (!busy) return;
-    const timer = setTimeout(reload, 1000);
-    return () => clearTimeout(timer);
-  }, [busy, projects, reload]);
-}
 
 export function ProjectCards({ projects }: { projects: Project[] }) {
   if (!projects.length) return <Empty>No projects yet.</Empty>;
@@ -38,6 +29,9 @@ export function ProjectCards({ projects }: { projects: Project[] }) {
             )}
           </div>
           {p.status === "COMING_UP" && <progress aria-label={`Setting up ${p.name}`} />}
+          {(p.status === "PAUSING" || p.status === "RESTORING") && (
+            <progress aria-label={`${p.status} ${p.name}`} />
+          )}
         </li>
       ))}
     </ul>
