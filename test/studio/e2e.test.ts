@@ -13,6 +13,12 @@ import { buildStudio, launchChromium, VIEWPORT } from "./browser";
 
 jest.setTimeout(240_000);
 
+/** A 1×1 PNG. */
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+  "base64",
+);
+
 describe("Studio in a browser", () => {
   let server: TestServer;
   let browser: Browser;
@@ -208,13 +214,40 @@ describe("Studio in a browser", () => {
     await page.getByRole("cell", { name: "from-api" }).waitFor();
   });
 
-  it("lists the project's objects made through the APIs on its other pages", async () => {
+  it("browses storage: a bucket made through the API, a 20 MB upload with progress, an image preview; reveals a key", async () => {
     const keys = (await mgmt(server, "GET", `/v1/projects/${ref}/api-keys?reveal=true`)).body;
     const serviceKey = keys.find((k: { name: string }) => k.name === "service_role").api_key;
     await atProjectHost(server, ref, "/storage/v1/bucket", { apikey: serviceKey, body: { name: "covers" } });
     await page.getByRole("link", { name: "Storage" }).click();
-    await page.getByRole("cell", { name: "covers" }).waitFor();
+    await page.getByRole("cell", { name: "covers" }).click();
+    await page.getByRole("heading", { name: "Bucket covers" }).waitFor();
+
+    // A 20 MB file with a progress bar, then an image with its preview (a private bucket: a signed URL).
+    const big = Buffer.alloc(20 * 1024 * 1024, 7);
+    await page
+      .getByLabel("Upload files")
+      .setInputFiles({ name: "big.bin", mimeType: "application/octet-stream", buffer: big });
+    await page.getByRole("progressbar", { name: "Upload progress" }).waitFor();
+    await page.getByRole("cell", { name: "big.bin" }).waitFor({ timeout: 60_000 });
+    await page
+      .getByLabel("Upload files")
+      .setInputFiles({ name: "dot.png", mimeType: "image/png", buffer: PNG });
+    await page.getByRole("cell", { name: "dot.png" }).click();
+    const image = page.getByRole("img", { name: "dot.png" });
+    await image.waitFor();
+    await page.waitForFunction(
+      (img) => (img as HTMLImageElement).complete && (img as HTMLImageElement).naturalWidth === 1,
+      await image.elementHandle(),
+    );
+    const stored = await projectSql(
+      "select name, (metadata->>'size')::int as size from storage.objects where bucket_id = 'covers' order by name",
+    );
+    expect(stored.rows).toEqual([
+      { name: "big.bin", size: big.length },
+      { name: "dot.png", size: PNG.length },
+    ]);
     await page.getByRole("link", { name: "API settings" }).click();
+    await page.getByRole("heading", { name: "API settings" }).waitFor();
     const masked = page.getByLabel("service_role key");
     await expect(masked.textContent()).resolves.toContain("·");
     await page.getByRole("button", { name: "Reveal" }).click();
