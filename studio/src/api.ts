@@ -57,11 +57,13 @@ export async function request<T>(
   init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
 ): Promise<{ data: T; response: Response }> {
   const headers: Record<string, string> = { accept: "application/json", ...init.headers };
-  if (init.body !== undefined) headers["content-type"] = "application/json";
+  // A form goes as multipart (the browser writes its boundary); anything else as JSON.
+  const form = init.body instanceof FormData;
+  if (init.body !== undefined && !form) headers["content-type"] = "application/json";
   const response = await fetch(url, {
     method: init.method ?? "GET",
     headers,
-    body: init.body === undefined ? undefined : JSON.stringify(init.body),
+    body: init.body === undefined ? undefined : form ? (init.body as FormData) : JSON.stringify(init.body),
     credentials: "same-origin",
   });
   const body = await bodyOf(response);

@@ -254,6 +254,38 @@ describe("Studio in a browser", () => {
     await masked.filter({ hasText: serviceKey }).waitFor();
   });
 
+  it("deploys a function from the editor, invokes it, and sees the request in the logs explorer", async () => {
+    await page.getByRole("link", { name: "Edge functions" }).click();
+    await page.getByRole("button", { name: "New function" }).click();
+    await page.getByRole("form", { name: "New function" }).getByLabel("Slug").fill("hello");
+    await page.getByRole("button", { name: "Deploy from template" }).click();
+    await page.getByRole("heading", { name: "Function hello" }).waitFor();
+    await page.getByText("Deno.serve").waitFor();
+    await page.getByRole("button", { name: "Send" }).click();
+    const response = page.getByLabel("Response");
+    await response.filter({ hasText: '{"hello":"Studio"}' }).waitFor({ timeout: 60_000 });
+
+    // A new version from the editor.
+    await page.locator(".cm-content").click();
+    await page.keyboard.press("ControlOrMeta+A");
+    await page.keyboard.type(
+      'Deno.serve(() => Response.json({ version: 2 }, { headers: { "Access-Control-Allow-Origin": "*", "Access-Control-Allow-Headers": "authorization, apikey, content-type" } }));',
+    );
+    await page.getByRole("button", { name: "Deploy", exact: true }).click();
+    await page.getByText("version 2").waitFor();
+    await page.getByRole("button", { name: "Send" }).click();
+    await response.filter({ hasText: '{"version":2}' }).waitFor({ timeout: 60_000 });
+    const listed = (await mgmt(server, "GET", `/v1/projects/${ref}/functions`)).body;
+    expect(listed.map((f: { slug: string; version: number }) => [f.slug, f.version])).toEqual([["hello", 2]]);
+
+    await page.getByRole("link", { name: "Logs" }).click();
+    await page.getByRole("heading", { name: "Logs explorer" }).waitFor();
+    await page
+      .getByRole("cell", { name: /\/functions\/v1\/hello/ })
+      .first()
+      .waitFor();
+  });
+
   it("creates an auth user, takes a backup, pauses and restores the project", async () => {
     await page.getByRole("link", { name: "Authentication" }).click();
     await page.getByRole("button", { name: "Add user" }).click();
