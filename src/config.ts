@@ -42,11 +42,6 @@ export interface StrataConfig {
   /** How long a data request waits for a free database connection before it answers 503. */
   poolWaitMs: number;
   /**
-   * GraphQL queries whose grafast plan allows it run that plan directly (src/graphql/planRunner.ts) instead
-   * of through grafast's engine; `STRATA_GRAPHQL_PLAN_RUNNER=off` sends every request through the engine.
-   */
-  graphqlPlanRunner: boolean;
-  /**
    * Bounds on each GraphQL document (`GRAPHQL_MAX_TOKENS`, `_DEPTH`, `_ALIASES`, `_FIELDS`) and on its planning
    * (`GRAPHQL_MAX_PLANNING_MS`); only those set, over the preset's (plugins/PgGqlLimitsPlugin.ts).
    */
@@ -183,9 +178,6 @@ const schema = z.object({
     )
     .default("127.0.0.1"),
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
-  STRATA_GRAPHQL_PLAN_RUNNER: z
-    .enum(["on", "off"], { error: "STRATA_GRAPHQL_PLAN_RUNNER must be on or off" })
-    .default("on"),
   GRAPHQL_MAX_TOKENS: positiveInt("GRAPHQL_MAX_TOKENS").optional(),
   GRAPHQL_MAX_DEPTH: positiveInt("GRAPHQL_MAX_DEPTH").optional(),
   GRAPHQL_MAX_ALIASES: positiveInt("GRAPHQL_MAX_ALIASES").optional(),
@@ -301,7 +293,6 @@ export function loadConfig(
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,
-    graphqlPlanRunner: c.STRATA_GRAPHQL_PLAN_RUNNER === "on",
     graphqlLimits: definedOnly({
       maxTokens: c.GRAPHQL_MAX_TOKENS,
       maxDepth: c.GRAPHQL_MAX_DEPTH,
