@@ -6,8 +6,8 @@ import { markBroken } from "./pooledClient";
 import type { TransactionScope } from "./transaction";
 
 /**
- * The pipelining client: one statement and the statements that travel with it (the settings, BEGIN, savepoints,
- * COMMIT) as one pipeline of extended-protocol messages, sent in one write and answered in one network round
+ * The pipelining client: one statement and the statements that travel ahead of it (the settings, BEGIN,
+ * savepoints) as one pipeline of extended-protocol messages, sent in one write and answered in one network round
  * trip, on statements each connection keeps prepared. pg cannot pipeline by itself: a pipeline is a pg Query
  * whose `prepare` writes every message (PipelinedQuery). What the statements mean (a transaction, an implicit
  * one) is the caller's (db/transaction.ts).
@@ -152,7 +152,7 @@ interface ResultInternals {
 /** pg's result collector, which a Query makes for its row mode. */
 const PgResult = (pg as unknown as { Result: new (rowMode?: string) => ResultInternals }).Result;
 
-/** A statement sent ahead of (or after) the main one in the same pipeline; its rows and completion are not the result. */
+/** A statement sent ahead of the main one in the same pipeline; its rows and completion are not the result. */
 export interface Preamble {
   text: string;
   /** Its prepared statement's name, "" for the unnamed statement. */
@@ -161,8 +161,8 @@ export interface Preamble {
   parse: boolean;
 }
 
-/** A statement beside the main one: Parse (when due), Bind and Execute, no Describe (its rows are not read). */
-function sendAside(connection: PgConnection, statement: Preamble): void {
+/** A statement ahead of the main one: Parse (when due), Bind and Execute, no Describe (its rows are not read). */
+function sendAhead(connection: PgConnection, statement: Preamble): void {
   if (statement.parse) connection.parse({ text: statement.text, name: statement.name, types: [] });
   connection.bind({ statement: statement.name, values: statement.values });
   connection.execute({ portal: "" });
@@ -179,8 +179,6 @@ function sendAside(connection: PgConnection, statement: Preamble): void {
 class PipelinedQuery extends BaseQuery {
   /** Preamble statements whose completion has not arrived yet. */
   private pending: number;
-  /** Whether the statement's own completion arrived (what completes after it is a trailing statement's). */
-  private completed = false;
 
   constructor(
     text: string,
@@ -191,8 +189,6 @@ class PipelinedQuery extends BaseQuery {
     private readonly plan: { name: string; parse: boolean },
     /** The statement's row shape when the connection knows it (no Describe then), else where to keep it. */
     private readonly shape: RowShape | ((shape: RowShape) => void),
-    /** Statements sent after it in the same pipeline (COMMIT). */
-    private readonly trailing: Preamble[],
     callback: (err: Error | null, result: pg.QueryResult) => void,
   ) {
     // The text, not a config object: pg copies a config object property by property, per query.
@@ -216,13 +212,12 @@ class PipelinedQuery extends BaseQuery {
   }
 
   override prepare(connection: PgConnection): void {
-    for (const p of this.preamble) sendAside(connection, p);
+    for (const p of this.preamble) sendAhead(connection, p);
     // Parsed after the settings: names resolve with the request's search_path and privileges of its role.
     if (this.plan.parse) connection.parse({ text: this.text, name: this.plan.name, types: [] });
     connection.bind({ statement: this.plan.name, values: this.values });
     if (typeof this.shape === "function") connection.describe({ type: "P", name: "" });
     connection.execute({ portal: "" });
-    for (const t of this.trailing) sendAside(connection, t);
     connection.sync();
   }
 
@@ -235,15 +230,12 @@ class PipelinedQuery extends BaseQuery {
   }
 
   override handleDataRow(msg: unknown): void {
-    if (this.pending === 0 && !this.completed) super.handleDataRow(msg);
+    if (this.pending === 0) super.handleDataRow(msg);
   }
 
   override handleCommandComplete(msg: unknown, connection: PgConnection): void {
     if (this.pending > 0) this.pending--;
-    else if (!this.completed) {
-      this.completed = true;
-      super.handleCommandComplete(msg, connection);
-    }
+    else super.handleCommandComplete(msg, connection);
   }
 }
 
@@ -287,7 +279,6 @@ export async function pipelined(
   preamble: Preamble[],
   statement: { text: string; values: readonly unknown[] },
   rowMode?: "array",
-  trailing: Preamble[] = [],
 ): Promise<pg.QueryResult> {
   // Values become text (or bytes) before anything is sent, so a value that cannot fails alone.
   const values = statement.values.map((v) => prepareValue(v) as unknown);
@@ -310,15 +301,8 @@ export async function pipelined(
   for (const n of parsed) known.add(n);
   try {
     const result = await new Promise<pg.QueryResult>((resolve, reject) => {
-      const query = new PipelinedQuery(
-        statement.text,
-        values,
-        rowMode,
-        preamble,
-        plan,
-        shape,
-        trailing,
-        (err, res) => (err ? reject(err) : resolve(res)),
+      const query = new PipelinedQuery(statement.text, values, rowMode, preamble, plan, shape, (err, res) =>
+        err ? reject(err) : resolve(res),
       );
       void client.query(query as unknown as pg.Submittable);
     });
