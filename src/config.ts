@@ -54,11 +54,6 @@ export interface StrataConfig {
   /** How long a stop waits for requests in flight and background work before it cuts them. */
   shutdownGraceMs: number;
   /**
-   * GraphQL queries whose grafast plan allows it run that plan directly (src/graphql/planRunner.ts) instead
-   * of through grafast's engine; `STRATA_GRAPHQL_PLAN_RUNNER=off` sends every request through the engine.
-   */
-  graphqlPlanRunner: boolean;
-  /**
    * Bounds on each GraphQL document (`GRAPHQL_MAX_TOKENS`, `_DEPTH`, `_ALIASES`, `_FIELDS`) and on its planning
    * (`GRAPHQL_MAX_PLANNING_MS`); only those set, over the preset's (plugins/PgGqlLimitsPlugin.ts).
    */
@@ -197,9 +192,6 @@ const schema = z.object({
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
   DATA_REQUEST_TIMEOUT_MS: positiveInt("DATA_REQUEST_TIMEOUT_MS").default(30_000),
   SHUTDOWN_GRACE_MS: positiveInt("SHUTDOWN_GRACE_MS").default(10_000),
-  STRATA_GRAPHQL_PLAN_RUNNER: z
-    .enum(["on", "off"], { error: "STRATA_GRAPHQL_PLAN_RUNNER must be on or off" })
-    .default("on"),
   GRAPHQL_MAX_TOKENS: positiveInt("GRAPHQL_MAX_TOKENS").optional(),
   GRAPHQL_MAX_DEPTH: positiveInt("GRAPHQL_MAX_DEPTH").optional(),
   GRAPHQL_MAX_ALIASES: positiveInt("GRAPHQL_MAX_ALIASES").optional(),
@@ -320,7 +312,6 @@ export function loadConfig(
     poolWaitMs: c.DATA_POOL_WAIT_MS,
     dataRequestTimeoutMs: c.DATA_REQUEST_TIMEOUT_MS,
     shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
-    graphqlPlanRunner: c.STRATA_GRAPHQL_PLAN_RUNNER === "on",
     graphqlLimits: definedOnly({
       maxTokens: c.GRAPHQL_MAX_TOKENS,
       maxDepth: c.GRAPHQL_MAX_DEPTH,
