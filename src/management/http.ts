@@ -3,7 +3,7 @@ import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { AppContext } from "../context";
 import { JobRefused } from "../jobs/refused";
 import { sha256 } from "../platform/ids";
-import { SESSION_COOKIE, SESSION_PREFIX, sessionCaller } from "./account/sessions";
+import { SESSION_PREFIX, sessionCaller } from "./account/sessions";
 
 /** A Management API error: answered as `{"message": ...}` with its status. */
 export class HttpError extends Error {
@@ -109,30 +109,15 @@ async function tokenCaller(db: pg.Pool, token: string): Promise<Principal | unde
   };
 }
 
-/** The value of cookie `name` in the request's Cookie header. */
-function cookieOf(req: Request, name: string): string | undefined {
-  for (const part of (req.headers.cookie ?? "").split(";")) {
-    const at = part.indexOf("=");
-    if (at > 0 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
-  }
-  return undefined;
-}
-
 /**
- * The credential a request carries: `Authorization: Bearer <token>` (an access token, or a session token by
- * its prefix), else the browser's session cookie. The cookie counts only on a request with an
- * `X-Requested-With` header: a page of another origin cannot add one without a CORS preflight, which the
- * Management API never grants, so no other site (a project's own pages at `<ref>.<domain>` included, which
- * share the site) can make a browser act with it.
+ * The credential a request carries: `Authorization: Bearer <token>`, an access token or a session token (told
+ * apart by its prefix). No cookie counts: pages of the projects (edge functions, public objects) are served on
+ * this origin, and a cookie would let them act as whoever visits them.
  */
 function credentialOf(req: Request): { token: string; session: boolean } | string {
   const bearer = /^bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1]?.trim();
-  if (bearer) return { token: bearer, session: bearer.startsWith(SESSION_PREFIX) };
-  const cookie = cookieOf(req, SESSION_COOKIE);
-  if (!cookie) return "Unauthorized: missing access token";
-  if (!req.headers["x-requested-with"])
-    return "Unauthorized: the session cookie counts only on requests with an X-Requested-With header";
-  return { token: cookie, session: true };
+  if (!bearer) return "Unauthorized: missing access token";
+  return { token: bearer, session: bearer.startsWith(SESSION_PREFIX) };
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Request, Response, Router } from "express";
+import type { Request, Router } from "express";
 import type pg from "pg";
 import type { AppContext } from "../../context";
 import { withAdminTransaction } from "../../db/transaction";
@@ -6,7 +6,7 @@ import { HttpError, isUserThemself } from "../http";
 import { takeInvitation } from "../organizations/invitations";
 import { addMember } from "../organizations/store";
 import { routeTable } from "../route";
-import { SESSION_COOKIE, SESSION_SECONDS, createSession, endSession, type NewSession } from "./sessions";
+import { SESSION_SECONDS, createSession, endSession } from "./sessions";
 import { acceptInvitationBody, acceptedInvitation, sessionResponse, signInBody } from "./shapes";
 import { passwordChecker } from "./signIn";
 import { createUser, markEmailVerified, userByEmail, type UserRow } from "./users";
@@ -18,17 +18,6 @@ import { createUser, markEmailVerified, userByEmail, type UserRow } from "./user
  */
 
 const userSummary = (u: UserRow) => ({ id: u.id, email: u.email, username: u.username });
-
-/** The session's cookie for a browser (the dashboard): HttpOnly, this site only, `Secure` behind https. */
-function setSessionCookie(ctx: AppContext, res: Response, session: NewSession): void {
-  res.cookie(SESSION_COOKIE, session.token, {
-    httpOnly: true,
-    sameSite: "strict",
-    secure: ctx.config.publicUrl.startsWith("https:"),
-    path: "/",
-    maxAge: SESSION_SECONDS * 1000,
-  });
-}
 
 /** The existing user an acceptance is for, proven by being signed in as them or by their password. */
 async function provenUser(
@@ -57,7 +46,7 @@ export function accountRoutes(ctx: AppContext): Router {
 
   routes.post(
     "/v1/account/sign-in",
-    "Signs a user of the installation in with email and password: answers a session token (a bearer token acting as the user's personal access token until it expires or signs out) and sets it as an HttpOnly cookie for the dashboard; 400 alike for an unknown email and a wrong password, 429 after 5 failures of one email in 15 minutes",
+    "Signs a user of the installation in with email and password: answers a session token (a bearer token acting as the user's personal access token until it expires or signs out); 400 alike for an unknown email and a wrong password, 429 after 5 failures of one email in 15 minutes",
     {
       access: { anyone: true },
       body: signInBody,
@@ -68,7 +57,6 @@ export function accountRoutes(ctx: AppContext): Router {
     async ({ body, res }) => {
       const user = await checkPassword(body.email, body.password);
       const session = await createSession(db, user.id);
-      setSessionCookie(ctx, res, session);
       res.set("cache-control", "no-store");
       return {
         access_token: session.token,
@@ -82,7 +70,7 @@ export function accountRoutes(ctx: AppContext): Router {
 
   routes.post(
     "/v1/account/sign-out",
-    "Ends the session the request carries (bearer or cookie) and clears the cookie; personal access tokens are deleted at /v1/profile/access-tokens",
+    "Ends the session the request carries as its bearer token; personal access tokens are deleted at /v1/profile/access-tokens",
     { access: { anyone: true }, status: 204 },
     async ({ req, res }) => {
       const principal = req.principal;
@@ -93,7 +81,6 @@ export function accountRoutes(ctx: AppContext): Router {
           "Sign-out ends a session; this request carries an access token (delete it at /v1/profile/access-tokens/{id})",
         );
       await endSession(db, principal.tokenId);
-      res.clearCookie(SESSION_COOKIE, { path: "/" });
       res.status(204).end();
       return undefined;
     },

@@ -12,8 +12,6 @@ import { firstRow, oneRow } from "../rows";
 export const SESSION_PREFIX = "strata_session_";
 /** How long a session lasts from its sign-in. */
 export const SESSION_SECONDS = 7 * 24 * 3600;
-/** The cookie a browser keeps the session in (HttpOnly; see `identifyCaller` for when it counts). */
-export const SESSION_COOKIE = "strata_session";
 
 export interface NewSession {
   token: string;

@@ -17,6 +17,8 @@ describe("teams: an invited user signs in and acts with the role the organizatio
   let mailbox: Awaited<ReturnType<typeof startMailbox>>;
   let userId: string;
   let session: string;
+  /** An organization the invitee is not a member of. */
+  let otherOrg: string;
   const restConfig = () => `/v1/projects/${server.ref}/postgrest`;
   const maxRows = async () =>
     (
@@ -125,6 +127,7 @@ describe("teams: an invited user signs in and acts with the role the organizatio
       body: { name: 'Evil <a href="https://evil.test">Co</a>\r\nBcc: spy@evil.test' },
     });
     expect(org.status).toBe(201);
+    otherOrg = org.body.slug;
     const invited = await mgmt(server, "POST", `/v1/organizations/${org.body.slug}/members/invitations`, {
       body: { email: "target@example.test", role_name: "Read-only" },
     });
@@ -172,6 +175,14 @@ describe("teams: an invited user signs in and acts with the role the organizatio
       ["admin@strata.local", "Owner"],
       [INVITEE, "Developer"],
     ]);
+    // Another organization answers as one that does not exist: 404, nothing of it.
+    for (const path of ["", "/members", "/projects", "/members/invitations"]) {
+      const other = await mgmt(server, "GET", `/v1/organizations/${otherOrg}${path}`, { token: session });
+      const missing = await mgmt(server, "GET", `/v1/organizations/no-such-org${path}`, { token: session });
+      expect([other.status, missing.status]).toEqual([404, 404]);
+      expect(JSON.stringify(other.body)).not.toContain("target@example.test");
+    }
+    expect((await mgmt(server, "GET", `/v1/organizations/${otherOrg}`)).status).toBe(200);
   });
 
   it("gives a Developer what the role allows and refuses what it does not", async () => {
@@ -296,8 +307,21 @@ describe("teams: an invited user signs in and acts with the role the organizatio
     });
     expect(sql.status).not.toBe(201);
     expect((await server.sql("select to_regclass('public.read_only_probe') as t")).rows[0].t).toBeNull();
+    // Nor may it create or delete projects.
+    const created = await mgmt(server, "POST", "/v1/projects", {
+      token: session,
+      body: { name: "read-only's", organization_slug: "default-org", db_pass: "a-password-1234" },
+    });
+    expect(created.status).toBe(403);
+    const deleted = await mgmt(server, "DELETE", `/v1/projects/${server.ref}`, { token: session });
+    expect(deleted.status).toBe(403);
+    const projects = await server.controlSql(
+      "select ref from platform.projects p join platform.organizations o on o.id = p.organization_id where o.slug = 'default-org'",
+    );
+    expect(projects.rows.map((r) => r.ref)).toEqual([server.ref]);
     // Reading still works.
     expect((await mgmt(server, "GET", restConfig(), { token: session })).body.max_rows).toBe(321);
+    expect((await mgmt(server, "GET", `/v1/projects/${server.ref}`, { token: session })).status).toBe(200);
   });
 
   it("keeps the organization's last Owner and refuses unknown members and bad roles", async () => {
@@ -369,33 +393,24 @@ describe("teams: an invited user signs in and acts with the role the organizatio
     expect((await mgmt(server, "POST", "/v1/account/sign-out", { token: null })).status).toBe(401);
   });
 
-  it("keeps the session in an HttpOnly cookie that counts only with X-Requested-With", async () => {
+  it("counts a session only as a bearer token, never as a cookie", async () => {
     const res = await fetch(`${server.url}/v1/account/sign-in`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ email: INVITEE, password: PASSWORD }),
     });
-    const cookie = res.headers.get("set-cookie")!;
-    expect(cookie).toMatch(/^strata_session=strata_session_[\w-]+;/);
-    expect(cookie).toMatch(/HttpOnly/);
-    expect(cookie).toMatch(/SameSite=Strict/);
-    // STRATA_PUBLIC_URL is https: the browser sends the cookie over https only.
-    expect(cookie).toMatch(/Secure/);
-    const value = cookie.split(";")[0];
-    const profile = (headers: Record<string, string>) =>
-      fetch(`${server.url}/v1/profile`, { headers: { cookie: value, ...headers } });
-    // A form another site posts, or a link followed, carries the cookie but cannot add the header.
-    expect((await profile({})).status).toBe(401);
-    const ok = await profile({ "x-requested-with": "fetch" });
-    expect(ok.status).toBe(200);
-    expect((await ok.json()).primary_email).toBe(INVITEE);
-    const out = await fetch(`${server.url}/v1/account/sign-out`, {
-      method: "POST",
-      headers: { cookie: value, "x-requested-with": "fetch" },
-    });
-    expect(out.status).toBe(204);
-    expect(out.headers.get("set-cookie")).toMatch(/^strata_session=;/);
-    expect((await profile({ "x-requested-with": "fetch" })).status).toBe(401);
+    expect(res.status).toBe(200);
+    // Pages of the projects are served on this origin: a cookie would act for whoever visits them.
+    expect(res.headers.get("set-cookie")).toBeNull();
+    const token = (await res.json()).access_token;
+    for (const cookie of [`strata_session=${token}`, `sb-access-token=${token}`]) {
+      const profile = await fetch(`${server.url}/v1/profile`, {
+        headers: { cookie, "x-requested-with": "fetch" },
+      });
+      expect(profile.status).toBe(401);
+    }
+    expect((await mgmt(server, "GET", "/v1/profile", { token })).status).toBe(200);
+    expect((await mgmt(server, "POST", "/v1/account/sign-out", { token })).status).toBe(204);
   });
 
   it("limits wrong passwords per email and answers them as it answers unknown emails", async () => {
