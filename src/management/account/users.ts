@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { hashPassword, MAX_PASSWORD_BYTES } from "../../auth/passwords";
 import { HttpError } from "../http";
-import { firstRow, oneRow } from "../rows";
+import { firstRow } from "../rows";
 
 /** The installation's users (platform.users): who signs in to the Management API and the dashboard. */
 
@@ -42,12 +42,16 @@ export async function createUser(
   user: { email: string; username: string; password: string; emailVerified: boolean },
 ): Promise<UserRow> {
   checkNewPassword(user.password);
-  return oneRow<UserRow>(
+  const made = await firstRow<UserRow>(
     db,
     `insert into platform.users (email, username, password_hash, email_verified) values ($1, $2, $3, $4)
-     returning id, email, username, password_hash`,
+     on conflict (email) do nothing returning id, email, username, password_hash`,
     [normalEmail(user.email), user.username, await hashPassword(user.password), user.emailVerified],
   );
+  // Another acceptance for the same email made the account meanwhile: this one is now an existing user's.
+  if (!made)
+    throw new HttpError(409, `An account for ${user.email} was just made: accept again as that user`);
+  return made;
 }
 
 export async function markEmailVerified(db: pg.ClientBase, userId: string): Promise<void> {

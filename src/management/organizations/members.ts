@@ -28,6 +28,7 @@ import {
 } from "./shapes";
 import {
   findMember,
+  hasMemberWithEmail,
   lockOrganization,
   ownerCount,
   projectsWithJitGrants,
@@ -139,12 +140,8 @@ export function memberRoutes(ctx: AppContext): Router {
     async ({ organization: org, body, req, res }) => {
       checkManagesRole(org.role_name, body.role_name);
       const email = normalEmail(body.email);
-      const member = await db.query(
-        `select from platform.organization_members m join platform.users u on u.id = m.user_id
-          where m.organization_id = $1 and u.email = $2`,
-        [org.id, email],
-      );
-      if (member.rowCount) throw new HttpError(409, `${email} is already a member of ${org.slug}`);
+      if (await hasMemberWithEmail(db, org.id, email))
+        throw new HttpError(409, `${email} is already a member of ${org.slug}`);
       const mailed = mailConfigured(ctx.config);
       try {
         // The invitation stays only if its mail went: a refused mail leaves nothing behind.

@@ -133,6 +133,19 @@ export async function findMember(
   );
 }
 
+export async function hasMemberWithEmail(
+  db: pg.Pool,
+  organizationId: string,
+  email: string,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `select from platform.organization_members m join platform.users u on u.id = m.user_id
+      where m.organization_id = $1 and u.email = $2`,
+    [organizationId, email],
+  );
+  return rowCount !== 0;
+}
+
 export async function ownerCount(client: pg.ClientBase, organizationId: string): Promise<number> {
   const row = await oneRow<{ n: number }>(
     client,

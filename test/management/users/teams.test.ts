@@ -45,9 +45,10 @@ describe("teams: an invited user signs in and acts with the role the organizatio
       STRATA_PUBLIC_URL: "https://strata.example.test",
     });
   });
+  let mailboxOpen = true;
   afterAll(async () => {
     await server.stop();
-    await mailbox.close();
+    if (mailboxOpen) await mailbox.close();
   });
 
   it("mails an invitation that the invitee accepts with a password of their own", async () => {
@@ -447,5 +448,23 @@ describe("teams: an invited user signs in and acts with the role the organizatio
     );
     expect(keys.rows.map((r) => r.key)).toContain(`mgmt-sign-in-email:${sha256(INVITEE)}`);
     expect(JSON.stringify(keys.rows)).not.toContain("example.test");
+  });
+
+  it("keeps no invitation when the SMTP server does not take its mail", async () => {
+    await mailbox.close();
+    mailboxOpen = false;
+    const invited = await mgmt(server, "POST", "/v1/organizations/default-org/members/invitations", {
+      body: { email: "unmailed@example.test", role_name: "Developer" },
+    });
+    expect(invited.status).toBe(502);
+    expect(invited.body.message).toMatch(/invitation mail could not be sent/);
+    expect(JSON.stringify(invited.body)).not.toContain(SMTP.pass);
+    expect(
+      (
+        await server.controlSql(
+          "select 1 from platform.organization_invitations where email = 'unmailed@example.test'",
+        )
+      ).rowCount,
+    ).toBe(0);
   });
 });
