@@ -63,13 +63,16 @@ function invitationLink(ctx: AppContext, org: OrganizationRow, token: string): s
 const INVITATION_MAIL =
   "<p>{{ .Data.inviter }} invited you to join <strong>{{ .Data.organization }}</strong> as {{ .Data.role }}.</p>" +
   '<p><a href="{{ .ConfirmationURL }}">Accept the invitation</a></p>' +
-  `<p>The invitation expires in ${INVITATION_DAYS} days.</p>`;
+  `<p>The invitation expires in ${INVITATION_DAYS} days.</p>` +
+  // For an installation without the dashboard page: the API call the page makes.
+  "<p>Or accept through the API: <code>POST {{ .SiteURL }}/v1/account/invitations/accept</code> with " +
+  '<code>{"token": "{{ .Token }}", "password": "&lt;your new password&gt;"}</code>.</p>';
 
 function invitationMail(
   ctx: AppContext,
   org: OrganizationRow,
   invitation: InvitationRow,
-  link: string,
+  token: string,
   inviter: string,
 ) {
   return {
@@ -79,7 +82,8 @@ function invitationMail(
     html: renderTemplate(INVITATION_MAIL, {
       SiteURL: ctx.config.publicUrl,
       Email: invitation.email,
-      ConfirmationURL: link,
+      ConfirmationURL: invitationLink(ctx, org, token),
+      Token: token,
       Data: { inviter, organization: org.name, role: invitation.role_name },
     }),
   };
@@ -153,13 +157,18 @@ export function memberRoutes(ctx: AppContext): Router {
             mailed,
             invitedBy: req.principal!.userId,
           });
-          const link = invitationLink(ctx, org, made.token);
           if (!mailed) {
             res.set("cache-control", "no-store");
-            return { ...invitationOut(made.invitation), invitation_link: link };
+            return {
+              ...invitationOut(made.invitation),
+              invitation_link: invitationLink(ctx, org, made.token),
+            };
           }
           const inviter = (await findMember(client, org.id, req.principal!.userId))?.email ?? "A member";
-          await sendInstallationMail(ctx.config, invitationMail(ctx, org, made.invitation, link, inviter));
+          await sendInstallationMail(
+            ctx.config,
+            invitationMail(ctx, org, made.invitation, made.token, inviter),
+          );
           return invitationOut(made.invitation);
         });
       } catch (e) {

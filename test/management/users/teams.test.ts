@@ -68,6 +68,10 @@ describe("teams: an invited user signs in and acts with the role the organizatio
     const link = new URL(mail.link!);
     expect(link.origin + link.pathname).toBe("https://strata.example.test/join");
     const token = link.searchParams.get("token")!;
+    // Without the dashboard's page, the mail also names the API call that accepts.
+    expect(mail.html).toContain(
+      `POST https://strata.example.test/v1/account/invitations/accept</code> with <code>{"token": "${token}"`,
+    );
     // Second channel: the control plane keeps only the token's hash.
     const stored = await server.controlSql(
       "select token_hash, mailed from platform.organization_invitations where email = $1",
