@@ -74,6 +74,14 @@ export interface StrataConfig {
   signingKeyDeleteAfterSeconds: number;
   /** Management API requests per minute per identity and project/organization scope (spec: 120). */
   managementRateLimit: number;
+  /** Where people reach this installation: the links mailed to its users (invitations) start with it. */
+  publicUrl: string;
+  /**
+   * The operator's SMTP server for the installation's own mail (invitations to organizations), as
+   * `smtp://user:pass@host:port` (`smtps://` for TLS from the start); unset: invitation links are answered
+   * to the inviter instead. `sender` is the From address.
+   */
+  smtp: { url: string | undefined; sender: string };
   /**
    * A realtime node (a Strata process serving a project's sockets) whose heartbeat is older than this is
    * taken for dead by the others: its presences are removed and left. It beats every third of it.
@@ -238,6 +246,20 @@ const schema = z.object({
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .positive("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .default(120),
+  STRATA_PUBLIC_URL: z
+    .url({
+      protocol: /^https?$/,
+      error: "STRATA_PUBLIC_URL must be an http(s) URL such as https://strata.example.com",
+    })
+    .optional(),
+  STRATA_SMTP_URL: z
+    .url({
+      protocol: /^smtps?$/,
+      error:
+        "STRATA_SMTP_URL must be an smtp:// or smtps:// URL such as smtp://user:pass@mail.example.com:587",
+    })
+    .optional(),
+  STRATA_SMTP_SENDER: z.string().min(3).optional(),
   REALTIME_NODE_TIMEOUT_MS: positiveInt("REALTIME_NODE_TIMEOUT_MS").default(15_000),
   STORAGE_S3_BUCKET: z.string().optional(),
   STORAGE_S3_ENDPOINT: z
@@ -324,6 +346,14 @@ export function loadConfig(
     logRetentionHours: c.LOG_RETENTION_HOURS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
+    publicUrl: (c.STRATA_PUBLIC_URL ?? `http://${c.STRATA_DOMAIN.toLowerCase()}:${c.PORT}`).replace(
+      /\/+$/,
+      "",
+    ),
+    smtp: {
+      url: c.STRATA_SMTP_URL,
+      sender: c.STRATA_SMTP_SENDER ?? `noreply@${c.STRATA_DOMAIN.toLowerCase()}`,
+    },
     realtimeNodeTimeoutMs: c.REALTIME_NODE_TIMEOUT_MS,
     backupRetentionDays: c.BACKUP_RETENTION_DAYS,
     backupScheduleCheckMs: c.BACKUP_SCHEDULE_CHECK_MS,
