@@ -21,7 +21,6 @@ import { managementRouter } from "./management/router";
 import { restRouter } from "./rest/router";
 import { realtimeRouter } from "./realtime/routes";
 import { storageRouter } from "./storage/routes";
-import { sandboxTenantContent } from "./studio/server/isolation";
 import { studioRouter } from "./studio/server/routes";
 
 /** Answers whether the main database is reachable (within two seconds). */
@@ -144,8 +143,6 @@ export function createApp(ctx: AppContext): {
   });
   app.get("/metrics", metrics.handler());
 
-  // Tenant-written bodies served at Studio's origin run sandboxed (src/studio/server/isolation.ts).
-  app.use(["/functions/v1", "/storage/v1"], sandboxTenantContent(ctx));
   app.use("/functions/v1", functionsRouter(ctx));
   // Browser apps call the data APIs from their own origin, as they call the platform's: CORS for any origin
   // (the key or token in the request decides, never a cookie). Edge functions answer their own preflights.

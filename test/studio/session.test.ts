@@ -109,11 +109,4 @@ describe("Studio's session and forwarder", () => {
     const elsewhere = await fetch(`${server.url}/studio/api/health`, { headers: { ...STUDIO, cookie } });
     expect(elsewhere.status).toBe(404);
   });
-
-  it("sandboxes tenant-written bodies served at Studio's origin", async () => {
-    const res = await fetch(`${server.url}/storage/v1/object/public/none/x.html`);
-    expect(res.headers.get("content-security-policy")).toMatch(/^sandbox/);
-    const atProject = await atProjectHost("/storage/v1/object/public/none/x.html");
-    expect(atProject.headers["content-security-policy"] ?? "").not.toMatch(/sandbox/);
-  });
 });
