@@ -100,6 +100,23 @@ export const session = {
   signOut: () => studio<unknown>("/studio/session", "DELETE"),
 };
 
+/**
+ * The Management API's own account endpoints, called straight from the browser (they need no bearer): their
+ * limits per address then count the user's address.
+ */
+export const account = {
+  signIn: (email: string, password: string) =>
+    request<{ access_token: string }>("/v1/account/sign-in", {
+      method: "POST",
+      body: { email, password },
+    }).then((r) => r.data),
+  acceptInvitation: (token: string, password: string, username?: string) =>
+    request<{ user: { email: string }; organization: { slug: string; name: string } }>(
+      "/v1/account/invitations/accept",
+      { method: "POST", body: { token, password, ...(username ? { username } : {}) } },
+    ).then((r) => r.data),
+};
+
 /** Runs SQL on a project through the Management API (as the project's owner): the result rows. */
 export function runSql<Row = Record<string, unknown>>(ref: string, query: string): Promise<Row[]> {
   return mgmt.post<Row[]>(`/v1/projects/${ref}/database/query`, { query });

@@ -18,6 +18,7 @@ function page(load: () => Promise<{ default: ComponentType }>) {
 
 const router = createBrowserRouter([
   { path: "/sign-in", element: page(() => import("./pages/SignIn")) },
+  { path: "/join", element: page(() => import("./pages/Join")) },
   {
     element: <SignedIn />,
     children: [

@@ -16,8 +16,8 @@ function packageRoot(dir: string): string {
 /** Where `npm run build:studio` writes the dashboard. */
 export const STUDIO_DIST = path.join(packageRoot(__dirname), "dist/studio");
 
-/** The dashboard's page paths, as the platform's: /, /sign-in, /projects, /org/<slug>/..., /project/<ref>/... */
-export const PAGE_PATH = /^\/(?:sign-in|projects|org\/[^/]+(?:\/.*)?|project\/[^/]+(?:\/.*)?)?\/?$/;
+/** The dashboard's page paths, as the platform's: /, /sign-in, /join, /projects, /org/<slug>/..., /project/<ref>/... */
+export const PAGE_PATH = /^\/(?:sign-in|join|projects|org\/[^/]+(?:\/.*)?|project\/[^/]+(?:\/.*)?)?\/?$/;
 
 /**
  * The page's policy: scripts and styles from this origin only (the editor and charts set inline styles), data

@@ -25,7 +25,11 @@ import { cookieOf, endSession, SESSION_COOKIE, SESSION_SECONDS, sessionToken, st
 const STUDIO_HEADER = "x-strata-studio";
 const API_PATH = /^\/v[12]\//;
 
-/** How a browser proves who it is. A personal access token today; the seam for email and password sign-in. */
+/**
+ * How a browser proves who it is: a token of the Management API, either a personal access token the user typed
+ * or the session token the browser got from `POST /v1/account/sign-in` with email and password (called by the
+ * browser itself, so that endpoint's per-address limits count the user's address, not this server's loopback).
+ */
 type Credentials = { access_token: string };
 
 function credentialsOf(body: unknown): Credentials | undefined {
@@ -117,7 +121,12 @@ export function studioRouter(ctx: AppContext): Router {
   router.delete(
     "/studio/session",
     asyncRoute(async (req, res) => {
-      await endSession(ctx.platformPool, cookieOf(req.headers.cookie, SESSION_COOKIE));
+      const cookie = cookieOf(req.headers.cookie, SESSION_COOKIE);
+      // A token from an email and password sign-in ends with Studio's session (a personal access token answers
+      // 400 there and stays: it is the user's to delete).
+      const token = await sessionToken(ctx.platformPool, cookie);
+      if (token) await callPublicApi(ctx, "POST", "/v1/account/sign-out", token);
+      await endSession(ctx.platformPool, cookie);
       res.setHeader("Set-Cookie", cookieHeader(req, "", 0));
       res.status(204).end();
     }),

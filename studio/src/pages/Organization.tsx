@@ -1,3 +1,4 @@
+import { useState, type FormEvent } from "react";
 import { useParams } from "react-router";
 import { mgmt } from "../api";
 import { DataGrid } from "../components/DataGrid";
@@ -12,6 +13,60 @@ interface Member {
   email?: string;
   role_name: string;
   mfa_enabled: boolean;
+}
+
+const ROLES = ["Owner", "Administrator", "Developer", "Read-only"];
+
+/** Invites a member by email; without a mail server the API answers the link, shown here once. */
+function Invite({ slug, onDone }: { slug: string; onDone: () => void }) {
+  const [email, setEmail] = useState("");
+  const [role, setRole] = useState("Developer");
+  const [link, setLink] = useState<string>();
+  const [error, setError] = useState<Error>();
+  async function submit(e: FormEvent) {
+    e.preventDefault();
+    setError(undefined);
+    setLink(undefined);
+    try {
+      const invited = await mgmt.post<{ invitation_link?: string }>(
+        `/v1/organizations/${slug}/members/invitations`,
+        {
+          email,
+          role_name: role,
+        },
+      );
+      setLink(invited.invitation_link);
+      setEmail("");
+      onDone();
+    } catch (err) {
+      setError(err as Error);
+    }
+  }
+  return (
+    <form className="card form-row" aria-label="Invite a member" onSubmit={(e) => void submit(e)}>
+      <label className="field">
+        <span>Email</span>
+        <input type="email" value={email} onChange={(e) => setEmail(e.target.value)} required />
+      </label>
+      <label className="field">
+        <span>Role</span>
+        <select value={role} onChange={(e) => setRole(e.target.value)}>
+          {ROLES.map((r) => (
+            <option key={r}>{r}</option>
+          ))}
+        </select>
+      </label>
+      <button className="button primary" type="submit">
+        Invite
+      </button>
+      {link && (
+        <div className="notice" style={{ flexBasis: "100%" }}>
+          No mail server is set: send this link to the invitee yourself. <code>{link}</code>
+        </div>
+      )}
+      <ErrorBox error={error} />
+    </form>
+  );
 }
 
 export default function Organization() {
@@ -30,6 +85,7 @@ export default function Organization() {
       {own ? <ProjectCards projects={own} /> : <Spinner />}
       <section className="section">
         <h2>Members</h2>
+        <Invite slug={slug} onDone={members.reload} />
         <ErrorBox error={members.error} />
         {members.data && (
           <DataGrid
