@@ -148,6 +148,34 @@ describe("Studio in a browser", () => {
       { title: "Notes on the Analytical Engine", author: { name: "Ada Lovelace" } },
     ]);
 
+    // Server-side sorting and filtering, then deleting a row.
+    await page.getByRole("button", { name: "Insert row" }).click();
+    const second = page.getByRole("form", { name: "Insert row" });
+    await second.getByLabel(/^title/).fill("Sketch of the Analytical Engine");
+    await second.getByLabel(/^author_id/).fill("1");
+    await page.getByRole("button", { name: "Insert", exact: true }).click();
+    await page.getByRole("cell", { name: "Sketch of the Analytical Engine" }).waitFor();
+    const firstRow = page.locator(".grid-row").first();
+    await page.getByRole("button", { name: "Sort by title" }).click();
+    await firstRow.filter({ hasText: "Notes on the Analytical Engine" }).waitFor();
+    await page.getByRole("button", { name: "Sort by title" }).click();
+    await firstRow.filter({ hasText: "Sketch of the Analytical Engine" }).waitFor();
+    const filter = page.getByRole("form", { name: "Filter rows" });
+    await filter.getByLabel("Filter column").selectOption("title");
+    await filter.getByLabel("Filter operator").selectOption("ilike");
+    await filter.getByLabel("Filter value").fill("*notes*");
+    await filter.getByRole("button", { name: "Filter" }).click();
+    await page.getByRole("cell", { name: "Sketch of the Analytical Engine" }).waitFor({ state: "detached" });
+    await expect(page.locator(".grid-row").count()).resolves.toBe(1);
+    await filter.getByRole("button", { name: "Clear" }).click();
+    await page.getByRole("cell", { name: "Sketch of the Analytical Engine" }).click();
+    page.once("dialog", (dialog) => void dialog.accept());
+    await page.getByRole("button", { name: "Delete row" }).click();
+    await page.getByRole("cell", { name: "Sketch of the Analytical Engine" }).waitFor({ state: "detached" });
+    expect((await projectSql("select title from public.books")).rows).toEqual([
+      { title: "Notes on the Analytical Engine" },
+    ]);
+
     // A row the foreign key refuses: the API's own message, nothing written.
     await page.getByRole("button", { name: "Insert row" }).click();
     await page

@@ -105,8 +105,16 @@ describe("Studio's session and forwarder", () => {
       (await fetch(`${server.url}/studio/api/v1/projects`, { headers: { ...STUDIO, cookie: forged } }))
         .status,
     ).toBe(401);
-    // Only the Management API is forwarded.
-    const elsewhere = await fetch(`${server.url}/studio/api/health`, { headers: { ...STUDIO, cookie } });
-    expect(elsewhere.status).toBe(404);
+    // Only the Management API is forwarded, by paths written as they are.
+    for (const path of [
+      "/health",
+      "/v1/../health",
+      "/v1/%2e%2e/%2e%2e/rest/v1/",
+      "/v1/..%2f..%2fhealth",
+      "//v1/projects",
+    ]) {
+      const elsewhere = await fetch(`${server.url}/studio/api${path}`, { headers: { ...STUDIO, cookie } });
+      expect(elsewhere.status).toBe(404);
+    }
   });
 });

@@ -25,6 +25,16 @@ import { cookieOf, endSession, SESSION_COOKIE, SESSION_SECONDS, sessionToken, st
 const STUDIO_HEADER = "x-strata-studio";
 const API_PATH = /^\/v[12]\//;
 
+/** Whether `url` (path and query) addresses the Management API as written: no dot segments, no other prefix. */
+function isApiPath(url: string): boolean {
+  const path = url.split("?")[0];
+  return (
+    API_PATH.test(path) &&
+    new URL(path, "http://studio.invalid").pathname === path &&
+    !/%2e|%2f|\\/i.test(path)
+  );
+}
+
 /**
  * How a browser proves who it is: a token of the Management API, either a personal access token the user typed
  * or the session token the browser got from `POST /v1/account/sign-in` with email and password (called by the
@@ -133,7 +143,7 @@ export function studioRouter(ctx: AppContext): Router {
   );
   // Mounted at /studio/api: req.url is the Management API path and query (`/v1/projects?...`).
   router.use("/studio/api", requireSession(ctx), (req, res) => {
-    if (!API_PATH.test(req.url)) {
+    if (!isApiPath(req.url)) {
       res.status(404).json({ message: "Not found" });
       return;
     }

@@ -105,7 +105,7 @@ export function DataGrid({
                   onClick={() =>
                     onSort({ column: name, ascending: sort?.column === name ? !sort.ascending : true })
                   }
-                  title={`Sort by ${name}`}
+                  aria-label={`Sort by ${name}`}
                 >
                   {name}
                   <span aria-hidden="true">
