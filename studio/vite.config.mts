@@ -15,9 +15,10 @@ export default defineConfig({
     assetsDir: "assets",
     chunkSizeWarningLimit: 1024,
     rolldownOptions: {
-      // Libraries marked "use client" for React Server Components: nothing to keep in a browser-only bundle.
+      // Libraries marked "use client" for React Server Components: nothing to keep in a browser-only bundle;
+      // and the bundler's own timing notes, which are no fault of the build.
       onLog(level, log, handler) {
-        if (log.code !== "MODULE_LEVEL_DIRECTIVE") handler(level, log);
+        if (log.code !== "MODULE_LEVEL_DIRECTIVE" && log.code !== "PLUGIN_TIMINGS") handler(level, log);
       },
     },
   },

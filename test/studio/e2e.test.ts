@@ -187,6 +187,57 @@ describe("Studio in a browser", () => {
     expect((await projectSql("select count(*)::int as n from public.books")).rows[0].n).toBe(1);
   });
 
+  it("alters the table, enables row level security and writes a policy, each shown as its SQL first", async () => {
+    const keys = (await mgmt(server, "GET", `/v1/projects/${ref}/api-keys`)).body;
+    const anonKey = keys.find((k: { name: string }) => k.name === "anon").api_key;
+    const anonRead = () => atProjectHost(server, ref, "/rest/v1/books?select=title", { apikey: anonKey });
+
+    await page.getByRole("tab", { name: "Structure" }).click();
+    const add = page.getByRole("form", { name: "Add column" });
+    await add.getByLabel("Column").fill("pages");
+    await add.getByLabel("Type").selectOption("integer");
+    await add.getByRole("button", { name: "Add column" }).click();
+    const pending = page.getByLabel("Change to run");
+    await expect(pending.locator("pre").textContent()).resolves.toBe(
+      'alter table "public"."books" add column "pages" integer;',
+    );
+    await pending.getByRole("button", { name: "Run" }).click();
+    await page
+      .getByRole("table", { name: "Columns" })
+      .getByRole("cell", { name: "pages", exact: true })
+      .waitFor();
+    const added = await projectSql(
+      "select data_type from information_schema.columns where table_name = 'books' and column_name = 'pages'",
+    );
+    expect(added.rows).toEqual([{ data_type: "integer" }]);
+
+    await page.getByRole("button", { name: "Enable RLS" }).click();
+    await expect(pending.locator("pre").textContent()).resolves.toBe(
+      'alter table "public"."books" enable row level security;',
+    );
+    await pending.getByRole("button", { name: "Run" }).click();
+    await page.getByRole("heading", { name: "Row level security: enabled" }).waitFor();
+    expect((await anonRead()).body).toEqual([]);
+
+    const policy = page.getByRole("form", { name: "New policy" });
+    await policy.getByLabel("Policy name").fill("anyone reads");
+    await policy.getByLabel("Roles").fill("anon");
+    await policy.getByRole("button", { name: "Create policy" }).click();
+    await expect(pending.locator("pre").textContent()).resolves.toBe(
+      'create policy "anyone reads" on "public"."books"\n  for select\n  to "anon"\n  using (true);',
+    );
+    await pending.getByRole("button", { name: "Run" }).click();
+    await page
+      .getByRole("table", { name: "Policies" })
+      .getByRole("cell", { name: "anyone reads", exact: true })
+      .waitFor();
+    // Second channel: the catalog, and the REST API as anon.
+    const policies = await projectSql("select policyname, cmd from pg_policies where tablename = 'books'");
+    expect(policies.rows).toEqual([{ policyname: "anyone reads", cmd: "SELECT" }]);
+    expect((await anonRead()).body).toEqual([{ title: "Notes on the Analytical Engine" }]);
+    await page.getByRole("tab", { name: "Rows" }).click();
+  });
+
   it("runs SQL with results in a grid, shows errors where they are, and saves a snippet", async () => {
     await page.getByRole("link", { name: "SQL editor" }).click();
     await page.waitForURL(new RegExp(`/project/${ref}/sql/new`));

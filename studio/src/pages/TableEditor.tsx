@@ -13,6 +13,7 @@ import {
 } from "../catalog";
 import { DataGrid, display, type Row, type Sort } from "../components/DataGrid";
 import { Empty, ErrorBox, PageHeader, Spinner } from "../components/Feedback";
+import { TableStructure } from "../components/TableStructure";
 import { useProjectApi, type ProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
 
@@ -591,6 +592,7 @@ export default function TableEditor() {
   const [params, setParams] = useSearchParams();
   const schema = params.get("schema") ?? "public";
   const table = params.get("table") ?? undefined;
+  const view = params.get("view") === "structure" ? "structure" : "rows";
   const [creating, setCreating] = useState(false);
   const schemas = useAsync(() => listSchemas(ref), [ref]);
   const tables = useAsync(() => listTables(ref, schema), [ref, schema]);
@@ -600,10 +602,11 @@ export default function TableEditor() {
     [ref, schema, table],
   );
   const api = useProjectApi(ref);
-  const select = (next: { schema?: string; table?: string }) =>
+  const select = (next: { schema?: string; table?: string; view?: string }) =>
     setParams(
       Object.fromEntries(Object.entries({ schema, ...next }).filter(([, v]) => v)) as Record<string, string>,
     );
+  const info = tables.data?.find((t) => t.name === table);
   useEffect(() => setCreating(false), [schema, table]);
 
   return (
@@ -656,6 +659,19 @@ export default function TableEditor() {
             <PageHeader title={`${schema}.${table}`}>
               {columns.data && <span className="muted small">{columns.data.length} columns</span>}
             </PageHeader>
+            <div className="tabs view-tabs" role="tablist">
+              {(["rows", "structure"] as const).map((v) => (
+                <button
+                  key={v}
+                  role="tab"
+                  aria-selected={view === v}
+                  className={`tab${view === v ? " active" : ""}`}
+                  onClick={() => select({ table, view: v === "rows" ? undefined : v })}
+                >
+                  {v === "rows" ? "Rows" : "Structure"}
+                </button>
+              ))}
+            </div>
             <ErrorBox error={columns.error ?? api.error} />
             {exposed.data && !exposed.data.includes(schema) && (
               <div className="notice">
@@ -663,7 +679,21 @@ export default function TableEditor() {
                 to browse its rows.
               </div>
             )}
-            {columns.data && api.data && (
+            {view === "structure" && columns.data && (
+              <TableStructure
+                key={`${schema}.${table}`}
+                projectRef={ref}
+                schema={schema}
+                table={table}
+                columns={columns.data}
+                rls={Boolean(info?.rls)}
+                onChanged={() => {
+                  columns.reload();
+                  tables.reload();
+                }}
+              />
+            )}
+            {view === "rows" && columns.data && api.data && (
               <Rows
                 key={`${schema}.${table}`}
                 api={api.data}
