@@ -52,11 +52,11 @@ describe("Studio in a browser", () => {
     await page.goto(`${server.url}/projects`);
     await page.waitForURL(/\/sign-in\?next=%2Fprojects/);
     await page.getByLabel("Access token").fill("sbp_not_a_token");
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in with token" }).click();
     await page.getByRole("alert").filter({ hasText: "not valid" }).waitFor();
 
     await page.getByLabel("Access token").fill(server.managementToken);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in with token" }).click();
     await page.waitForURL(/\/projects$/);
     await page.getByRole("heading", { name: "Projects" }).waitFor();
     const [cookie] = await page.context().cookies();

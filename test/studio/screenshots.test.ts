@@ -35,7 +35,7 @@ maybe("Studio's screenshots", () => {
     await page.goto(`${server.url}/sign-in`);
     await shoot("sign-in");
     await page.getByLabel("Access token").fill(server.managementToken);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in with token" }).click();
     await page.waitForURL(/\/projects$/);
     await page.getByText("Default Project").waitFor();
     await shoot("projects");

@@ -40,7 +40,7 @@ describe("Studio's email and password sign-in", () => {
     // The administrator invites from the organization's page (signed in with the installation's token).
     await page.goto(`${server.url}/org/default-org`);
     await page.getByLabel("Access token").fill(server.managementToken);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in with token" }).click();
     const invite = page.getByRole("form", { name: "Invite a member" });
     await invite.getByLabel("Email").fill("ada@example.test");
     await invite.getByLabel("Role").selectOption("Developer");
@@ -61,12 +61,12 @@ describe("Studio's email and password sign-in", () => {
     await page.waitForURL(/\/sign-in\?email=ada/);
     await page.getByText("You joined Default Organization").waitFor();
     await page.getByLabel("Password").fill("not-the-password");
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.getByRole("alert").filter({ hasText: "Invalid login credentials" }).waitFor();
     expect(await page.context().cookies()).toEqual([]);
 
     await page.getByLabel("Password").fill("a-strong-password-1");
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
     await page.waitForURL(/\/projects$/);
     await page.getByText("Default Project").waitFor();
     expect(await sessionsOf("ada@example.test")).toBe(1);
