@@ -8,8 +8,11 @@ export function projectPages(ref: string): [name: string, path: string, heading:
     ["table-editor", `/project/${ref}/editor?schema=public&table=authors`, "public.authors", "Ada Lovelace"],
     ["sql-editor", `/project/${ref}/sql/new`, "SQL editor"],
     ["auth-users", `/project/${ref}/auth/users`, "Users", "ada@example.com"],
+    ["auth-settings", `/project/${ref}/auth/providers`, "Auth providers and settings", "site_url"],
+    ["extensions", `/project/${ref}/database/extensions`, "Extensions", "citext"],
+    ["migrations", `/project/${ref}/database/migrations`, "Migrations"],
     ["storage-buckets", `/project/${ref}/storage/buckets`, "Storage buckets", "avatars"],
-    ["functions", `/project/${ref}/functions`, "Edge functions"],
+    ["functions", `/project/${ref}/functions`, "Edge functions", "hello-world"],
     ["realtime-inspector", `/project/${ref}/realtime/inspector`, "Realtime inspector"],
     ["logs-explorer", `/project/${ref}/logs/explorer`, "Logs explorer"],
     ["backups", `/project/${ref}/database/backups/scheduled`, "Scheduled backups"],
@@ -53,13 +56,22 @@ export async function seedProject(server: TestServer, ref: string): Promise<void
     email_confirm: true,
   });
   await atProjectHost(server, ref, "/rest/v1/authors?select=name", { apikey: serviceKey });
+  const deployed = await fetch(`${server.url}/v1/projects/${ref}/functions?slug=hello-world`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${server.managementToken}`, "content-type": "application/typescript" },
+    body: 'Deno.serve(() => Response.json({ hello: "world" }));',
+  });
+  if (deployed.status !== 201) throw new Error(`deploying failed: ${await deployed.text()}`);
+  await mgmt(server, "POST", "/v1/snippets", {
+    body: { name: "Authors by birth", project_ref: ref, sql: "select name, born from authors order by born" },
+  });
 }
 
 /** Opens `path` and waits for its heading (and the cell `shows`); fails on an error the page shows. */
 export async function visit(page: Page, url: string, heading: string, shows?: string): Promise<void> {
   await page.goto(url);
   await page.getByRole("heading", { name: heading, exact: true }).waitFor();
-  if (shows) await page.getByRole("cell", { name: shows }).waitFor();
+  if (shows) await page.getByRole("cell", { name: shows }).first().waitFor();
   await page.getByRole("status").waitFor({ state: "detached" });
   const alerts = await page.getByRole("alert").allTextContents();
   if (alerts.length) throw new Error(`${url} shows an error: ${alerts.join("; ")}`);

@@ -33,6 +33,7 @@ maybe("Studio's screenshots", () => {
     const page = await browser.newPage({ viewport: VIEWPORT });
     const shoot = (name: string) => page.screenshot({ path: path.resolve(target!, `${name}.png`) });
     await page.goto(`${server.url}/sign-in`);
+    await page.getByRole("button", { name: "Sign in with token" }).waitFor();
     await shoot("sign-in");
     await page.getByLabel("Access token").fill(server.managementToken);
     await page.getByRole("button", { name: "Sign in with token" }).click();

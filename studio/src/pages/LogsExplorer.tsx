@@ -11,8 +11,11 @@ const RANGES: [string, number][] = [
   ["Last hour", 60],
   ["Last 24 hours", 24 * 60],
 ];
-const DEFAULT_SQL =
-  "select id, timestamp, event_message, metadata from edge_logs order by timestamp desc limit 500";
+/** The log sources of the Management API's log query endpoint. */
+const SOURCES = ["edge_logs", "function_logs", "function_edge_logs", "auth_logs", "postgres_logs"];
+const sqlFor = (source: string) =>
+  `select id, timestamp, event_message, metadata from ${source} order by timestamp desc limit 500`;
+const DEFAULT_SQL = sqlFor("edge_logs");
 
 /** A log timestamp (microseconds since the epoch, or an ISO string) in milliseconds. */
 function millisOf(value: unknown): number {
@@ -57,13 +60,31 @@ export default function LogsExplorer() {
       columns={columns}
       empty="No log events in this range."
       actions={
-        <select aria-label="Time range" value={minutes} onChange={(e) => setMinutes(Number(e.target.value))}>
-          {RANGES.map(([label, value]) => (
-            <option key={value} value={value}>
-              {label}
-            </option>
-          ))}
-        </select>
+        <>
+          <select
+            aria-label="Log source"
+            defaultValue="edge_logs"
+            onChange={(e) => {
+              setDraft(sqlFor(e.target.value));
+              setQuery({ sql: sqlFor(e.target.value), minutes, at: Date.now() });
+            }}
+          >
+            {SOURCES.map((source) => (
+              <option key={source}>{source}</option>
+            ))}
+          </select>
+          <select
+            aria-label="Time range"
+            value={minutes}
+            onChange={(e) => setMinutes(Number(e.target.value))}
+          >
+            {RANGES.map(([label, value]) => (
+              <option key={value} value={value}>
+                {label}
+              </option>
+            ))}
+          </select>
+        </>
       }
     >
       <form className="form-row" onSubmit={run} aria-label="Log query">
