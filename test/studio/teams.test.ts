@@ -36,7 +36,7 @@ describe("Studio's email and password sign-in", () => {
       )
     ).rows[0].n;
 
-  it("invites from the organization page; the invitee joins through the link, signs in with a password, and signs out of the API as well", async () => {
+  it("invites from the organization page; the invitee joins through the link, signs in with a password, signs out of the API as well, and is made read-only", async () => {
     // The administrator invites from the organization's page (signed in with the installation's token).
     await page.goto(`${server.url}/org/default-org`);
     await page.getByLabel("Access token").fill(server.managementToken);
