@@ -16,8 +16,11 @@ const SECTIONS: [string, string][] = [
   ["logs/explorer", "Logs"],
   ["database/extensions", "Extensions"],
   ["database/migrations", "Migrations"],
+  ["database/roles", "Roles"],
   ["database/backups/scheduled", "Backups"],
+  ["api", "API docs"],
   ["settings/api", "API settings"],
+  ["settings/jwt", "JWT keys"],
   ["settings/general", "Project settings"],
 ];
 
