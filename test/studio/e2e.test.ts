@@ -166,6 +166,7 @@ describe("Studio in a browser", () => {
     await filter.getByLabel("Filter value").fill("*notes*");
     await filter.getByRole("button", { name: "Filter" }).click();
     await page.getByRole("cell", { name: "Sketch of the Analytical Engine" }).waitFor({ state: "detached" });
+    await page.getByRole("cell", { name: "Notes on the Analytical Engine" }).waitFor();
     await expect(page.locator(".grid-row").count()).resolves.toBe(1);
     await filter.getByRole("button", { name: "Clear" }).click();
     await page.getByRole("cell", { name: "Sketch of the Analytical Engine" }).click();
@@ -382,6 +383,13 @@ describe("Studio in a browser", () => {
     expect(backups.map((b: { kind: string; status: string }) => [b.kind, b.status])).toEqual([
       ["manual", "COMPLETED"],
     ]);
+    // A restore to a time before any backup: the API's own refusal, and no restore started.
+    const restore = page.getByRole("form", { name: "Restore" });
+    await restore.getByLabel(/Restore to/).fill("2026-01-01T00:00:00");
+    page.once("dialog", (dialog) => void dialog.accept());
+    await restore.getByRole("button", { name: "Restore" }).click();
+    await restore.getByRole("alert").filter({ hasText: "No completed backup" }).waitFor();
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}/database/backups/restores`)).body).toEqual([]);
 
     await page.getByRole("link", { name: "Project settings" }).click();
     await page.getByRole("button", { name: "Pause" }).click();

@@ -3,7 +3,7 @@ import { useParams } from "react-router";
 import { mgmt } from "../api";
 import type { Row } from "../components/DataGrid";
 import { ListPage } from "../components/ListPage";
-import { RequestsChart } from "../components/RequestsChart";
+import { RequestsChart, TimeChart } from "../components/RequestsChart";
 import { useAsync } from "../useAsync";
 
 const RANGES: [string, number][] = [
@@ -21,6 +21,34 @@ const DEFAULT_SQL = sqlFor("edge_logs");
 function millisOf(value: unknown): number {
   if (typeof value === "number") return value > 1e14 ? value / 1000 : value;
   return Date.parse(String(value));
+}
+
+const SERVICES = ["rest", "auth", "storage", "realtime"];
+
+/** The project's requests per service over the last day (`usage.api-counts`), one bar series each. */
+function Usage({ projectRef }: { projectRef: string }) {
+  const usage = useAsync(
+    () =>
+      mgmt
+        .get<{ result: Row[] }>(
+          `/v1/projects/${projectRef}/analytics/endpoints/usage.api-counts?interval=1day`,
+        )
+        .then((r) => ({
+          xs: r.result.map((row) => Date.parse(String(row.timestamp)) / 1000),
+          series: SERVICES.map((service) => ({
+            label: service,
+            values: r.result.map((row) => Number(row[`total_${service}_requests`] ?? 0)),
+          })),
+        })),
+    [projectRef],
+  );
+  if (!usage.data) return null;
+  return (
+    <section className="section" aria-label="Usage">
+      <h2>Requests per service, last day</h2>
+      <TimeChart xs={usage.data.xs} series={usage.data.series} label="Requests per service" />
+    </section>
+  );
 }
 
 /** The project's logs through the Management API's log query endpoint: a range, a query, a chart. */
@@ -101,6 +129,7 @@ export default function LogsExplorer() {
         </button>
       </form>
       <RequestsChart times={times} start={query.at - query.minutes * 60_000} end={query.at} />
+      <Usage projectRef={ref} />
     </ListPage>
   );
 }
