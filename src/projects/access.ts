@@ -56,6 +56,8 @@ export const BAN_WINDOW_MS = 10 * 60_000;
  * temporary too); the address may then try again, and 5 more failures ban it again.
  */
 export const BAN_DURATION_MS = 30 * 60_000;
+/** How long a listener connection's port is known after it closed: its log records arrive within this. */
+const RELAYED_PORT_KEPT_MS = 60_000;
 /** How often a node looks for bans that ended (bans another node recorded, or missed timers). */
 const BAN_SWEEP_MS = 60_000;
 
@@ -400,10 +402,32 @@ export class ClusterAccess {
   observeLog(record: ClusterLogRecord): void {
     this.onRecord(record);
     const failure = failedPasswordLogin(record);
-    if (!failure) return;
-    if (!STRATA_ADDRESSES.includes(failure.address)) this.countFailure(failure.address, failure.database);
-    else if (isBannableLogin(failure.user, this.superuser))
-      this.countFailure(failure.address, failure.database, failure.user);
+    // The database listener's connections fail from loopback for clients elsewhere: it reports them itself.
+    if (!failure || (record.remote_port !== undefined && this.relayedPorts.has(record.remote_port))) return;
+    this.countLoginFailure(failure.address, failure.database, failure.user);
+  }
+
+  private countLoginFailure(address: string, database: string, user: string | undefined): void {
+    if (!STRATA_ADDRESSES.includes(address)) this.countFailure(address, database);
+    else if (isBannableLogin(user, this.superuser)) this.countFailure(address, database, user);
+  }
+
+  /** Local ports of the database listener's connections to this cluster (src/pooler/listener.ts). */
+  private readonly relayedPorts = new Set<number>();
+
+  /**
+   * Notes a connection of the database listener, by its local port, until the function answered is called (and a
+   * while after, for the log records still on their way).
+   */
+  relaying(port: number): () => void {
+    this.relayedPorts.add(port);
+    return () => setTimeout(() => this.relayedPorts.delete(port), RELAYED_PORT_KEPT_MS).unref();
+  }
+
+  /** A failed password login the database listener relayed, counted by the client's own address. */
+  relayedLoginFailure(address: string, database: string, user: string): void {
+    const canonical = banAddress(address);
+    if (canonical) this.countLoginFailure(canonical, database, user);
   }
 
   private countFailure(address: string, database: string, user?: string): void {

@@ -8,27 +8,43 @@ import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
  * The pooler settings size Strata's own pool of each project (the connections its data requests run on):
- * `default_pool_size` is that pool's size on every node, applied by rebuilding the project's runtime. Strata
- * runs no separate pooler process: the connection string answered reaches the database directly, as the
- * project's owner role, and works with psql once `[YOUR-PASSWORD]` is replaced by `db_pass`.
+ * `default_pool_size` is that pool's size on every node, applied by rebuilding the project's runtime. The
+ * connection string answered is the database listener's (src/pooler: user `postgres.<ref>`, database `postgres`,
+ * as the platform's pooler names them; the CLI's `supabase link` keeps it for `db push` and the like), or, while
+ * the listener is off, the database itself as the project's owner role. Either works with psql once
+ * `[YOUR-PASSWORD]` is replaced by `db_pass`; the listener relays each client connection, it pools nothing.
  */
 
 const POOLER = { default_pool_size: DEFAULT_POOL_SIZE };
 /** Strata's pool runs each data request as one transaction on a pooled connection. */
 const POOL_MODE = "transaction";
 
-function connection(project: ProjectRuntime) {
+interface Connection {
+  user: string;
+  host: string;
+  port: number;
+  name: string;
+  string: string;
+}
+
+function connectionOf(user: string, host: string, port: number, name: string): Connection {
+  const hostPart = host.includes(":") ? `[${host}]` : host;
+  const string = `postgresql://${user}:[YOUR-PASSWORD]@${hostPart}:${port}/${encodeURIComponent(name)}`;
+  return { user, host, port, name, string };
+}
+
+/** The database itself, as the project's owner role, at `port` (the primary's, or a read replica's). */
+function direct(project: ProjectRuntime, port?: number): Connection {
   const url = new URL(project.record.adminUrl);
   const name = decodeURIComponent(url.pathname.slice(1));
-  const user = project.record.ownerRole;
-  const port = Number(url.port || 5432);
-  return {
-    user,
-    host: url.hostname,
-    port,
-    name,
-    string: `postgresql://${user}:[YOUR-PASSWORD]@${url.hostname}:${port}/${encodeURIComponent(name)}`,
-  };
+  return connectionOf(project.record.ownerRole, url.hostname, port ?? Number(url.port || 5432), name);
+}
+
+/** How clients connect to the primary: through the database listener when it runs. */
+function connection(ctx: AppContext, project: ProjectRuntime): Connection {
+  return ctx.dbListener
+    ? connectionOf(`postgres.${project.ref}`, ctx.dbListener.host, ctx.dbListener.port, "postgres")
+    : direct(project);
 }
 
 /**
@@ -71,7 +87,7 @@ export function poolerRoutes(ctx: AppContext): Router {
     },
     async ({ project }) => {
       const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
-      const c = connection(project);
+      const c = connection(ctx, project);
       const maxClientConn = await maxClientConnections(ctx, project);
       const replicas = ctx.replicas?.serves(project.record.clusterId)
         ? (await ctx.replicas.list(project.ref)).filter((r) => r.status === "ACTIVE_HEALTHY")
@@ -92,17 +108,18 @@ export function poolerRoutes(ctx: AppContext): Router {
           pool_mode: POOL_MODE,
         },
         ...replicas.map((r) => {
-          const string = c.string.replace(`:${c.port}/`, `:${r.port}/`);
+          // Replicas are reached directly (the listener routes to primaries only).
+          const replica = direct(project, r.port);
           return {
             identifier: r.identifier,
             database_type: "READ_REPLICA" as const,
             is_using_scram_auth: true,
-            db_user: c.user,
-            db_host: c.host,
-            db_port: r.port,
-            db_name: c.name,
-            connection_string: string,
-            connectionString: string,
+            db_user: replica.user,
+            db_host: replica.host,
+            db_port: replica.port,
+            db_name: replica.name,
+            connection_string: replica.string,
+            connectionString: replica.string,
             default_pool_size: pooler.default_pool_size,
             max_client_conn: maxClientConn,
             pool_mode: POOL_MODE,
@@ -162,7 +179,7 @@ export function poolerRoutes(ctx: AppContext): Router {
           server_idle_timeout: POOL_IDLE_MS / 1000,
           query_wait_timeout: Math.ceil(ctx.config.poolWaitMs / 1000),
           reserve_pool_size: 0,
-          connection_string: connection(project).string,
+          connection_string: connection(ctx, project).string,
           pool_mode: POOL_MODE,
         };
       },
