@@ -44,7 +44,7 @@ export interface StrataConfig {
    * `postgres.<ref>` (or by the TLS name `db.<ref>.<domain>`), as the platform's pooler serves them.
    */
   dbListener: {
-    /** STRATA_DB_PORT; undefined: off. Unset, 5432 with the embedded cluster and off with DATABASE_URL. */
+    /** STRATA_DB_PORT; undefined: off. Unset, 5432 with the embedded cluster, off with DATABASE_URL or NODE_ENV=test. */
     port: number | undefined;
     /** Whether the port was set: a port in use then stops the start (the default one is only warned about). */
     portSet: boolean;
@@ -151,6 +151,9 @@ export class ConfigError extends Error {}
 
 /** The database listener's port unless set otherwise: PostgreSQL's, which the CLI connects to. */
 const DEFAULT_DB_PORT = 5432;
+/** Test runs (jest sets NODE_ENV=test) start many servers at once: the listener is off there unless asked for. */
+const defaultDbPort = (databaseUrl: string | undefined) =>
+  databaseUrl === undefined && process.env.NODE_ENV !== "test" ? DEFAULT_DB_PORT : undefined;
 
 const port = (name: string) =>
   z.coerce
@@ -351,10 +354,7 @@ export function loadConfig(
       .map((a) => a.trim())
       .join(","),
     dbListener: {
-      port:
-        c.STRATA_DB_PORT === "off"
-          ? undefined
-          : (c.STRATA_DB_PORT ?? (c.DATABASE_URL === undefined ? DEFAULT_DB_PORT : undefined)),
+      port: c.STRATA_DB_PORT === "off" ? undefined : (c.STRATA_DB_PORT ?? defaultDbPort(c.DATABASE_URL)),
       portSet: c.STRATA_DB_PORT !== undefined,
       listen: c.STRATA_DB_LISTEN,
       host:

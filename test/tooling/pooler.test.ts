@@ -2,9 +2,18 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import net from "node:net";
 import pg from "pg";
+import { startStrata, type RunningStrata } from "../../src/app";
+import { loadConfig } from "../../src/config";
 import { withDatabase } from "../../src/db/urls";
+import { createLogger } from "../../src/log";
 import { adminQuery } from "../helpers/db";
-import { startTestServer, type TestServer } from "../helpers/server";
+import {
+  startTestServer,
+  TEST_AUTHENTICATOR_PASSWORD,
+  TEST_MANAGEMENT_TOKEN,
+  type TestServer,
+} from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
 import { mgmt, waitForStatus } from "../management/client";
 
 /**
@@ -12,6 +21,15 @@ import { mgmt, waitForStatus } from "../management/client";
  * naming), by the TLS server name `db.<ref>.<domain>` or by the database name `<ref>`; PostgreSQL checks the
  * project login's password itself. Effects are checked as the cluster's superuser on the project databases.
  */
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
 
 interface Project {
   ref: string;
@@ -236,5 +254,101 @@ describe("the database listener", () => {
     expect((await mgmt(server, "POST", `/v1/projects/${b.ref}/pause`)).status).toBe(200);
     await waitForStatus(server, b.ref, "INACTIVE");
     expect(await outcome({ user: `postgres.${b.ref}`, password: b.password })).toMatch(/is not active/);
+  });
+});
+
+/**
+ * On Strata's embedded cluster failed logins ban the client's address. Through the listener PostgreSQL sees
+ * the listener's loopback address: the listener counts a failure against the client's own address (127.0.0.2
+ * and 127.0.0.3 stand for two other hosts) and refuses a banned one itself; its own address is never banned.
+ */
+describe("the database listener and network bans", () => {
+  let strata: RunningStrata;
+  let ref: string;
+  const password = "banned-owner-password-1";
+  const api = async (method: string, p: string, body?: unknown) => {
+    const res = await fetch(`http://127.0.0.1:${strata.port}${p}`, {
+      method,
+      headers: { Authorization: `Bearer ${TEST_MANAGEMENT_TOKEN}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  };
+  /** Connects through the listener from `from`; answers "connected" or the error. */
+  async function fromAddress(from: string, pass: string): Promise<string> {
+    const client = new pg.Client({
+      host: "127.0.0.1",
+      port: strata.ctx.dbListener!.port,
+      user: `postgres.${ref}`,
+      password: pass,
+      database: "postgres",
+      stream: () => {
+        const socket = new net.Socket();
+        const connect = socket.connect.bind(socket) as (o: net.TcpNetConnectOpts) => net.Socket;
+        (socket as unknown as { connect: unknown }).connect = (port: number, host: string) =>
+          connect({ port, host, localAddress: from });
+        return socket;
+      },
+    });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      return "connected";
+    } catch (e) {
+      return (e as Error).message;
+    } finally {
+      await client.end().catch(() => {});
+    }
+  }
+
+  beforeAll(async () => {
+    strata = await startStrata(
+      loadConfig({
+        PORT: "0",
+        STRATA_PG_PORT: String(await freePort()),
+        STRATA_DB_PORT: "0",
+        STRATA_DATA_DIR: testTempDir("strata-listener-bans-"),
+        MANAGEMENT_TOKEN: TEST_MANAGEMENT_TOKEN,
+        AUTHENTICATOR_PASSWORD: TEST_AUTHENTICATOR_PASSWORD,
+        STRATA_KEK: "test-key-encryption-key-of-at-least-32-chars",
+        MANAGEMENT_RATE_LIMIT: "100000",
+      }),
+      createLogger("silent"),
+    );
+    const created = await api("POST", "/v1/projects", {
+      name: "banned",
+      organization_slug: "default-org",
+      db_pass: password,
+    });
+    ref = created.body.ref;
+    for (
+      let i = 0;
+      i < 150 && (await api("GET", `/v1/projects/${ref}`)).body.status !== "ACTIVE_HEALTHY";
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 200));
+  }, 180_000);
+  afterAll(async () => {
+    await strata?.stop();
+  }, 120_000);
+
+  it("bans the client's own address after 5 failed logins through it, not the listener's", async () => {
+    for (let i = 0; i < 5; i++)
+      expect(await fromAddress("127.0.0.2", "wrong-password")).toMatch(/password authentication failed/);
+    let banned: string[] = [];
+    for (let i = 0; i < 100 && !banned.includes("127.0.0.2"); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      banned = (await api("POST", `/v1/projects/${ref}/network-bans/retrieve`)).body.banned_ipv4_addresses;
+    }
+    expect(banned).toEqual(["127.0.0.2"]);
+    expect(await fromAddress("127.0.0.2", password)).toMatch(/banned/);
+    // Another client, and the listener's own loopback connections, are not.
+    expect(await fromAddress("127.0.0.3", password)).toBe("connected");
+    // Lifting the ban lets the address in again.
+    expect(
+      (await api("DELETE", `/v1/projects/${ref}/network-bans`, { ipv4_addresses: ["127.0.0.2"] })).status,
+    ).toBe(200);
+    expect(await fromAddress("127.0.0.2", password)).toBe("connected");
   });
 });
