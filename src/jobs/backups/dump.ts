@@ -19,9 +19,9 @@ import type { Writable } from "node:stream";
  * composite, domain), sequences, tables (columns, identity, generated columns, defaults, partitions,
  * unlogged, replica identity), functions and procedures, views, materialized views, constraints, indexes,
  * triggers, RLS and policies, owners, grants, default privileges, comments, realtime publication
- * membership and extensions (the migration history, supabase_migrations, is one of the owner's schemas); of the
- * platform's schemas (auth, storage, realtime, supabase_functions) the rows, triggers and policies. Not covered: aggregates, operators, casts, rules,
- * foreign tables, event triggers and large objects.
+ * membership and extensions (the migration history, supabase_migrations, is one of the owner's schemas); of
+ * the platform's schemas (auth, storage, realtime, supabase_functions) the rows, triggers and policies. Not
+ * covered: aggregates, operators, casts, rules, foreign tables, event triggers and large objects.
  *
  * Strata's restore applies it as the project's owner (restore.ts), so the dump leaves out what only a
  * superuser could bring back and the tenant never had: owners and default privileges of a superuser (objects
@@ -37,7 +37,10 @@ import type { Writable } from "node:stream";
 
 /** Schemas Strata's bootstrap creates and keeps up to date: their rows, triggers and policies are the user's. */
 export const MANAGED_SCHEMAS = ["auth", "storage", "realtime", "supabase_functions"];
-/** Schemas that are Strata's machinery (or the control plane, in the default project): never dumped. */
+/**
+ * Schemas that are Strata's machinery (or the control plane, in the default project), and those of the database
+ * modules (sql/project/700-739), which every project has and Strata keeps: never dumped.
+ */
 export const INTERNAL_SCHEMAS = [
   "platform",
   "_strata",
@@ -45,6 +48,10 @@ export const INTERNAL_SCHEMAS = [
   "_strata_load",
   "information_schema",
   "pg_catalog",
+  "cron",
+  "net",
+  "vault",
+  "extensions",
 ];
 
 export type Section = "pre" | "post";

@@ -181,7 +181,7 @@ async function setPlatformSequences(client: pg.ClientBase, strata: StrataLoad, p
  * tables emptied and the triggers and policies the owner made on them dropped, then the dump's definitions,
  * rows and what is built on them are applied, as the owner: the tenant's code (constraints, defaults,
  * domains, index expressions, materialized views) runs with the owner's rights. Only the rows and sequences
- * of the platform's tables a superuser owns (auth's, strata_migrations') are written by `strata`. Any
+ * of the platform's tables a superuser owns (auth's) are written by `strata`. Any
  * failure throws, and the caller's rollback leaves the database as it was. Answers the statements left out
  * because they need more than the owner's rights (see runSection).
  */
