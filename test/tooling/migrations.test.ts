@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { gunzipSync, gzipSync } from "node:zlib";
 import path from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
@@ -332,4 +333,59 @@ describe("one migration history for the CLI, the Management API and branches", (
     );
     expect(kept.rows[0].relname).toMatch(/^schema_migrations_before_\d+$/);
   });
+
+  it("a restore brings the history back, and an earlier version's backup's strata_migrations rows into it", async () => {
+    const base = `/v1/projects/${project.ref}/database`;
+    const before = await apiVersions(project.ref);
+    const started = await mgmt(server, "POST", `${base}/backups`);
+    expect(started.status).toBe(201);
+    let backup: { status: string; id: number } = started.body;
+    while (backup.status === "RUNNING") {
+      await new Promise((r) => setTimeout(r, 200));
+      const list = await mgmt(server, "GET", `${base}/backups`);
+      backup = list.body.backups.find((b: { id: number }) => b.id === started.body.id);
+    }
+    expect(backup.status).toBe("COMPLETED");
+    // The backup as an earlier version wrote it: the API's history among the platform's tables.
+    const { rows } = await server.controlSql("select location from platform.database_backups where id = $1", [
+      backup.id,
+    ]);
+    const file = path.join(server.strata.ctx.config.dataDir, "backups", rows[0].location);
+    const section = (tag: string, sql: string) => `-- strata:${tag} ${Buffer.byteLength(sql) + 1}\n${sql};\n`;
+    const earlier = [
+      section("truncate", "truncate table strata_migrations.schema_migrations"),
+      section(
+        "copy",
+        "copy strata_migrations.schema_migrations (version, name, statements, created_by) from stdin",
+      ),
+      '20200101000000\told_api\t{"select 1"}\tmanagement-api\n',
+      '20250101000000\tsame_version\t{"select 2"}\tmanagement-api\n',
+      "\\.\n",
+    ].join("");
+    const dump = gunzipSync(readFileSync(file)).toString("utf8");
+    expect(dump.endsWith("-- strata:end 0\n")).toBe(true);
+    writeFileSync(file, gzipSync(dump.replace(/-- strata:end 0\n$/, `${earlier}-- strata:end 0\n`)));
+
+    await new Promise((r) => setTimeout(r, 1100));
+    const target = Math.floor(Date.now() / 1000);
+    await new Promise((r) => setTimeout(r, 1100));
+    const restore = await mgmt(server, "POST", `${base}/backups/restore-pitr`, {
+      body: { recovery_time_target_unix: target },
+    });
+    expect(restore.status).toBe(201);
+    let outcome: { status: string; backup_id: number; error: string | null };
+    do {
+      await new Promise((r) => setTimeout(r, 200));
+      outcome = (await mgmt(server, "GET", `${base}/backups/restores`)).body.at(-1);
+    } while (outcome.status === "RUNNING");
+    expect(outcome).toMatchObject({ status: "COMPLETED", backup_id: backup.id, error: null });
+    expect(await apiVersions(project.ref)).toEqual(["20200101000000", ...before]);
+    expect((await mgmt(server, "GET", `${base}/migrations/20250101000000`)).body).toMatchObject({
+      name: "from_cli",
+    });
+    const owned = await asAdmin(
+      "select relowner::regrole::text as owner from pg_class where oid = 'supabase_migrations.schema_migrations'::regclass",
+    );
+    expect(owned.rows[0].owner).toBe(`postgres_${project.ref}`);
+  }, 180_000);
 });

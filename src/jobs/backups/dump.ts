@@ -46,6 +46,8 @@ export const INTERNAL_SCHEMAS = [
   "_strata",
   "_strata_graphql",
   "_strata_load",
+  // Empty since its history moved to supabase_migrations (sql/project/790); kept for earlier versions' grants.
+  "strata_migrations",
   "information_schema",
   "pg_catalog",
   "cron",

@@ -4,7 +4,8 @@ import { withAdminTransaction, withSnapshotTransaction } from "../../db/transact
 import type { ProjectRuntime } from "../../projects/runtime";
 import { copyRowsInto, quoteIdent, withOwnerLoad, type StrataLoad } from "../../projects/ownerLoad";
 import { withProjectSqlClient } from "../database/sqlRunner";
-import { ensureHistory, withHistory } from "../database/store";
+import { ensureHistory } from "../../projects/migrationHistory";
+import { withHistory } from "../database/store";
 
 /**
  * What a branch is made of: the parent's applied migrations, replayed on a freshly bootstrapped database

@@ -6,10 +6,10 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { found, HttpError } from "../http";
 import { routeTable } from "../route";
 import { withAdminTransaction } from "../../db/transaction";
+import { ensureHistory } from "../../projects/migrationHistory";
 import { withProjectSqlClient } from "./sqlRunner";
 import {
   deleteMigration,
-  ensureHistory,
   getMigration,
   listMigrations,
   migrationsFrom,

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { withTransaction } from "../../db/transaction";
+import { ensureHistory, MIGRATION_HISTORY } from "../../projects/migrationHistory";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { allRows } from "../rows";
 
@@ -7,39 +8,10 @@ import { allRows } from "../rows";
  * The project's migration history: `supabase_migrations.schema_migrations`, the platform's table, which the CLI
  * (`supabase db push`, `migration list`) and the Management API write alike (sql/project/790_supabase_migrations.sql
  * moved the API's earlier history there). The table is the project owner's, so Strata reads and writes it only
- * as the owner; the temporary login roles of the CLI are looked up here too.
+ * as the owner (projects/migrationHistory.ts); the temporary login roles of the CLI are looked up here too.
  */
 
-const HISTORY = "supabase_migrations.schema_migrations";
-
-/**
- * The columns besides `version` (the CLI's three and the platform's API's), with how a missing one is added: the
- * owner may have made the table with the CLI's columns only, or dropped the schema.
- */
-const HISTORY_COLUMNS: [string, string][] = [
-  ["statements", "text[]"],
-  ["name", "text"],
-  ["rollback", "text[]"],
-  ["created_by", "text"],
-  ["idempotency_key", "text"],
-  // Strata's: a migration recorded without being applied (PUT) is not replayed on a branch as applied.
-  ["applied", "boolean not null default true"],
-  ["created_at", "timestamptz not null default now()"],
-];
-
-/** Makes the history table (as the CLI does) and the columns Strata reads, where missing; `client` acts as the owner. */
-export async function ensureHistory(client: pg.ClientBase): Promise<void> {
-  const { rows } = await client.query(
-    `select count(*)::int as present from pg_catalog.pg_attribute
-      where attrelid = pg_catalog.to_regclass($1) and attname = any($2) and not attisdropped`,
-    [HISTORY, HISTORY_COLUMNS.map(([name]) => name)],
-  );
-  if (rows[0].present === HISTORY_COLUMNS.length) return;
-  await client.query("create schema if not exists supabase_migrations");
-  await client.query(`create table if not exists ${HISTORY} (version text not null primary key)`);
-  for (const [name, type] of HISTORY_COLUMNS)
-    await client.query(`alter table ${HISTORY} add column if not exists ${name} ${type}`);
-}
+const HISTORY = MIGRATION_HISTORY;
 
 /** Runs `work` in a transaction as the project's owner, the history table ready. */
 export function withHistory<T>(
