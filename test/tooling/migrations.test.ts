@@ -1,4 +1,4 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { gunzipSync, gzipSync } from "node:zlib";
 import path from "node:path";
@@ -17,6 +17,50 @@ import { mgmt, waitForStatus } from "../management/client";
  */
 
 const CLI = path.resolve(__dirname, "../../node_modules/.bin/supabase");
+const MCP = path.resolve(__dirname, "../../node_modules/@supabase/mcp-server-supabase/dist/cli.js");
+
+/** Calls one tool of the platform's MCP server (0.13.0, over stdio, JSON-RPC); answers the tool's text. */
+async function mcpTool(
+  apiUrl: string,
+  token: string,
+  tool: string,
+  args: Record<string, unknown>,
+): Promise<string> {
+  const child = spawn(process.execPath, [MCP, "--api-url", apiUrl, "--access-token", token], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const answers = new Map<number, (m: any) => void>();
+  let buffered = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    buffered += chunk.toString("utf8");
+    for (let at = buffered.indexOf("\n"); at >= 0; at = buffered.indexOf("\n")) {
+      const line = buffered.slice(0, at);
+      buffered = buffered.slice(at + 1);
+      const message = line.trim() ? JSON.parse(line) : undefined;
+      if (message?.id !== undefined) answers.get(message.id)?.(message);
+    }
+  });
+  let next = 0;
+  const request = (method: string, params: unknown) =>
+    new Promise<any>((resolve) => {
+      const id = ++next;
+      answers.set(id, resolve);
+      child.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+    });
+  try {
+    await request("initialize", {
+      protocolVersion: "2025-06-18",
+      capabilities: {},
+      clientInfo: { name: "strata-test", version: "1" },
+    });
+    child.stdin.write(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) + "\n");
+    const answer = await request("tools/call", { name: tool, arguments: args });
+    if (answer.error || answer.result?.isError) throw new Error(`MCP ${tool}: ${JSON.stringify(answer)}`);
+    return answer.result.content.map((c: { text: string }) => c.text).join("");
+  } finally {
+    child.kill();
+  }
+}
 
 interface Project {
   ref: string;
@@ -130,6 +174,32 @@ describe("one migration history for the CLI, the Management API and branches", (
     expect(readFileSync(path.join(workdir, "supabase/migrations", fetched!), "utf8")).toContain(
       "create table public.from_api (id int)",
     );
+
+    // The MCP server's tools: list_migrations sees the CLI's; apply_migration's migration reaches the CLI.
+    expect(
+      await mcpTool(server.url, server.managementToken, "list_migrations", { project_id: project.ref }),
+    ).toContain("20250101000000");
+    await mcpTool(server.url, server.managementToken, "apply_migration", {
+      project_id: project.ref,
+      name: "from_mcp",
+      query: "create table public.from_mcp (id int)",
+    });
+    const mcpVersion = (await apiVersions(project.ref)).at(-1)!;
+    expect(
+      (await mgmt(server, "GET", `/v1/projects/${project.ref}/database/migrations/${mcpVersion}`)).body,
+    ).toMatchObject({
+      name: "from_mcp",
+    });
+    expect(await cli("migration", "list", "--db-url", dbUrl(project))).toContain(mcpVersion);
+    expect((await asAdmin("select to_regclass('public.from_mcp') is not null as made")).rows[0].made).toBe(
+      true,
+    );
+    // Rolled back through the API: the CLI's history loses it too.
+    expect(
+      (await mgmt(server, "DELETE", `/v1/projects/${project.ref}/database/migrations?gte=${mcpVersion}`))
+        .status,
+    ).toBe(200);
+    expect(await apiVersions(project.ref)).toEqual(["20250101000000", apiVersion]);
 
     // migration repair records a version; a version the CLI recorded without statements reads as none.
     writeFileSync(path.join(workdir, "supabase/migrations/20250202000000_repaired.sql"), "select 1;\n");
