@@ -7,10 +7,10 @@ import {
   RESTRICTIONS_DEFAULTS,
   SSL_DEFAULTS,
   banAddress,
-  checkCidr,
   liftBans,
   type Restrictions,
 } from "../../projects/access";
+import { checkCidr } from "../../net/cidr";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { configDocumentRoutes } from "../configDocument";

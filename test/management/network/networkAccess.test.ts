@@ -7,7 +7,8 @@ import pg from "pg";
 import { startStrata, type RunningStrata } from "../../../src/app";
 import { loadConfig } from "../../../src/config";
 import { createLogger } from "../../../src/log";
-import { BAN_DURATION_MS, banAddress, intersectCidrs, renderAccessBlock } from "../../../src/projects/access";
+import { intersectCidrs } from "../../../src/net/cidr";
+import { BAN_DURATION_MS, banAddress, renderAccessBlock } from "../../../src/projects/access";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_MANAGEMENT_TOKEN } from "../../helpers/server";
 import { testTempDir } from "../../helpers/tempDir";
 
