@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import tls from "node:tls";
 import type { AppContext } from "../context";
+import { selfSignedCertificate } from "../db/certificate";
 import { startDbListener, type DbListener } from "./listener";
 
 declare module "../context" {
@@ -16,28 +17,9 @@ async function ensureCertificate(dir: string, domain: string): Promise<{ cert: B
   const cert = path.join(dir, "server.crt");
   const key = path.join(dir, "server.key");
   if (!existsSync(cert) || !existsSync(key)) {
-    // Loaded with its first use (start-up stays quick); required, as jest cannot run a dynamic import.
-    const { generate } = require("selfsigned") as typeof import("selfsigned");
-    const pems = await generate([{ name: "commonName", value: domain }], {
-      keySize: 2048,
-      algorithm: "sha256",
-      notAfterDate: new Date(Date.now() + 10 * 365 * 86_400_000),
-      extensions: [
-        { name: "basicConstraints", cA: false },
-        { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
-        {
-          name: "subjectAltName",
-          altNames: [
-            { type: 2, value: domain },
-            { type: 2, value: `*.${domain}` },
-            { type: 7, ip: "127.0.0.1" },
-            { type: 7, ip: "::1" },
-          ],
-        },
-      ],
-    });
+    const pems = await selfSignedCertificate([domain, `*.${domain}`]);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    writeFileSync(key, pems.private, { mode: 0o600 });
+    writeFileSync(key, pems.key, { mode: 0o600 });
     writeFileSync(cert, pems.cert, { mode: 0o644 });
   }
   return { cert: readFileSync(cert), key: readFileSync(key) };
