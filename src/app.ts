@@ -42,6 +42,7 @@ import { settleReadOnly } from "./management/database-config/readonly";
 import { EmbeddedClusters } from "./projects/embeddedClusters";
 import { Upgrades } from "./jobs/upgrades";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
+import { DatabaseModules } from "./jobs/modules/service";
 import { createApp, HttpDrain } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 import { deleteDueBranches } from "./management/branches/operations";
@@ -356,6 +357,8 @@ export async function startStrata(
   const webhooks = new WebhookDispatcher(ctx);
   ctx.webhooks = webhooks;
   webhooks.start();
+  const modules = new DatabaseModules(ctx);
+  modules.start();
   const own: OwnCluster | undefined = db.embedded
     ? {
         clusterId: DEFAULT_CLUSTER_ID,
@@ -424,6 +427,7 @@ export async function startStrata(
       realtimeClosed,
       stopStorageSweeper(),
       webhooks.stop(),
+      modules.stop(),
       backups.stop(),
       upgrades.stop(),
     ]);

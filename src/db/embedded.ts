@@ -95,6 +95,10 @@ export function embeddedPostgresFlags(listenAddresses: string): string[] {
     "max_wal_senders=100",
     "-c",
     "unix_socket_directories=",
+    // extensions.pg_stat_statements in every project (sql/project/735_pg_stat_statements.sql). pg_cron and
+    // pg_net are not in the embedded distribution: Strata runs their SQL interfaces itself.
+    "-c",
+    "shared_preload_libraries=pg_stat_statements",
   ];
 }
 

@@ -248,6 +248,8 @@ export interface OutboundRequest {
 export interface OutboundResponse {
   status: number;
   contentType: string | null;
+  /** Every header of the answer, by lower-case name (several of one name joined with ", "). */
+  headers: Record<string, string>;
   text: string;
   /** The URL that answered (after redirects). */
   url: URL;
@@ -291,7 +293,13 @@ export async function fetchOutbound(raw: string, req: OutboundRequest = {}): Pro
         req.maxBytes ?? DEFAULT_MAX_BYTES,
         req.truncate === true,
       );
-      return { status: res.status, contentType: res.headers.get("content-type"), text, url: checked.url };
+      return {
+        status: res.status,
+        contentType: res.headers.get("content-type"),
+        headers: Object.fromEntries(res.headers),
+        text,
+        url: checked.url,
+      };
     } catch (e) {
       throw failure(e, timeoutMs);
     } finally {

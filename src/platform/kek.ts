@@ -133,6 +133,8 @@ export const SEALED_COLUMNS = [
   ["platform.saml_sp_keys", "project_ref", "certificate"],
   // jsonb: sealed, the JWK is stored as a JSON string.
   ["platform.signing_keys", "id", "private_jwk"],
+  // The private half of each project's vault key (src/modules/vault.ts).
+  ["platform.vault_keys", "project_ref", "private_key"],
 ] as const;
 
 const JSONB_COLUMNS = new Set(["platform.signing_keys.private_jwk"]);

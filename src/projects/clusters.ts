@@ -75,8 +75,9 @@ export async function createProjectDatabase(cluster: Cluster, database: string):
  * Brings an opened project's database up to date: bootstrap files added since it was created, then its own
  * roles (sql/project/010_project_roles.sql): owner, SQL login and read-only login, CONNECT for them only; the
  * login its data requests use (sql/project/650_project_authenticator.sql), with the cluster's authenticator
- * password; and, given its password, the auth service's login (sql/project/640_auth_role.sql; a project moved
- * to another cluster gets it when it is next opened).
+ * password; the owner's privileges on the database modules (sql/project/739_module_grants.sql); and, given its
+ * password, the auth service's login (sql/project/640_auth_role.sql; a project moved to another cluster gets it
+ * when it is next opened).
  */
 export async function prepareProjectDatabase(
   databaseUrl: string,
@@ -106,6 +107,8 @@ export async function prepareProjectDatabase(
         roles.ref,
         roles.authenticatorPassword,
       ]);
+      // The owner's privileges on cron, net, vault and `extensions` (sql/project/739_module_grants.sql).
+      await client.query("select _strata.grant_modules($1)", [roles.ref]);
       if (roles.authPassword !== undefined) {
         await client.query("select _strata.ensure_auth_role($1, $2)", [roles.ref, roles.authPassword]);
       }

@@ -37,7 +37,10 @@ import type { Writable } from "node:stream";
 
 /** Schemas Strata's bootstrap creates and keeps up to date: their rows, triggers and policies are the user's. */
 export const MANAGED_SCHEMAS = ["auth", "storage", "realtime", "supabase_functions", "strata_migrations"];
-/** Schemas that are Strata's machinery (or the control plane, in the default project): never dumped. */
+/**
+ * Schemas that are Strata's machinery (or the control plane, in the default project), and those of the database
+ * modules (sql/project/700-739), which every project has and Strata keeps: never dumped.
+ */
 export const INTERNAL_SCHEMAS = [
   "platform",
   "_strata",
@@ -45,6 +48,10 @@ export const INTERNAL_SCHEMAS = [
   "_strata_load",
   "information_schema",
   "pg_catalog",
+  "cron",
+  "net",
+  "vault",
+  "extensions",
 ];
 
 export type Section = "pre" | "post";

@@ -148,12 +148,38 @@ function validated(setting: Setting, value: unknown): string {
   return text;
 }
 
+/**
+ * pg_cron's settings that Strata's cron (src/jobs/modules/cron.ts) honours where pg_cron is not loaded: kept per
+ * database (`ALTER DATABASE ... SET`, as a placeholder the job's session reads). Where pg_cron is loaded they are
+ * the server's own, in pg_settings.
+ */
+const CRON_MODULE_SETTINGS: Record<string, { setting: Setting; default: string }> = {
+  "cron.log_statement": {
+    setting: {
+      name: "cron.log_statement",
+      vartype: "bool",
+      unit: null,
+      min_val: null,
+      max_val: null,
+      enumvals: null,
+      context: "user",
+      source: "default",
+    },
+    default: "on",
+  },
+};
+
 async function settingsOf(client: pg.ClientBase, names: string[]): Promise<Map<string, Setting>> {
   const { rows } = await client.query(
     `select name, vartype, unit, min_val, max_val, enumvals, context, source from pg_settings where name = any($1)`,
     [names],
   );
-  return new Map(rows.map((r) => [r.name, r]));
+  const settings = new Map<string, Setting>(rows.map((r) => [r.name, r]));
+  for (const name of names) {
+    if (!settings.has(name) && CRON_MODULE_SETTINGS[name])
+      settings.set(name, CRON_MODULE_SETTINGS[name].setting);
+  }
+  return settings;
 }
 
 /** The effective values a new session of the project's database starts with. */
@@ -178,6 +204,9 @@ export async function effectiveConfig(project: ProjectRuntime): Promise<Record<s
       [FIELDS],
     );
     const out: Record<string, unknown> = {};
+    for (const [name, { default: value }] of Object.entries(CRON_MODULE_SETTINGS)) {
+      if (!rows.some((r) => r.name === name)) rows.push({ name, vartype: "bool", unit: null, value });
+    }
     for (const r of rows) {
       const value: string = perDatabase.get(r.name) ?? r.value;
       if (r.vartype === "bool") out[r.name] = value === "on" || value === "true";
@@ -274,12 +303,7 @@ export async function applyConfig(
     const reached = entries.map(([name, raw]) => {
       const setting = settings.get(name);
       if (!setting) {
-        throw new HttpError(
-          400,
-          name.startsWith("cron.")
-            ? `${name} cannot be applied: the pg_cron extension is not available on this server`
-            : `${name} is not a setting of this PostgreSQL server`,
-        );
+        throw new HttpError(400, `${name} is not a setting of this PostgreSQL server`);
       }
       return { name, raw, setting, reach: reachOf(setting) };
     });

@@ -3,6 +3,7 @@ import { runUtilityStatement } from "../../db/utility";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { oneOffClient } from "../../db/client";
+import { openVaultSession } from "../../modules/vault";
 
 /** Runs SQL from the Management API in a project's database and answers rows as JSON objects. */
 
@@ -57,7 +58,11 @@ export async function withProjectSqlClient<T>(
   });
   await client.connect();
   try {
-    if (!readOnly) await runUtilityStatement(client, "set role %I", [project.record.ownerRole]);
+    if (!readOnly) {
+      // The owner's session: vault.decrypted_secrets decrypts in it (src/modules/vault.ts).
+      await openVaultSession(client, project);
+      await runUtilityStatement(client, "set role %I", [project.record.ownerRole]);
+    }
     return await work(client);
   } finally {
     await client.end().catch(() => {});
