@@ -33,7 +33,15 @@ const RestConfig = z.object({
   db_extra_search_path: z.string(),
   max_rows: z.number().int(),
   db_pool: z.number().int().nullable(),
+  // The platform's field, which clients (the CLI's `config push`) require: null means its default, the data
+  // pool's wait for a connection (10 s unless the installation sets another); Strata has no per-project value.
+  db_pool_acquisition_timeout: z.null(),
   db_plan_enabled: z.boolean(),
+});
+
+const withPlatformFields = <T extends object>(config: T) => ({
+  ...config,
+  db_pool_acquisition_timeout: null,
 });
 
 export function restapiRoutes(ctx: AppContext): Router {
@@ -52,7 +60,9 @@ export function restapiRoutes(ctx: AppContext): Router {
         response: RestConfig.extend({ jwt_secret: z.string().optional() }),
         // A read permission on the config is not a permission to read the secret that signs every key.
         answer: async (config, { req, project }) =>
-          mayReadSecrets(req) ? { ...config, jwt_secret: await jwtSecretOf(pool, project.ref) } : config,
+          withPlatformFields(
+            mayReadSecrets(req) ? { ...config, jwt_secret: await jwtSecretOf(pool, project.ref) } : config,
+          ),
       },
       update: {
         method: "patch",
@@ -63,7 +73,7 @@ export function restapiRoutes(ctx: AppContext): Router {
         status: 200,
         answer: (config, { project }) => {
           project.invalidateSchema("restapi config");
-          return config;
+          return withPlatformFields(config);
         },
       },
     });
