@@ -135,6 +135,46 @@ describe("the platform's CLI against Strata", () => {
     expect(again).not.toMatch(/\[update\]/);
   });
 
+  it("pulls the remote config into config.toml (config pull) and finds no difference after (config diff)", async () => {
+    const elsewhere = await platformCli(server);
+    await mgmt(server, "PATCH", `/v1/projects/${ref}/config/auth`, { body: { jwt_exp: 1800 } });
+    await elsewhere.ok(["config", "pull", "--project-ref", ref, "--yes"]);
+    const toml = readFileSync(path.join(elsewhere.dir, "supabase", "config.toml"), "utf8");
+    expect(toml).toMatch(/^jwt_expiry = 1800$/m);
+    const diff = await elsewhere.ok(["config", "diff", "--project-ref", ref]);
+    expect(diff).not.toMatch(/jwt_expiry|site_url|max_rows/);
+  });
+
+  it("creates, reads, renames and deletes a preview branch", async () => {
+    await cli.ok(["branches", "create", "feature-x", "--project-ref", ref]);
+    const listed = JSON.parse(await cli.ok(["branches", "list", "--project-ref", ref, "-o", "json"]));
+    const branch = listed.find((b: { name: string }) => b.name === "feature-x");
+    expect(branch).toBeDefined();
+    const { rows } = await server.controlSql("select ref from platform.projects where ref = $1", [
+      branch.project_ref,
+    ]);
+    expect(rows).toHaveLength(1);
+    await cli.ok(["branches", "update", "feature-x", "--name", "feature-y", "--project-ref", ref]);
+    await cli.ok(["branches", "delete", "feature-y", "--project-ref", ref, "--yes"]);
+    const after = JSON.parse(await cli.ok(["branches", "list", "--project-ref", ref, "-o", "json"]));
+    expect(after.map((b: { name: string }) => b.name)).not.toContain("feature-y");
+  });
+
+  it("reads the project's other settings", async () => {
+    for (const command of [
+      ["snippets", "list"],
+      ["backups", "list"],
+      ["sso", "list"],
+      ["domains", "get"],
+      ["network-restrictions", "get", "--experimental"],
+      ["ssl-enforcement", "get", "--experimental"],
+      ["network-bans", "get", "--experimental"],
+      ["vanity-subdomains", "get", "--experimental"],
+    ]) {
+      await cli.ok([...command, "--project-ref", ref]);
+    }
+  });
+
   it("sets, lists and unsets secrets", async () => {
     await cli.ok(["secrets", "set", "STRIPE_KEY=sk_test_1", "OTHER=2", "--project-ref", ref]);
     const listed = JSON.parse(await cli.ok(["secrets", "list", "--project-ref", ref, "-o", "json"]));

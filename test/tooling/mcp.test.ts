@@ -51,6 +51,50 @@ describe("the platform's MCP server against Strata", () => {
     expect(tables).toEqual([expect.objectContaining({ name: "public.notes", rls_enabled: false })]);
   });
 
+  it("applies a migration and lists it (apply_migration, list_migrations)", async () => {
+    expect(
+      await mcp.call("apply_migration", {
+        project_id: ref,
+        name: "add_tags",
+        query: "create table public.tags (id int primary key, label text)",
+      }),
+    ).toEqual({ success: true });
+    const { migrations } = await mcp.call("list_migrations", { project_id: ref });
+    expect(migrations).toContainEqual(expect.objectContaining({ name: "add_tags" }));
+    expect((await server.sql("select to_regclass('public.tags') is not null as made")).rows).toEqual([
+      { made: true },
+    ]);
+  });
+
+  it("creates a project after confirming its cost, and a branch of it", async () => {
+    const { organizations } = await mcp.call("list_organizations", {});
+    const cost = await mcp.call("get_cost", { type: "project", organization_id: organizations[0].id });
+    const { confirmation_id } = await mcp.call("confirm_cost", cost);
+    const made = await mcp.call("create_project", {
+      name: "agent-made",
+      organization_id: organizations[0].id,
+      region: "us-east-1",
+      confirm_cost_id: confirmation_id,
+    });
+    const { rows } = await server.controlSql(
+      `select o.slug from platform.projects p join platform.organizations o on o.id = p.organization_id
+        where p.ref = $1`,
+      [made.id],
+    );
+    expect(rows).toEqual([{ slug: organizations[0].id }]);
+
+    const branchCost = await mcp.call("get_cost", { type: "branch", organization_id: organizations[0].id });
+    const branchConfirmation = await mcp.call("confirm_cost", branchCost);
+    const branch = await mcp.call("create_branch", {
+      project_id: ref,
+      name: "agent-branch",
+      confirm_cost_id: branchConfirmation.confirmation_id,
+    });
+    const { branches } = await mcp.call("list_branches", { project_id: ref });
+    expect(branches).toContainEqual(expect.objectContaining({ id: branch.id, name: "agent-branch" }));
+    expect(await mcp.call("delete_branch", { branch_id: branch.id })).toEqual({ success: true });
+  });
+
   it("generates TypeScript types with never-written identity columns", async () => {
     await server.sql(
       "create table if not exists public.typed (id int generated always as identity, label text)",
