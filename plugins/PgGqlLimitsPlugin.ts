@@ -10,6 +10,7 @@ import {
   type ValidationRule,
 } from "grafast/graphql";
 import type {} from "grafserv";
+import type { InternalErrorListener } from "./pgGqlErrors";
 
 /**
  * Bounds on one GraphQL document, so that no single request can hold the process: grafast plans an operation
@@ -30,8 +31,11 @@ export interface PgGqlLimits {
 declare global {
   namespace GraphileConfig {
     interface Preset {
-      /** Bounds on each GraphQL document (PgGqlLimitsPlugin); those not given keep PG_GQL_LIMITS' values. */
-      pgGraphql?: Partial<PgGqlLimits>;
+      /**
+       * Bounds on each GraphQL document (PgGqlLimitsPlugin; those not given keep PG_GQL_LIMITS' values), and who
+       * hears of each error answered "Internal server error" (PgGqlErrorsPlugin; default: console.error).
+       */
+      pgGraphql?: Partial<PgGqlLimits> & { onInternalError?: InternalErrorListener };
     }
   }
 }
@@ -49,7 +53,8 @@ export const PG_GQL_LIMITS: PgGqlLimits = {
 
 /** The limits a resolved preset sets, the defaults for the others. */
 export function limitsOf(preset: GraphileConfig.ResolvedPreset): PgGqlLimits {
-  return { ...PG_GQL_LIMITS, ...preset.pgGraphql };
+  const { maxTokens, maxDepth, maxAliases, maxFields } = { ...PG_GQL_LIMITS, ...preset.pgGraphql };
+  return { maxTokens, maxDepth, maxAliases, maxFields };
 }
 
 /**
@@ -172,9 +177,8 @@ function withinLimits(limits: PgGqlLimits, rules: readonly ValidationRule[]): Va
 
 /**
  * The limits for any PostGraphile app: grafserv validates with them first (`preset.grafserv.maxRequestLength`
- * bounds what it parses), and `grafast()` parses with the token limit and checks the rest before its own
- * (cached) parse and validation, at the cost of one more parse per request. Strata's server applies them in
- * src/graphql/document.ts, which parses and validates itself.
+ * bounds what it parses); where grafast parses (`grafast()`, Strata's server), PgGqlDocumentPlugin reads each
+ * document within them before anything else.
  */
 export const PgGqlLimitsPlugin: GraphileConfig.Plugin = {
   name: "PgGqlLimitsPlugin",
@@ -185,21 +189,6 @@ export const PgGqlLimitsPlugin: GraphileConfig.Plugin = {
       setPreset(next, event) {
         event.validationRules = [withinLimits(limitsOf(event.resolvedPreset), event.validationRules)];
         return next();
-      },
-    },
-  },
-  grafast: {
-    middleware: {
-      parseAndValidate(next, event) {
-        const limits = limitsOf(event.resolvedPreset);
-        let document: DocumentNode;
-        try {
-          document = parseWithinLimits(event.source, limits);
-        } catch (e) {
-          return [e instanceof GraphQLError ? e : new GraphQLError("Invalid request")];
-        }
-        const refused = limitErrors(document, limits);
-        return refused.length ? refused : next();
       },
     },
   },

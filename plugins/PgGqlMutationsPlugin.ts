@@ -27,9 +27,7 @@ import {
 import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
 import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
-import { KeptByPair } from "../src/db/keptByPair";
-import { replacePlaceholders } from "../src/db/placeholders";
-import { asLastStatement } from "../src/db/transaction";
+import { replacePlaceholders } from "./pgGqlPlaceholders";
 
 declare global {
   namespace GraphileBuild {
@@ -156,8 +154,8 @@ interface PendingMutation {
   /** `with __pgGqlAffected as (<dml>), __pgGqlRows(__json) as (...)`, compiled. */
   text: string;
   values: readonly unknown[];
-  /** Whether the statement that runs it is the request's only one (see soleStatement). */
-  sole?: boolean;
+  /** The joined statements made with this text so far, by the records statement's text (see joinedText). */
+  joined: Map<string, string>;
 }
 
 /** The mutations of one request that wait for their records statement, by token. */
@@ -173,42 +171,50 @@ function mutationStatement(dml: SQL, atMost: number | null, kind: MutationKind):
     atMost === null
       ? sql.blank
       : sql`having count(*) <= ${sql.literal(atMost)} or _strata_graphql.at_most(${sql.literal(kind)}, count(*), ${sql.literal(atMost)})`;
-  return sql.compile(
+  const { text, values } = sql.compile(
     sql`with __pgGqlAffected as (${dml}), __pgGqlRows(__json) as (select ${rows} from __pgGqlAffected ${limit})`,
   );
+  return { text, values, joined: new Map() };
 }
 
 /**
  * A records statement's text (`count` values) after its mutation's (`offset` values ahead): the token's placeholders
- * read the mutation's rows, the others are renumbered. Kept per text, token positions and offset: the same
- * operation sends the same records statement every time.
+ * read the mutation's rows, the others are renumbered.
  */
-const recordsTexts = new KeptByPair<string>(500);
-
 function recordsText(text: string, count: number, tokenAt: ReadonlySet<number>, offset: number): string {
-  return recordsTexts.get(text, `${offset}|${[...tokenAt].join(",")}`, () => {
-    // Placeholder n (1-based) becomes the number of values kept up to it, after the mutation's.
-    const renumbered: number[] = [];
-    let kept = 0;
-    for (let i = 0; i < count; i++) {
-      if (!tokenAt.has(i)) kept++;
-      renumbered[i] = offset + kept;
-    }
-    const body = replacePlaceholders(text, (n) =>
-      tokenAt.has(n - 1) ? "(select __json from __pgGqlRows)" : `$${renumbered[n - 1]}`,
-    );
-    return /^\s*with\s/i.test(body) ? `, ${body.replace(/^\s*with\s/i, "")}` : ` ${body}`;
-  });
+  // Placeholder n (1-based) becomes the number of values kept up to it, after the mutation's.
+  const renumbered: number[] = [];
+  let kept = 0;
+  for (let i = 0; i < count; i++) {
+    if (!tokenAt.has(i)) kept++;
+    renumbered[i] = offset + kept;
+  }
+  const body = replacePlaceholders(text, (n) =>
+    tokenAt.has(n - 1) ? "(select __json from __pgGqlRows)" : `$${renumbered[n - 1]}`,
+  );
+  return /^\s*with\s/i.test(body) ? `, ${body.replace(/^\s*with\s/i, "")}` : ` ${body}`;
 }
 
-/**
- * A mutation's text followed by its records statement's, the same string for the same pair: the statement's
- * name is looked up by its text on every request (see db/transaction), and a kept string keeps its hash.
- */
-const joinedTexts = new KeptByPair<string>(500);
+/** Joined statements kept per mutation text: a burst of new records statements starts over. */
+const MAX_JOINED = 50;
 
-function joinedText(mutation: string, records: string): string {
-  return joinedTexts.get(mutation, records, () => mutation + records);
+/**
+ * A mutation's text followed by its records statement's, kept with the mutation's (kept) text: the same operation
+ * sends the same records statement every time, and the same string keeps its hash for the statement's name.
+ */
+function joinedText(
+  pending: PendingMutation,
+  records: string,
+  count: number,
+  tokenAt: ReadonlySet<number>,
+): string {
+  let text = pending.joined.get(records);
+  if (text === undefined) {
+    text = pending.text + recordsText(records, count, tokenAt, pending.values.length);
+    if (pending.joined.size >= MAX_JOINED) pending.joined.clear();
+    pending.joined.set(records, text);
+  }
+  return text;
 }
 
 /** The records statement of a pending mutation, with the mutation prepended; undefined for any other query. */
@@ -224,12 +230,8 @@ function withPendingMutation(
   const tokenAt = new Set<number>();
   const kept: unknown[] = [];
   values.forEach((value, index) => (value === token ? tokenAt.add(index) : kept.push(value)));
-  const text = joinedText(
-    pending.text,
-    recordsText(query.text, values.length, tokenAt, pending.values.length),
-  );
-  const rewritten = { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
-  return pending.sole ? asLastStatement(rewritten) : rewritten;
+  const text = joinedText(pending, query.text, values.length, tokenAt);
+  return { text, values: [...pending.values, ...kept], arrayMode: query.arrayMode };
 }
 
 /** `atMost` refused the mutation: pg_graphql's message, as a GraphQL error. */
@@ -239,10 +241,7 @@ function tooManyError(error: unknown): unknown {
 }
 
 /** Whether the operation a request runs is a mutation (the one operation, or the one named). */
-export function isMutationOperation(
-  document: DocumentNode,
-  operationName: string | null | undefined,
-): boolean {
+function isMutationOperation(document: DocumentNode, operationName: string | null | undefined): boolean {
   for (const definition of document.definitions) {
     if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
     if (operationName && definition.name?.value !== operationName) continue;
@@ -288,11 +287,8 @@ function mutationAwareClient<TClient extends PgClient>(client: TClient, pending:
   return aware as unknown as TClient;
 }
 
-/**
- * Makes a mutation request's grafast context hand out clients that hold the request's pending mutations
- * (what the `prepareArgs` middleware does for grafast's engine, and Strata's plan runner does itself).
- */
-export function withMutationAwareClients(
+/** Makes a mutation request's grafast context hand out clients that hold the request's pending mutations. */
+function withMutationAwareClients(
   context: Record<string, unknown>,
   pgServices: readonly { withPgClientKey: string }[],
 ): void {
@@ -346,52 +342,8 @@ interface MutationPlan {
   resource: PgResource;
   viaRecords: boolean;
   $records?: PgSelectStep;
-  $mutation?: Step;
 }
 const mutationPlans = new WeakMap<Step, MutationPlan>();
-
-/** What soleStatement reads of grafast's operation plan (internal to grafast, so not in its declarations). */
-interface PlanInternals {
-  stepTracker: { activeSteps: Set<StepInternals> };
-}
-interface StepInternals {
-  dependencies: readonly StepInternals[];
-  hasSideEffects?: boolean;
-  keys?: unknown;
-  path?: unknown;
-}
-
-/** A step that hands out the request's pg client: `executor.context()`'s object, or an access to it. */
-function givesPgClient(step: StepInternals): boolean {
-  return (
-    (Array.isArray(step.keys) && step.keys.includes("withPgClient")) ||
-    (Array.isArray(step.path) && step.path[0] === "withPgClient")
-  );
-}
-
-/** Per finalized operation plan: how many of its steps may send a statement. */
-const statementSteps = new WeakMap<object, number>();
-
-/**
- * Whether a mutation's statement is its request's only one: the finalized operation plan has no step that
- * may send a statement (one that takes the pg client, or has side effects) besides the mutation and, when its
- * records are read, their select (which runs the mutation). Then COMMIT travels with that statement.
- */
-function soleStatement(plan: MutationPlan): boolean {
-  const operationPlan = plan.$mutation?.operationPlan as unknown as PlanInternals | undefined;
-  if (!operationPlan) return false;
-  let count = statementSteps.get(operationPlan);
-  if (count === undefined) {
-    count = 0;
-    for (const step of operationPlan.stepTracker.activeSteps) {
-      // The context's object and accesses that pass the client on send nothing themselves.
-      if (givesPgClient(step)) continue;
-      if (step.hasSideEffects || step.dependencies.some(givesPgClient)) count++;
-    }
-    statementSteps.set(operationPlan, count);
-  }
-  return count === (plan.viaRecords ? 2 : 1);
-}
 
 /**
  * The records select of a mutation field (one per field): it runs the pending mutation as its
@@ -408,11 +360,8 @@ function recordsFor($mutation: Step): PgSelectStep {
 
 /** A mutation no selection reads the records of: its statement runs by itself. */
 async function runAlone(client: PgClient, mutation: PendingMutation): Promise<void> {
-  const query = {
-    text: `${mutation.text} select 1 from __pgGqlRows`,
-    values: mutation.values as unknown[],
-  };
-  await client.query(mutation.sole ? asLastStatement(query) : query).catch((e: unknown) => {
+  const query = { text: `${mutation.text} select 1 from __pgGqlRows`, values: mutation.values as unknown[] };
+  await client.query(query).catch((e: unknown) => {
     throw tooManyError(e);
   });
 }
@@ -428,7 +377,7 @@ function mutationStep<const TSpec extends Record<string, Step>>(
 ): Step<{ token: string | null }> {
   const plan: MutationPlan = { resource, viaRecords: false };
   const $mutation = sideEffectWithPgClient(resource.executor, spec as never, async (client, values) => {
-    const mutation = { ...build(values as never), sole: soleStatement(plan) };
+    const mutation = build(values as never);
     if (!plan.viaRecords) {
       await runAlone(client, mutation);
       return { token: null };
@@ -437,7 +386,6 @@ function mutationStep<const TSpec extends Record<string, Step>>(
     if (!aware.pendMutation) throw new Error("pg_graphql mutations need the request's mutation-aware client");
     return { token: aware.pendMutation(mutation) };
   }) as unknown as Step<{ token: string | null }>;
-  plan.$mutation = $mutation;
   mutationPlans.set($mutation, plan);
   return $mutation;
 }
@@ -456,6 +404,8 @@ interface KeptDml {
   text: string;
   /** For each value after the column texts, the index of the filter operand it is. */
   operandAt: number[];
+  /** The statements joined with this text (PendingMutation's `joined`). */
+  joined: Map<string, string>;
 }
 
 /** Statement texts kept per mutation field of a schema: a burst of new shapes starts over. */
@@ -474,7 +424,11 @@ function keptOrBuilt(
 ): PendingMutation {
   const hit = shape === null ? undefined : kept.get(shape);
   if (hit !== undefined) {
-    return { text: hit.text, values: [...texts, ...hit.operandAt.map((i) => operands[i])] };
+    return {
+      text: hit.text,
+      joined: hit.joined,
+      values: [...texts, ...hit.operandAt.map((i) => operands[i])],
+    };
   }
   const statement = build();
   if (shape !== null) {
@@ -482,7 +436,7 @@ function keptOrBuilt(
     const operandAt = statement.values.slice(n).map((v) => operands.indexOf(v as FilterOperand));
     if (statement.values.slice(0, n).every((v, i) => v === texts[i]) && !operandAt.includes(-1)) {
       if (kept.size >= MAX_DML_SHAPES) kept.clear();
-      kept.set(shape, { text: statement.text, operandAt });
+      kept.set(shape, { text: statement.text, operandAt, joined: statement.joined });
     }
   }
   return statement;

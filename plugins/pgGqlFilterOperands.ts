@@ -5,14 +5,13 @@ import { sql, type SQL } from "pg-sql2";
 /**
  * A filter's operands are bound parameters, never SQL text: two requests whose filters have the same
  * structure (the same columns, operators, `and`/`or`/`not` nesting and null operands) compile to the same
- * statement and differ only in their operands. The patched PgSelectStep keeps that statement per structure
- * and sends it again with each request's operands (see `patches/`, `memoKey`/`memoValues`), instead of
- * building and compiling its SQL per request.
+ * statement text and differ only in their operands, so PostgreSQL plans it once per connection (a prepared
+ * statement), and an update's or delete's statement text is kept per structure (PgGqlMutationsPlugin).
  */
 
 /**
  * One operand of a filter, as the text (or text array) PostgreSQL casts to the column's type. An object, so
- * the statement kept for reuse can find where in its values each operand of the first request went; pg sends
+ * a statement kept for reuse can find where in its values each operand of the first request went; pg sends
  * it as its text (`toPostgres`).
  */
 export class FilterOperand {
@@ -68,27 +67,16 @@ export function applyFilterValue(applyFilter: ApplyFilter, alias: SQL): AppliedF
   return { conditions, key: onlyOperands ? `${operands.length}:${compiled.text}` : null, operands };
 }
 
-/** A select's filter condition, with what a statement built from it needs to be reused. */
-export interface BoundFilter {
-  (queryBuilder: PgSelectQueryBuilder): void;
-  /** The conditions' key: statements built with equal keys differ only in `memoValues`. */
-  memoKey?: string;
-  /** This request's operands (see AppliedFilter). */
-  memoValues?: FilterOperand[];
-}
+/** A select's filter condition: adds the filter's conditions when the select builds its statement. */
+export type BoundFilter = (queryBuilder: PgSelectQueryBuilder) => void;
 
 /** A filter value applied once per request, for a select to add when it builds its statement. */
 function boundFilter(applyFilter: ApplyFilter, alias: SQL): BoundFilter | null {
   if (applyFilter == null) return null;
-  const { conditions, key, operands } = applyFilterValue(applyFilter, alias);
-  const apply: BoundFilter = (queryBuilder) => {
+  const { conditions } = applyFilterValue(applyFilter, alias);
+  return (queryBuilder) => {
     for (const condition of conditions) queryBuilder.where(condition);
   };
-  if (key !== null) {
-    apply.memoKey = key;
-    apply.memoValues = operands;
-  }
-  return apply;
 }
 
 /**

@@ -16,11 +16,16 @@ import { PgGqlDescriptionsPlugin } from "../plugins/PgGqlDescriptionsPlugin";
 import { PgGqlAggregatesPlugin } from "../plugins/PgGqlAggregatesPlugin";
 import { PgGqlMutationsPlugin } from "../plugins/PgGqlMutationsPlugin";
 import { PG_GQL_LIMITS, PgGqlLimitsPlugin, planningDepthFor } from "../plugins/PgGqlLimitsPlugin";
+import { PgGqlDocumentPlugin } from "../plugins/PgGqlDocumentPlugin";
+import { PgGqlErrorsPlugin } from "../plugins/PgGqlErrorsPlugin";
+import { PgGqlTransactionPlugin } from "../plugins/PgGqlTransactionPlugin";
 
 /**
  * The pg_graphql shape as a Graphile preset: `extends: [PgGraphqlPreset]` in any PostGraphile v5 app.
  * Keeps graphile-build-pg's gather phase (codecs, resources, relations, RBAC) and replaces the schema
- * shape with one plugin per pg_graphql concern (plugins/, see plugins/README.md).
+ * shape with one plugin per pg_graphql concern (plugins/, see plugins/README.md); how a request is read,
+ * answered and run in one transaction are grafast middleware of its plugins (document, errors, transaction),
+ * listed in the order they wrap a request.
  */
 export const PgGraphqlPreset: GraphileConfig.Preset = {
   extends: [graphileBuildPreset, graphileBuildPgPreset],
@@ -41,6 +46,9 @@ export const PgGraphqlPreset: GraphileConfig.Preset = {
     PgGqlIntrospectionPlugin,
     PgGqlDescriptionsPlugin,
     PgGqlLimitsPlugin,
+    PgGqlDocumentPlugin,
+    PgGqlErrorsPlugin,
+    PgGqlTransactionPlugin,
   ],
   disablePlugins: [
     // pg_graphql exposes relations, filters and ordering whether or not an index backs them.

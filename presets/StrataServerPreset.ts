@@ -6,9 +6,8 @@ export interface StrataRequestContext {
   /** The role and claims the data gate decided. */
   auth: { role: string; claims: Record<string, unknown> };
   /**
-   * How the request's statements reach the database, role and claims applied: a mutation request's
-   * client already in its transaction (it commits or rolls back as a whole, as in pg_graphql), or a
-   * query request's one-round-trip reads.
+   * How the request's statements reach the database, role, claims and request settings applied (Strata's
+   * pipelines, src/graphql/pgClients.ts); PgGqlTransactionPlugin decides the request's transaction.
    */
   withPgClient?: WithPgClient;
 }
@@ -21,11 +20,27 @@ declare global {
   }
 }
 
+/** Strata's server splices the data's JSON text into its response as it is: grafast writes it as text. */
+const StrataDataAsTextPlugin: GraphileConfig.Plugin = {
+  name: "StrataDataAsTextPlugin",
+  description: "grafast writes each answer's data as JSON text (outputDataAsString)",
+  version: "0.1.0",
+  grafast: {
+    middleware: {
+      prepareArgs(next, event) {
+        event.args.outputDataAsString = true;
+        return next();
+      },
+    },
+  },
+};
+
 /**
  * Server-side settings: every request runs as the role and claims the auth layer decided, applied with
  * set_config(..., true) in the request's transaction so grants and row level security decide.
  */
 export const StrataServerPreset: GraphileConfig.Preset = {
+  plugins: [StrataDataAsTextPlugin],
   grafast: {
     context(requestContext) {
       const auth = requestContext.strata?.auth;

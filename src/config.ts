@@ -54,11 +54,6 @@ export interface StrataConfig {
   /** How long a stop waits for requests in flight and background work before it cuts them. */
   shutdownGraceMs: number;
   /**
-   * GraphQL queries whose grafast plan allows it run that plan directly (src/graphql/planRunner.ts) instead
-   * of through grafast's engine; `STRATA_GRAPHQL_PLAN_RUNNER=off` sends every request through the engine.
-   */
-  graphqlPlanRunner: boolean;
-  /**
    * Bounds on each GraphQL document (`GRAPHQL_MAX_TOKENS`, `_DEPTH`, `_ALIASES`, `_FIELDS`) and on its planning
    * (`GRAPHQL_MAX_PLANNING_MS`); only those set, over the preset's (plugins/PgGqlLimitsPlugin.ts).
    */
@@ -79,6 +74,14 @@ export interface StrataConfig {
   signingKeyDeleteAfterSeconds: number;
   /** Management API requests per minute per identity and project/organization scope (spec: 120). */
   managementRateLimit: number;
+  /** Where people reach this installation: the links mailed to its users (invitations) start with it. */
+  publicUrl: string;
+  /**
+   * The operator's SMTP server for the installation's own mail (invitations to organizations), as
+   * `smtp://user:pass@host:port` (`smtps://` for TLS from the start); unset: invitation links are answered
+   * to the inviter instead. `sender` is the From address.
+   */
+  smtp: { url: string | undefined; sender: string };
   /**
    * A realtime node (a Strata process serving a project's sockets) whose heartbeat is older than this is
    * taken for dead by the others: its presences are removed and left. It beats every third of it.
@@ -197,9 +200,6 @@ const schema = z.object({
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
   DATA_REQUEST_TIMEOUT_MS: positiveInt("DATA_REQUEST_TIMEOUT_MS").default(30_000),
   SHUTDOWN_GRACE_MS: positiveInt("SHUTDOWN_GRACE_MS").default(10_000),
-  STRATA_GRAPHQL_PLAN_RUNNER: z
-    .enum(["on", "off"], { error: "STRATA_GRAPHQL_PLAN_RUNNER must be on or off" })
-    .default("on"),
   GRAPHQL_MAX_TOKENS: positiveInt("GRAPHQL_MAX_TOKENS").optional(),
   GRAPHQL_MAX_DEPTH: positiveInt("GRAPHQL_MAX_DEPTH").optional(),
   GRAPHQL_MAX_ALIASES: positiveInt("GRAPHQL_MAX_ALIASES").optional(),
@@ -246,6 +246,20 @@ const schema = z.object({
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .positive("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .default(120),
+  STRATA_PUBLIC_URL: z
+    .url({
+      protocol: /^https?$/,
+      error: "STRATA_PUBLIC_URL must be an http(s) URL such as https://strata.example.com",
+    })
+    .optional(),
+  STRATA_SMTP_URL: z
+    .url({
+      protocol: /^smtps?$/,
+      error:
+        "STRATA_SMTP_URL must be an smtp:// or smtps:// URL such as smtp://user:pass@mail.example.com:587",
+    })
+    .optional(),
+  STRATA_SMTP_SENDER: z.string().min(3).optional(),
   REALTIME_NODE_TIMEOUT_MS: positiveInt("REALTIME_NODE_TIMEOUT_MS").default(15_000),
   STORAGE_S3_BUCKET: z.string().optional(),
   STORAGE_S3_ENDPOINT: z
@@ -320,7 +334,6 @@ export function loadConfig(
     poolWaitMs: c.DATA_POOL_WAIT_MS,
     dataRequestTimeoutMs: c.DATA_REQUEST_TIMEOUT_MS,
     shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
-    graphqlPlanRunner: c.STRATA_GRAPHQL_PLAN_RUNNER === "on",
     graphqlLimits: definedOnly({
       maxTokens: c.GRAPHQL_MAX_TOKENS,
       maxDepth: c.GRAPHQL_MAX_DEPTH,
@@ -333,6 +346,14 @@ export function loadConfig(
     logRetentionHours: c.LOG_RETENTION_HOURS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
+    publicUrl: (c.STRATA_PUBLIC_URL ?? `http://${c.STRATA_DOMAIN.toLowerCase()}:${c.PORT}`).replace(
+      /\/+$/,
+      "",
+    ),
+    smtp: {
+      url: c.STRATA_SMTP_URL,
+      sender: c.STRATA_SMTP_SENDER ?? `noreply@${c.STRATA_DOMAIN.toLowerCase()}`,
+    },
     realtimeNodeTimeoutMs: c.REALTIME_NODE_TIMEOUT_MS,
     backupRetentionDays: c.BACKUP_RETENTION_DAYS,
     backupScheduleCheckMs: c.BACKUP_SCHEDULE_CHECK_MS,

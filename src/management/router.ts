@@ -4,6 +4,8 @@ import { identifyCaller, managementErrorHandler, requirePrincipal } from "./http
 import { resolveMembership } from "./membership";
 import { openApiRoute } from "./openapi";
 import { organizationRoutes } from "./organizations/routes";
+import { memberRoutes } from "./organizations/members";
+import { accountRoutes } from "./account/routes";
 import { profileRoutes } from "./profile/routes";
 import { projectRoutes } from "./projects/routes";
 import { transferRoutes } from "./projects/transfers";
@@ -48,12 +50,13 @@ export function managementRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });
   router.use(["/v1", "/v2"], identifyCaller(ctx), rateLimit(ctx), express.json({ limit: "10mb" }));
   router.use(openApiRoute());
-  // The OAuth client endpoints authenticate the application, not a bearer token.
-  router.use(oauthClientRoutes(ctx));
+  // The OAuth client endpoints authenticate the application, not a bearer token; signing in and accepting an
+  // invitation need none.
+  router.use(oauthClientRoutes(ctx), accountRoutes(ctx));
   router.use(["/v1", "/v2"], requirePrincipal, resolveMembership(ctx));
   router.use(oauthRoutes(ctx));
   router.use(profileRoutes(ctx));
-  router.use(organizationRoutes(ctx));
+  router.use(organizationRoutes(ctx), memberRoutes(ctx));
   router.use(projectRoutes(ctx), transferRoutes(ctx));
   router.use(apiKeyRoutes(ctx), signingKeyRoutes(ctx), thirdPartyAuthRoutes(ctx), authConfigRoutes(ctx));
   // Project configuration families

@@ -4,14 +4,8 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
 import { withOneOffClient } from "../db/client";
-import {
-  clusterOwner,
-  ClusterProcess,
-  freePort,
-  restoreCommand,
-  takeBaseBackup,
-  type OwnCluster,
-} from "../db/physical";
+import { clusterOwner } from "../db/clusterDirectory";
+import { ClusterProcess, freePort, restoreCommand, takeBaseBackup, type OwnCluster } from "../db/physical";
 import { runUtilityStatement } from "../db/utility";
 import type { Logger } from "../log";
 import { replaceFile } from "./access";

@@ -1,4 +1,4 @@
-import express, { Router, type Request, type Response } from "express";
+import express, { Router, type Request, type RequestHandler, type Response } from "express";
 import type pg from "pg";
 import { escapeSqlIdentifier, sql, type SQL } from "pg-sql2";
 import type { RequestAuth } from "../auth/dataAuth";
@@ -211,7 +211,10 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
  * body is read without body-parser's per-request machinery (plainBody).
  */
 const REST_BODY_LIMIT = 20 * 1024 * 1024;
-export const restBody = rawBody(express.raw({ type: () => true, limit: REST_BODY_LIMIT }), REST_BODY_LIMIT);
+export const restBody: RequestHandler = rawBody(
+  express.raw({ type: () => true, limit: REST_BODY_LIMIT }),
+  REST_BODY_LIMIT,
+);
 
 export function restRouter(ctx: AppContext): Router {
   const router = Router({ caseSensitive: true });

@@ -1,6 +1,6 @@
 import { buildSchema } from "grafast/graphql";
 import { loadConfig } from "../../src/config";
-import { prepareDocument } from "../../src/graphql/document";
+import { pgGqlDocument } from "../../plugins/PgGqlDocumentPlugin";
 import { PG_GQL_LIMITS } from "../../plugins/PgGqlLimitsPlugin";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { migrate } from "./client";
@@ -204,8 +204,8 @@ describe("GraphQL document limits from the environment", () => {
 describe("prepared documents", () => {
   it("are kept per schema: a repeated document is the same operation, whose grafast plans are reused", () => {
     const schema = buildSchema("type Query { a: Int }");
-    const first = prepareDocument(schema, "{ a }", undefined, PG_GQL_LIMITS);
-    expect(prepareDocument(schema, "{ a }", undefined, PG_GQL_LIMITS)).toBe(first);
-    expect(prepareDocument(schema, "{ a }", "Other", PG_GQL_LIMITS)).not.toBe(first);
+    const first = pgGqlDocument(schema, "{ a }", PG_GQL_LIMITS);
+    expect(pgGqlDocument(schema, "{ a }", PG_GQL_LIMITS)).toBe(first);
+    expect(pgGqlDocument(schema, "{ b: a }", PG_GQL_LIMITS)).not.toBe(first);
   });
 });

@@ -462,8 +462,9 @@ describe("GraphQL round trips", () => {
       },
     });
     expect(dataStatements(roundTrips)).toHaveLength(1);
-    // The settings travel with the request's only statement, one implicit transaction (no BEGIN, savepoint or COMMIT).
-    expect(roundTrips).toHaveLength(1);
+    // BEGIN and the settings travel with the statement; COMMIT follows once the answer is built.
+    expect(roundTrips).toHaveLength(2);
+    expect(roundTrips[1]).toBe("commit");
     expect((await server.sql("select name from player where name = 'bo'")).rows).toHaveLength(1);
   });
 
@@ -590,7 +591,7 @@ describe("GraphQL round trips", () => {
     const roundTrips = await roundTripsDuring(async () => {
       unbalanced = await insert([5, -3]);
     });
-    // The statement succeeds; the COMMIT in its pipeline runs the deferred trigger, which refuses it.
+    // The statement succeeds; the COMMIT after the answer runs the deferred trigger, which refuses it.
     expect(roundTrips.filter((t) => /insert into/i.test(t))).toHaveLength(1);
     expect(unbalanced).toEqual({ data: null, errors: [{ message: "ledger out of balance" }] });
     expect((await server.sql("select count(*)::int as n from ledger")).rows[0].n).toBe(0);

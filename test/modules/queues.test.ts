@@ -168,10 +168,14 @@ describe("pgmq's SQL interface", () => {
     ]);
     // Two senders reaching the next interval together: one makes its partitions, neither fails.
     const five = `array[${Array.from({ length: 5 }, (_, i) => `'{"c": ${i}}'`).join(", ")}]::jsonb[]`;
-    await Promise.all([
+    const sent = await Promise.all([
       ownerSql(`select * from pgmq.send_batch('parts', ${five})`),
       ownerSql(`select * from pgmq.send_batch('parts', ${five})`),
     ]);
+    expect(sent.flat()).toHaveLength(10);
+    // Whichever sender came second (or the next send, when both read the sequence together) makes the
+    // partition one interval beyond.
+    await ownerSql(`select * from pgmq.send('parts', '{"i": 51}')`);
     expect((await partitions("q_parts")).at(-1)).toBe("q_parts_60");
     const read = await ownerSql("select msg_id from pgmq.read('parts', 30, 1)");
     expect(await ownerSql(`select pgmq.archive('parts', ${read[0].msg_id}) as ok`)).toEqual([{ ok: true }]);

@@ -60,65 +60,61 @@ async function untilRunning(sql: (text: string) => Promise<pg.QueryResult>, patt
   throw new Error(`no statement like ${pattern} started`);
 }
 
-// With the plan runner (src/graphql/planRunner.ts) and with grafast's engine alone.
-describe.each(["on", "off"])(
-  "GraphQL when its connection is terminated under a request (plan runner %s)",
-  (runner) => {
-    let server: TestServer;
-    beforeAll(async () => {
-      server = await startTestServer({ STRATA_GRAPHQL_PLAN_RUNNER: runner });
-      await migrate(server, SCHEMA);
-    });
-    afterAll(() => server.stop());
+describe("GraphQL when its connection is terminated under a request", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+    await migrate(server, SCHEMA);
+  });
+  afterAll(() => server.stop());
 
-    const ask = (query: string) => graphql(server.url, server.serviceKey, query);
-    const terminateNaps = () =>
-      server.sql(
-        `select pg_terminate_backend(pid) from pg_stat_activity
+  const ask = (query: string) => graphql(server.url, server.serviceKey, query);
+  const terminateNaps = () =>
+    server.sql(
+      `select pg_terminate_backend(pid) from pg_stat_activity
         where datname = current_database() and query like '%nap%' and pid <> pg_backend_pid()`,
-      );
+    );
 
-    it("answers 503 for a query and for a mutation, writes nothing, and serves the next request", async () => {
-      const query = ask("{ nap(seconds: 30) }");
-      await untilRunning(server.sql, "%nap%");
-      await terminateNaps();
-      expect(await query).toEqual(UNAVAILABLE);
+  it("answers 503 for a query and for a mutation, writes nothing, and serves the next request", async () => {
+    const query = ask("{ nap(seconds: 30) }");
+    await untilRunning(server.sql, "%nap%");
+    await terminateNaps();
+    expect(await query).toEqual(UNAVAILABLE);
 
-      const mutation = ask("mutation { write_then_nap(seconds: 30) }");
-      await untilRunning(server.sql, "%nap%");
-      await terminateNaps();
-      expect(await mutation).toEqual(UNAVAILABLE);
-      // Its insert was rolled back with the transaction.
-      expect((await server.sql("select id from note order by id")).rows).toEqual([{ id: 1 }]);
+    const mutation = ask("mutation { write_then_nap(seconds: 30) }");
+    await untilRunning(server.sql, "%nap%");
+    await terminateNaps();
+    expect(await mutation).toEqual(UNAVAILABLE);
+    // Its insert was rolled back with the transaction.
+    expect((await server.sql("select id from note order by id")).rows).toEqual([{ id: 1 }]);
 
-      expect(await ask(READ)).toEqual(READ_ANSWER);
+    expect(await ask(READ)).toEqual(READ_ANSWER);
+  });
+
+  it("answers a statement the database refuses as a GraphQL error, with HTTP 200", async () => {
+    const anon = (query: string) => graphql(server.url, server.anonKey, query);
+    expect(
+      await anon(
+        `mutation { insertIntonoteCollection(objects: [{ id: 2, body: "far too long" }]) { affectedCount } }`,
+      ),
+    ).toEqual({
+      status: 200,
+      body: {
+        data: null,
+        errors: [{ message: expect.stringMatching(/violates check constraint "note_body_check"/) }],
+      },
     });
-
-    it("answers a statement the database refuses as a GraphQL error, with HTTP 200", async () => {
-      const anon = (query: string) => graphql(server.url, server.anonKey, query);
-      expect(
-        await anon(
-          `mutation { insertIntonoteCollection(objects: [{ id: 2, body: "far too long" }]) { affectedCount } }`,
-        ),
-      ).toEqual({
-        status: 200,
-        body: {
-          data: null,
-          errors: [{ message: expect.stringMatching(/violates check constraint "note_body_check"/) }],
-        },
-      });
-      expect(
-        await anon(
-          `mutation { insertIntosecretCollection(objects: [{ id: 1, body: "x" }]) { affectedCount } }`,
-        ),
-      ).toEqual({
-        status: 200,
-        body: { data: null, errors: [{ message: expect.stringMatching(/row-level security/) }] },
-      });
-      expect((await server.sql("select count(*)::int as n from secret")).rows).toEqual([{ n: 0 }]);
+    expect(
+      await anon(
+        `mutation { insertIntosecretCollection(objects: [{ id: 1, body: "x" }]) { affectedCount } }`,
+      ),
+    ).toEqual({
+      status: 200,
+      body: { data: null, errors: [{ message: expect.stringMatching(/row-level security/) }] },
     });
-  },
-);
+    expect((await server.sql("select count(*)::int as n from secret")).rows).toEqual([{ n: 0 }]);
+  });
+});
 
 function freePort(): Promise<number> {
   return new Promise((resolve) => {

@@ -276,7 +276,13 @@ describe("The embedded cluster under supervision", () => {
 
     writeFileSync(autoConf, good);
     await until(async () => (await insert(-3)) === 201, 30_000);
-    expect(await health()).toEqual({ status: 200, body: { status: "ok", database: "reachable" } });
+    // The supervisor marks the cluster up once its own readiness probe answers, which may be a moment
+    // after the first request got through.
+    const up = await until(async () => {
+      const h = await health();
+      return h.status === 200 && h;
+    }, 30_000);
+    expect(up).toEqual({ status: 200, body: { status: "ok", database: "reachable" } });
   }, 120_000);
 
   const onTmpfs = () => {

@@ -3,8 +3,8 @@ import { rm } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
 import { oneOffClient, withOneOffClient } from "../../db/client";
+import { clusterOwner } from "../../db/clusterDirectory";
 import {
-  clusterOwner,
   ClusterProcess,
   copyBaseBackup,
   freePort,
@@ -14,7 +14,7 @@ import {
   takeBaseBackup,
   type OwnCluster,
 } from "../../db/physical";
-import { stopOrphanedPostmaster } from "../../db/embedded";
+import { stopOrphanedPostmaster } from "../../db/postmasterProcesses";
 import type { Logger } from "../../log";
 
 export interface PhysicalBackupRow {

@@ -60,6 +60,12 @@ async function setGrants(ctx: AppContext, project: ProjectRuntime, userId: strin
   return (await grantsOf(ctx.platformPool, project.ref, userId)).map(roleOut);
 }
 
+/** Ends a user's just-in-time access to a project: mappings and logins (a member removed from its organization). */
+export async function revokeJitAccess(ctx: AppContext, ref: string, userId: string): Promise<void> {
+  const project = await ctx.registry.get(ref);
+  if (project) await setGrants(ctx, project, userId, []);
+}
+
 /** Every member's mappings, then the invitations not yet accepted. */
 async function jitList(ctx: AppContext, ref: string) {
   const grants = await grantsOf(ctx.platformPool, ref);

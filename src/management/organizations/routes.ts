@@ -9,6 +9,7 @@ import {
   cursorPageQuery,
   entitlementsResponse,
   memberV1,
+  memberV1Of,
   membersV2Response,
   organizationDetail,
   organizationSummary,
@@ -88,15 +89,7 @@ export function organizationRoutes(ctx: AppContext): Router {
       status: 200,
       response: memberV1.array(),
     },
-    async ({ organization: org }) =>
-      (await listMembers(db, org.id)).map((m) => ({
-        user_id: m.user_id,
-        user_name: m.username,
-        email: m.email,
-        role_name: m.role_name,
-        mfa_enabled: false,
-        avatar_url: "",
-      })),
+    async ({ organization: org }) => (await listMembers(db, org.id)).map(memberV1Of),
   );
 
   routes.get(

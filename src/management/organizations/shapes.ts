@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { PLANS } from "../billing/plans";
+import { ROLE_NAMES } from "./roles";
+import type { MemberRow } from "./store";
 
 export const createOrganizationBody = z.object({
   name: z.string().trim().min(1, "must not be empty").max(256),
@@ -35,6 +37,36 @@ export const memberV1 = z.object({
   mfa_enabled: z.boolean(),
   avatar_url: z.string(),
 });
+
+export function memberV1Of(m: MemberRow): z.infer<typeof memberV1> {
+  return {
+    user_id: m.user_id,
+    user_name: m.username,
+    email: m.email,
+    role_name: m.role_name,
+    mfa_enabled: false,
+    avatar_url: "",
+  };
+}
+
+const roleName = z.enum(ROLE_NAMES);
+
+export const inviteMemberBody = z.object({ email: z.email().max(320), role_name: roleName }).strict();
+
+export const updateMemberBody = z.object({ role_name: roleName }).strict();
+
+export const invitation = z.object({
+  id: z.string(),
+  email: z.string(),
+  role_name: z.string(),
+  invited_at: z.string(),
+  expires_at: z.string(),
+  /** Whether the link went by mail; else the answer to the invitation carried it, once. */
+  mailed: z.boolean(),
+});
+
+/** The answer to an invitation: the link only when no mail carried it (no SMTP server is configured). */
+export const createdInvitation = invitation.extend({ invitation_link: z.string().optional() });
 
 const projectRef = z.object({ ref: z.string(), name: z.string() });
 
