@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import { Router, type Request, type Response } from "express";
 import type { AppContext } from "../context";
 import { GateError } from "../http/gate";
+import { withTenantContentPolicy } from "../http/tenantContent";
 import { functionDir, materialise } from "./files";
 import {
   checkJwt,
@@ -112,7 +113,7 @@ function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Pro
       else stopped(500, "WORKER_ERROR", "Function exited before it answered (please check logs)");
     });
     upstream.on("response", (answer: IncomingMessage) => {
-      res.writeHead(answer.statusCode ?? 502, forwardable(answer.headers));
+      res.writeHead(answer.statusCode ?? 502, withTenantContentPolicy(forwardable(answer.headers)));
       answer.pipe(res);
       answer.on("end", () => finish(answer.statusCode ?? 502));
       answer.on("error", () => finish(answer.statusCode ?? 502));

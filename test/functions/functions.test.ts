@@ -246,6 +246,23 @@ describe("Edge functions", () => {
     expect(data).toBe("kept in a scratch file");
   });
 
+  it("sandboxes what a function answers, so a page it serves cannot act as the API's origin", async () => {
+    await deploy(server, server.ref, "page", {
+      "index.ts": [
+        "Deno.serve(() => new Response('<script>fetch(\"/v1/projects\")</script>', {",
+        "  headers: { 'content-type': 'text/html', 'content-security-policy': \"img-src 'self'\" },",
+        "}))",
+      ].join("\n"),
+    });
+    const res = await fetch(`${server.url}/functions/v1/page`, {
+      headers: { authorization: `Bearer ${server.anonKey}` },
+    });
+    expect(res.status).toBe(200);
+    // Both policies apply: the function's own and the sandbox.
+    expect(res.headers.get("content-security-policy")).toBe("img-src 'self', sandbox");
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+  });
+
   it("resolves imports through the deno.json next to the entrypoint", async () => {
     await deploy(
       server,

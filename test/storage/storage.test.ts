@@ -373,6 +373,9 @@ describe.each([disk, s3Backend()])("Storage on $name", (backend) => {
     const open = await fetch(service.storage.from("open").getPublicUrl("p.txt").data.publicUrl);
     expect(open.status).toBe(200);
     expect(await open.text()).toBe("public");
+    // A page among a project's files cannot act as the API's origin (the Studio's session lives there).
+    expect(open.headers.get("content-security-policy")).toBe("sandbox");
+    expect(open.headers.get("x-content-type-options")).toBe("nosniff");
     const closed = await fetch(service.storage.from("closed").getPublicUrl("p.txt").data.publicUrl);
     expect(closed.status).toBe(400);
     expect(await closed.json()).toMatchObject({ statusCode: "404", message: "Bucket not found" });

@@ -1,4 +1,5 @@
 import type { Request, Response } from "express";
+import { TENANT_CONTENT_POLICY } from "../../http/tenantContent";
 import type { ByteRange } from "../backend/types";
 import { invalidRange } from "../errors";
 import { notAnImage, transform, type Transformations } from "../images";
@@ -18,6 +19,8 @@ function setServedHeaders(
   res.setHeader("content-type", contentType);
   res.setHeader("cache-control", cacheControl ?? "no-cache");
   res.setHeader("x-robots-tag", "none");
+  res.setHeader("content-security-policy", TENANT_CONTENT_POLICY);
+  res.setHeader("x-content-type-options", "nosniff");
   const download = req.query.download;
   if (typeof download === "string") {
     const encoded = encodeURIComponent(download);
