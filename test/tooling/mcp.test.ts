@@ -51,6 +51,19 @@ describe("the platform's MCP server against Strata", () => {
     expect(tables).toEqual([expect.objectContaining({ name: "public.notes", rls_enabled: false })]);
   });
 
+  it("runs read-only and scoped to one project when started so (--read-only --project-ref)", async () => {
+    const scoped = await platformMcp(server, ["--read-only", "--project-ref", ref]);
+    try {
+      const refused = await scoped.fails("execute_sql", { query: "create table public.not_made (id int)" });
+      expect(refused).toMatch(/read-only/);
+      expect((await server.sql("select to_regclass('public.not_made') as t")).rows).toEqual([{ t: null }]);
+      const read = await scoped.call("execute_sql", { query: "select 1 + 1 as two" });
+      expect(untrusted(read.result)).toEqual([{ two: 2 }]);
+    } finally {
+      scoped.close();
+    }
+  });
+
   it("applies a migration and lists it (apply_migration, list_migrations)", async () => {
     expect(
       await mcp.call("apply_migration", {
