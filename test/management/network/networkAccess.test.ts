@@ -187,6 +187,12 @@ describe("network restrictions, SSL enforcement, bans and the pool on Strata's o
     );
     const until = Date.parse(rows[0].value.expires_at[OTHER]);
     expect(until - Date.now()).toBeLessThanOrEqual(3000);
+    // The file is written before the cluster reloads it: the ban acts once a connection is refused.
+    let refused = "";
+    for (let i = 0; i < 100 && !/rejects/.test(refused) && Date.now() < until; i++) {
+      refused = await tryConnect(OTHER);
+      if (!/rejects/.test(refused)) await new Promise((r) => setTimeout(r, 50));
+    }
     // No DELETE: the ban ends, the rule goes and the address may connect again.
     let result = "";
     for (let i = 0; i < 200 && result !== "connected"; i++) {
