@@ -23,7 +23,7 @@ import {
   UNSET_FIELDS,
 } from "./fields";
 
-const READ = { permission: "auth_config_read", scope: "auth:read" };
+export const AUTH_CONFIG_READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: { and: ["auth_config_write", "project_admin_write"] }, scope: "auth:write" };
 
 /** Range checks of the fields whose meaning bounds them; every other field is checked by type only. */
@@ -97,6 +97,11 @@ function fullConfig(stored: Record<string, unknown>): Record<string, unknown> {
   ]);
 }
 
+/** The auth config as GET .../config/auth answers it (secrets null). */
+export async function authConfig(ctx: AppContext, ref: string): Promise<Record<string, unknown>> {
+  return fullConfig(await storedAuthConfig(ctx.platformPool, ref));
+}
+
 /** The fields a PATCH names, checked as the platform's auth server checks its config. */
 async function checkedChanges(
   ctx: AppContext,
@@ -128,7 +133,7 @@ export function authConfigRoutes(ctx: AppContext): Router {
       read: (ref) => storedAuthConfig(ctx.platformPool, ref),
       write: (ref, changes) => updateAuthConfig(ctx.platformPool, ref, changes),
     },
-    read: { summary: "Gets the project's auth config", access: READ, answer: fullConfig },
+    read: { summary: "Gets the project's auth config", access: AUTH_CONFIG_READ, answer: fullConfig },
     update: {
       method: "patch",
       summary: "Changes auth config fields",

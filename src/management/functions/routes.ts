@@ -44,20 +44,22 @@ const Slug = z
 const read = { permission: "edge_functions_read", scope: "edge_functions:read" };
 const write = { permission: "edge_functions_write", scope: "edge_functions:write" };
 
+/** The platform's runtime path, as its clients expect it: not a path of this machine (nothing is kept there). */
+const PLATFORM_BUNDLE_ROOT = "/tmp/user_fn";
 /**
  * Where the platform's runtime keeps a deployment's files, `<root>_<ref>_<id>_<version>/source/`: its API
  * answers entry points as `file://` URLs there and names a body's files relative to it, and its clients (the
  * CLI's `functions download`, the MCP server) strip that prefix to get the paths as deployed.
  */
-const BUNDLE_ROOT = "/tmp/user_fn";
 const bundleSource = (ref: string, r: Pick<FunctionRow, "id" | "version">) =>
-  `${BUNDLE_ROOT}_${ref}_${r.id}_${r.version}/source/`;
+  `${PLATFORM_BUNDLE_ROOT}_${ref}_${r.id}_${r.version}/source/`;
 const bundleUrl = (ref: string, r: FunctionRow, file: string | null) =>
   file ? `file://${bundleSource(ref, r)}${file}` : undefined;
 
 /** A path as deployed from one a client sends back: a bundle URL answered by this API, or a path as it is. */
 function deployedPath(value: string): string {
-  const m = /^file:\/\/\/tmp\/user_fn_[^/]+\/source\/(.+)$/.exec(value);
+  const prefix = `file://${PLATFORM_BUNDLE_ROOT}_`;
+  const m = value.startsWith(prefix) ? /^[^/]+\/source\/(.+)$/.exec(value.slice(prefix.length)) : null;
   return m ? m[1] : value;
 }
 

@@ -1,48 +1,65 @@
 import { createHmac } from "node:crypto";
-import http from "node:http";
-import type { Router } from "express";
+import type { Request, Router } from "express";
 import type { AppContext } from "../../context";
 import { authSettings } from "../../auth/authConfig";
 import { isSecretAuthField } from "../../platform/kek";
-import { HttpError } from "../http";
+import { clusterVersion } from "../../projects/clusters";
+import { AUTH_CONFIG_READ, authConfig } from "../auth-config/routes";
+import { effectiveConfig } from "../database-config/postgres";
+import { POSTGRES_CONFIG_READ } from "../database-config/routes";
+import { checkAccess, found, HttpError, type Access } from "../http";
+import { ACCESS as NETWORK_ACCESS, networkRestrictions, sslEnforcement } from "../network/routes";
+import { POOL_SETTINGS_READ, poolSettings } from "../pooler/routes";
+import { findProject } from "../projects/store";
+import { REALTIME_CONFIG_READ, realtimeConfig } from "../realtime/routes";
+import { REST_CONFIG_READ, restConfig } from "../restapi/routes";
 import { routeTable } from "../route";
+import { STORAGE_CONFIG_READ, storageConfig } from "../storage/routes";
 
 /**
  * GET /v2/projects/{ref}/config: the project's database, pooler, auth, Data API, realtime and storage config in
  * one document, as the CLI's `config pull`, `config diff` and `config push` read it. Each section is what the
- * family's own v1 GET answers the same caller (asked of this server with the caller's token, so each family's
- * access rule applies as it is), in the v2 names; auth secrets are HMAC-SHA256 of their value keyed by the
- * project ref, as the CLI hashes its local ones to compare. Values Strata has no setting for are reported as
- * what it does (no CDN cache to purge; PostgREST's and PgBouncer's defaults).
+ * family's own v1 GET answers, read in process by that family's read function once the caller passes that
+ * route's access rule (a caller it refuses is refused here, naming it), in the v2 names; auth secrets are
+ * HMAC-SHA256 of their value keyed by the project ref, as the CLI hashes its local ones to compare. Values
+ * Strata has no setting for are reported as what it does (no CDN cache to purge; PostgREST's and PgBouncer's
+ * defaults).
  */
 
 type Json = Record<string, any>;
 
-/** One v1 GET of this server as the caller, answered as JSON; its refusal is the caller's. */
-function v1Get(ctx: AppContext, authorization: string, path: string): Promise<Json> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: "127.0.0.1", port: ctx.config.port, method: "GET", path, headers: { authorization } },
-      (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (c) => (text += c));
-        res.on("end", () => {
-          try {
-            const body = text ? JSON.parse(text) : {};
-            const status = res.statusCode ?? 500;
-            if (status >= 400)
-              reject(new HttpError(status < 500 ? status : 500, `${path}: ${body.message ?? status}`));
-            else resolve(body);
-          } catch (e) {
-            reject(e);
-          }
-        });
-      },
-    );
-    req.on("error", reject);
-    req.end();
-  });
+/** The v1 GET a section is read as: its path under the project and its access rule. */
+interface Section {
+  path: string;
+  access: Access;
+}
+
+/** Every section but the project's own detail, whose access rule is this route's. */
+const SECTIONS: Section[] = [
+  { path: "/ssl-enforcement", access: NETWORK_ACCESS.sslRead },
+  { path: "/network-restrictions", access: NETWORK_ACCESS.restrictionsRead },
+  { path: "/config/database/postgres", access: POSTGRES_CONFIG_READ },
+  { path: "/config/database/pgbouncer", access: POOL_SETTINGS_READ },
+  { path: "/config/auth", access: AUTH_CONFIG_READ },
+  { path: "/postgrest", access: REST_CONFIG_READ },
+  { path: "/config/realtime", access: REALTIME_CONFIG_READ },
+  { path: "/config/storage", access: STORAGE_CONFIG_READ },
+];
+
+/** Refuses a caller the v1 GET of a section refuses, as it does, naming that GET. */
+function checkSectionAccess(req: Request, ref: string, section: Section): void {
+  try {
+    checkAccess(req.principal!, section.access, req.membership);
+  } catch (e) {
+    if (!(e instanceof HttpError)) throw e;
+    throw new HttpError(e.status, `/v1/projects/${ref}${section.path}: ${e.message}`);
+  }
+}
+
+/** The major version of the project's PostgreSQL, as GET /v1/projects/{ref} reads its version. */
+async function majorVersion(ctx: AppContext, userId: string, ref: string): Promise<number> {
+  const row = found(await findProject(ctx.platformPool, userId, ref), "Project", ref);
+  return Number((await clusterVersion(row.cluster)).split(".")[0]) || 0;
 }
 
 const cidrs = (v4: string[] = [], v6: string[] = []) => [
@@ -50,10 +67,10 @@ const cidrs = (v4: string[] = [], v6: string[] = []) => [
   ...v6.map((address) => ({ address, type: "v6" })),
 ];
 
-function database(project: Json, ssl: Json, network: Json, postgres: Json) {
+function database(majorVersion: number, ssl: Json, network: Json, postgres: Json) {
   const { "cron.log_statement": cronLogStatement, ...settings } = postgres;
   return {
-    major_version: Number(String(project.database?.version ?? "").split(".")[0]) || 0,
+    major_version: majorVersion,
     ssl_enforced: ssl.currentConfig?.database === true,
     network_restrictions: {
       entitlement: network.entitlement,
@@ -115,8 +132,8 @@ function storage(s: Json) {
 }
 
 /** The auth config as v1 answers it, each secret that is set answered as its HMAC (never the value). */
-async function auth(ctx: AppContext, ref: string, config: Json): Promise<Json> {
-  const opened = await authSettings(ctx.platformPool, ref);
+async function auth(ctx: AppContext, ref: string): Promise<Json> {
+  const [config, opened] = await Promise.all([authConfig(ctx, ref), authSettings(ctx.platformPool, ref)]);
   const out: Json = { ...config };
   for (const field of Object.keys(out)) {
     if (!isSecretAuthField(field)) continue;
@@ -137,40 +154,30 @@ export function projectConfigRoutes(ctx: AppContext): Router {
       "section as its v1 GET answers the caller; auth secrets as HMAC-SHA256 of their value keyed by the ref)",
     { access: { permission: "project_admin_read", scope: "projects:read" }, status: 200 },
     async ({ req, project }) => {
-      const base = `/v1/projects/${project.ref}`;
-      const get = (path: string) => v1Get(ctx, req.get("authorization") ?? "", `${base}${path}`);
-      const [
-        detail,
-        ssl,
-        network,
-        postgres,
-        pgbouncer,
-        authConfig,
-        postgrest,
-        realtimeConfig,
-        storageConfig,
-      ] = await Promise.all([
-        get(""),
-        get("/ssl-enforcement"),
-        get("/network-restrictions"),
-        get("/config/database/postgres"),
-        get("/config/database/pgbouncer"),
-        get("/config/auth"),
-        get("/postgrest"),
-        get("/config/realtime"),
-        get("/config/storage"),
-      ]);
+      for (const section of SECTIONS) checkSectionAccess(req, project.ref, section);
+      const [version, ssl, network, postgres, pgbouncer, authSection, rest, realtimeSection, storageSection] =
+        await Promise.all([
+          majorVersion(ctx, req.principal!.userId, project.ref),
+          sslEnforcement(ctx, project),
+          networkRestrictions(ctx, project),
+          effectiveConfig(project),
+          poolSettings(ctx, project),
+          auth(ctx, project.ref),
+          restConfig(ctx.platformPool, project.ref),
+          realtimeConfig(ctx, project.ref),
+          storageConfig(ctx, project.ref),
+        ]);
       return {
         data: {
           type: "project_config",
           id: project.ref,
           attributes: {
-            database: database(detail, ssl, network, postgres),
+            database: database(version, ssl, network, postgres),
             pooler: pooler(pgbouncer),
-            auth: await auth(ctx, project.ref, authConfig),
-            api: api(postgrest),
-            realtime: realtime(realtimeConfig),
-            storage: storage(storageConfig),
+            auth: authSection,
+            api: api(rest),
+            realtime: realtime(realtimeSection),
+            storage: storage(storageSection),
           },
         },
       };

@@ -1,4 +1,5 @@
 import { Router } from "express";
+import type pg from "pg";
 import { z } from "zod";
 import { readRestapiConfig } from "../../catalog/dataApiConfig";
 import type { AppContext } from "../../context";
@@ -44,6 +45,13 @@ const withPlatformFields = <T extends object>(config: T) => ({
   db_pool_acquisition_timeout: null,
 });
 
+export const REST_CONFIG_READ = { permission: "data_api_config_read", scope: "rest:read" };
+
+/** The REST layer's config as GET .../postgrest answers it to a caller who may not read secrets. */
+export async function restConfig(pool: pg.Pool, ref: string) {
+  return withPlatformFields(await readRestapiConfig(pool, ref));
+}
+
 export function restapiRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx);
   const pool = ctx.platformPool;
@@ -56,7 +64,7 @@ export function restapiRoutes(ctx: AppContext): Router {
       },
       read: {
         summary: "Gets the REST layer's config, with the JWT secret for callers who may read secrets",
-        access: { permission: "data_api_config_read", scope: "rest:read" },
+        access: REST_CONFIG_READ,
         response: RestConfig.extend({ jwt_secret: z.string().optional() }),
         // A read permission on the config is not a permission to read the secret that signs every key.
         answer: async (config, { req, project }) =>
