@@ -57,6 +57,23 @@ async function maxClientConnections(ctx: AppContext, project: ProjectRuntime): P
   return rows[0].n;
 }
 
+export const POOL_SETTINGS_READ = { permission: "database_read", scope: "database:read" };
+
+/** The pool's settings as GET .../config/database/pgbouncer answers them. */
+export async function poolSettings(ctx: AppContext, project: ProjectRuntime) {
+  const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
+  return {
+    default_pool_size: pooler.default_pool_size,
+    max_client_conn: await maxClientConnections(ctx, project),
+    // The pool's idle timeout and how long a request waits for a connection (runtime.ts), in seconds.
+    server_idle_timeout: POOL_IDLE_MS / 1000,
+    query_wait_timeout: Math.ceil(ctx.config.poolWaitMs / 1000),
+    reserve_pool_size: 0,
+    connection_string: connection(ctx, project).string,
+    pool_mode: POOL_MODE,
+  };
+}
+
 export function poolerRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/config/database";
@@ -158,7 +175,7 @@ export function poolerRoutes(ctx: AppContext): Router {
       `${base}/${spelling}`,
       "Gets the pool's settings as Strata applies them",
       {
-        access: { permission: "database_read", scope: "database:read" },
+        access: POOL_SETTINGS_READ,
         response: z.object({
           default_pool_size: z.number().int(),
           max_client_conn: z.number().int(),
@@ -170,19 +187,7 @@ export function poolerRoutes(ctx: AppContext): Router {
         }),
         status: 200,
       },
-      async ({ project }) => {
-        const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
-        return {
-          default_pool_size: pooler.default_pool_size,
-          max_client_conn: await maxClientConnections(ctx, project),
-          // The pool's idle timeout and how long a request waits for a connection (runtime.ts), in seconds.
-          server_idle_timeout: POOL_IDLE_MS / 1000,
-          query_wait_timeout: Math.ceil(ctx.config.poolWaitMs / 1000),
-          reserve_pool_size: 0,
-          connection_string: connection(ctx, project).string,
-          pool_mode: POOL_MODE,
-        };
-      },
+      async ({ project }) => poolSettings(ctx, project),
     );
   }
   return routes.router;
