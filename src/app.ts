@@ -48,6 +48,7 @@ import { resumeProvisioning } from "./management/projects/lifecycle";
 import { deleteDueBranches } from "./management/branches/operations";
 import { oneOffClient } from "./db/client";
 import { ControlDatabaseError, prepareControlDatabase } from "./platform/controlDatabase";
+import { openDbListener } from "./pooler/start";
 
 export class StartupError extends Error {}
 
@@ -396,6 +397,12 @@ export async function startStrata(
   });
   ctx.realtime?.attach(server);
   void ctx.realtime?.checkWalLevel().catch(() => {});
+  const dbListener = await openDbListener(ctx).catch((e: Error) => {
+    server.close();
+    throw new StartupError(
+      `Cannot start the database listener: ${e.message} (set STRATA_DB_PORT to a free port)`,
+    );
+  });
   const port = (server.address() as AddressInfo).port;
   ctx.config = { ...config, port };
   const info = await describeDefaultProject(ctx, db.managementToken);
@@ -413,6 +420,7 @@ export async function startStrata(
   const shutdown = async () => {
     const deadline = Date.now() + config.shutdownGraceMs;
     const drained = http.drain(server);
+    const dbListenerClosed = dbListener?.close();
     const realtimeClosed = ctx.realtime?.close();
     if (!(await settledBy(deadline, drained))) {
       log.warn("shutdown: requests still running at the end of the grace were cut");
@@ -425,6 +433,7 @@ export async function startStrata(
     drains.stop();
     const background = Promise.all([
       realtimeClosed,
+      dbListenerClosed,
       stopStorageSweeper(),
       webhooks.stop(),
       modules.stop(),

@@ -40,6 +40,23 @@ export interface StrataConfig {
   /** Addresses the embedded PostgreSQL listens on (`listen_addresses`). */
   embeddedPgListen: string;
   /**
+   * The database listener (src/pooler): the PostgreSQL port where clients reach their project's database as
+   * `postgres.<ref>` (or by the TLS name `db.<ref>.<domain>`), as the platform's pooler serves them.
+   */
+  dbListener: {
+    /** STRATA_DB_PORT; undefined: off. Unset, 5432 with the embedded cluster, off with DATABASE_URL or NODE_ENV=test. */
+    port: number | undefined;
+    /** Whether the port was set: a port in use then stops the start (the default one is only warned about). */
+    portSet: boolean;
+    /** STRATA_DB_LISTEN, the address it listens on (loopback by default, as the embedded cluster). */
+    listen: string;
+    /** STRATA_DB_HOST, the host name connection strings give clients (default: `db.<domain>`, 127.0.0.1 for localhost). */
+    host: string;
+    /** STRATA_DB_TLS_CERT and STRATA_DB_TLS_KEY: PEM files; unset, a self-signed certificate of the data directory. */
+    tlsCert: string | undefined;
+    tlsKey: string | undefined;
+  };
+  /**
    * Password of the cluster-wide `authenticator` role; generated and kept in the control plane when unset.
    * Set it when several Strata installations share one cluster.
    */
@@ -135,6 +152,12 @@ export interface StrataConfig {
 
 export class ConfigError extends Error {}
 
+/** The database listener's port unless set otherwise: PostgreSQL's, which the CLI connects to. */
+const DEFAULT_DB_PORT = 5432;
+/** Test runs (jest sets NODE_ENV=test) start many servers at once: the listener is off there unless asked for. */
+const defaultDbPort = (databaseUrl: string | undefined) =>
+  databaseUrl === undefined && process.env.NODE_ENV !== "test" ? DEFAULT_DB_PORT : undefined;
+
 const port = (name: string) =>
   z.coerce
     .number({ error: `${name} must be a port number (1-65535)` })
@@ -197,6 +220,17 @@ const schema = z.object({
       "STRATA_PG_LISTEN must be a comma-separated list of IP addresses (or *)",
     )
     .default("127.0.0.1"),
+  STRATA_DB_PORT: z.union([z.literal("off"), port("STRATA_DB_PORT")]).optional(),
+  STRATA_DB_LISTEN: z
+    .string()
+    .refine((v) => isIP(v) !== 0, "STRATA_DB_LISTEN must be one IP address (0.0.0.0 or :: for all)")
+    .default("127.0.0.1"),
+  STRATA_DB_HOST: z
+    .string()
+    .regex(/^[a-z0-9.:-]+$/i, "STRATA_DB_HOST must be a host name or an IP address")
+    .optional(),
+  STRATA_DB_TLS_CERT: z.string().optional(),
+  STRATA_DB_TLS_KEY: z.string().optional(),
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
   DATA_REQUEST_TIMEOUT_MS: positiveInt("DATA_REQUEST_TIMEOUT_MS").default(30_000),
   SHUTDOWN_GRACE_MS: positiveInt("SHUTDOWN_GRACE_MS").default(10_000),
@@ -308,6 +342,10 @@ export function loadConfig(
     );
   }
   const c = parsed.data;
+  if ((c.STRATA_DB_TLS_CERT === undefined) !== (c.STRATA_DB_TLS_KEY === undefined))
+    throw new ConfigError(
+      "Invalid configuration: set both STRATA_DB_TLS_CERT and STRATA_DB_TLS_KEY, or neither",
+    );
   if (c.DISK_WARN_FREE_MB <= c.DISK_REFUSE_FREE_MB)
     throw new ConfigError(
       `Invalid configuration: DISK_WARN_FREE_MB must be more than DISK_REFUSE_FREE_MB (got ${c.DISK_WARN_FREE_MB} and ${c.DISK_REFUSE_FREE_MB})`,
@@ -329,6 +367,16 @@ export function loadConfig(
     embeddedPgListen: c.STRATA_PG_LISTEN.split(",")
       .map((a) => a.trim())
       .join(","),
+    dbListener: {
+      port: c.STRATA_DB_PORT === "off" ? undefined : (c.STRATA_DB_PORT ?? defaultDbPort(c.DATABASE_URL)),
+      portSet: c.STRATA_DB_PORT !== undefined,
+      listen: c.STRATA_DB_LISTEN,
+      host:
+        c.STRATA_DB_HOST ??
+        (c.STRATA_DOMAIN.toLowerCase() === "localhost" ? "127.0.0.1" : `db.${c.STRATA_DOMAIN.toLowerCase()}`),
+      tlsCert: c.STRATA_DB_TLS_CERT,
+      tlsKey: c.STRATA_DB_TLS_KEY,
+    },
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,

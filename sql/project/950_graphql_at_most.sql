@@ -6,6 +6,7 @@ grant usage on schema _strata_graphql to public;
 
 create or replace function _strata_graphql.at_most(kind text, affected bigint, at_most integer) returns boolean
 language plpgsql
+set search_path = pg_catalog, pg_temp
 as $$
 begin
   if affected > at_most then

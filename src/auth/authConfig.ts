@@ -53,6 +53,10 @@ export const AUTH_CONFIG_DEFAULTS: Record<string, unknown> = {
   saml_enabled: false,
   saml_allow_encrypted_assertions: false,
   custom_oauth_max_providers: 0,
+  // Features Strata's auth server does not have: off, as clients of the config (the CLI) expect a boolean.
+  custom_oauth_enabled: false,
+  passkey_enabled: false,
+  oauth_server_allow_dynamic_registration: false,
   sessions_single_per_user: false,
   smtp_port: null,
 };

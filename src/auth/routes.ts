@@ -6,6 +6,7 @@ import { AUTH_BODY_LIMIT, bodyTooLarge } from "./errors";
 import * as adminLinks from "./handlers/adminLinks";
 import * as adminUsers from "./handlers/adminUsers";
 import * as factors from "./handlers/factors";
+import { health } from "./handlers/health";
 import { logout } from "./handlers/logout";
 import * as oauth from "./handlers/oauth";
 import { sendOtp } from "./handlers/otp";
@@ -61,6 +62,7 @@ export type AuthRoute = RouteSpec &
 export const AUTH_ROUTES: readonly AuthRoute[] = [
   { method: "get", path: "/.well-known/jwks.json", access: "public", handler: jwks },
   { method: "get", path: "/settings", access: "key", handler: publicSettings },
+  { method: "get", path: "/health", access: "key", handler: health },
 
   { method: "post", path: "/signup", access: "key", captcha: true, handler: signUp },
   { method: "post", path: "/otp", access: "key", captcha: true, limit: "otp", handler: sendOtp },

@@ -21,6 +21,8 @@ export interface ClusterLogRecord {
   pid?: number;
   /** The client's address (log_hostname is off): set by the server from the socket. */
   remote_host?: string;
+  /** The client's port (tells the database listener's own connections apart, src/pooler). */
+  remote_port?: number;
   error_severity: string;
   state_code?: string;
   message: string;
@@ -83,6 +85,7 @@ export function parseClusterLogRecord(line: string): ClusterLogRecord | undefine
     dbname: text(value.dbname),
     pid: typeof value.pid === "number" ? value.pid : undefined,
     remote_host: text(value.remote_host),
+    remote_port: typeof value.remote_port === "number" ? value.remote_port : undefined,
     error_severity: severity,
     state_code: text(value.state_code),
     message,

@@ -27,6 +27,7 @@ import {
   initialiseCluster,
 } from "./clusterDirectory";
 import { endOrphanedChildren, stopOrphanedPostmaster } from "./postmasterProcesses";
+import { selfSignedCertificate } from "./certificate";
 import { runUtilityStatement } from "./utility";
 
 export interface EmbeddedDatabase {
@@ -55,26 +56,9 @@ export async function ensureCertificate(databaseDir: string): Promise<void> {
   const cert = path.join(databaseDir, "server.crt");
   const key = path.join(databaseDir, "server.key");
   if (existsSync(cert) && existsSync(key)) return;
-  const { generate } = await import("selfsigned");
-  const pems = await generate([{ name: "commonName", value: "localhost" }], {
-    keySize: 2048,
-    algorithm: "sha256",
-    notAfterDate: new Date(Date.now() + 10 * 365 * 86_400_000),
-    extensions: [
-      { name: "basicConstraints", cA: false },
-      { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
-      {
-        name: "subjectAltName",
-        altNames: [
-          { type: 2, value: "localhost" },
-          { type: 7, ip: "127.0.0.1" },
-          { type: 7, ip: "::1" },
-        ],
-      },
-    ],
-  });
+  const pems = await selfSignedCertificate(["localhost"]);
   const owner = statSync(databaseDir);
-  writeFileSync(key, pems.private, { mode: 0o600 });
+  writeFileSync(key, pems.key, { mode: 0o600 });
   writeFileSync(cert, pems.cert, { mode: 0o644 });
   for (const file of [key, cert]) chownSync(file, owner.uid, owner.gid);
 }

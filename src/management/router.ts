@@ -40,6 +40,7 @@ import { migrationRoutes } from "./database/migrations";
 import { restapiRoutes } from "./restapi/routes";
 import { secretRoutes } from "./secrets/routes";
 import { typeRoutes } from "./types/routes";
+import { projectConfigRoutes } from "./project-config/routes";
 
 /**
  * The Management API at /v1 and /v2: the caller is identified, counted by the rate limiter (so 401 and 429
@@ -65,6 +66,7 @@ export function managementRouter(ctx: AppContext): Router {
     restapiRoutes(ctx),
     secretRoutes(ctx),
     typeRoutes(ctx),
+    projectConfigRoutes(ctx),
   );
   // Remaining configuration families
   router.use(

@@ -7,6 +7,7 @@ import type pg from "pg";
 import { oneOffClient } from "../db/client";
 import type { ClusterLogRecord } from "../db/clusterLog";
 import type { Logger } from "../log";
+import { intersectCidrs } from "../net/cidr";
 
 /**
  * Who may connect to the databases of a cluster Strata runs (the embedded one): each project's network
@@ -56,6 +57,8 @@ export const BAN_WINDOW_MS = 10 * 60_000;
  * temporary too); the address may then try again, and 5 more failures ban it again.
  */
 export const BAN_DURATION_MS = 30 * 60_000;
+/** How long a listener connection's port is known after it closed: its log records arrive within this. */
+const RELAYED_PORT_KEPT_MS = 60_000;
 /** How often a node looks for bans that ended (bans another node recorded, or missed timers). */
 const BAN_SWEEP_MS = 60_000;
 
@@ -400,10 +403,32 @@ export class ClusterAccess {
   observeLog(record: ClusterLogRecord): void {
     this.onRecord(record);
     const failure = failedPasswordLogin(record);
-    if (!failure) return;
-    if (!STRATA_ADDRESSES.includes(failure.address)) this.countFailure(failure.address, failure.database);
-    else if (isBannableLogin(failure.user, this.superuser))
-      this.countFailure(failure.address, failure.database, failure.user);
+    // The database listener's connections fail from loopback for clients elsewhere: it reports them itself.
+    if (!failure || (record.remote_port !== undefined && this.relayedPorts.has(record.remote_port))) return;
+    this.countLoginFailure(failure.address, failure.database, failure.user);
+  }
+
+  private countLoginFailure(address: string, database: string, user: string | undefined): void {
+    if (!STRATA_ADDRESSES.includes(address)) this.countFailure(address, database);
+    else if (isBannableLogin(user, this.superuser)) this.countFailure(address, database, user);
+  }
+
+  /** Local ports of the database listener's connections to this cluster (src/pooler/listener.ts). */
+  private readonly relayedPorts = new Set<number>();
+
+  /**
+   * Notes a connection of the database listener, by its local port, until the function answered is called (and a
+   * while after, for the log records still on their way).
+   */
+  relaying(port: number): () => void {
+    this.relayedPorts.add(port);
+    return () => setTimeout(() => this.relayedPorts.delete(port), RELAYED_PORT_KEPT_MS).unref();
+  }
+
+  /** A failed password login the database listener relayed, counted by the client's own address. */
+  relayedLoginFailure(address: string, database: string, user: string): void {
+    const canonical = banAddress(address);
+    if (canonical) this.countLoginFailure(canonical, database, user);
   }
 
   private countFailure(address: string, database: string, user?: string): void {
@@ -528,76 +553,4 @@ export function replaceFile(file: string, text: string): void {
   writeFileSync(temporary, text, { mode: mode & 0o777 });
   chownSync(temporary, uid, gid);
   renameSync(temporary, file);
-}
-
-/** A CIDR of the given family as pg_hba.conf takes it, or why not (host bits must be zero). */
-export function checkCidr(value: string, family: 4 | 6): string | undefined {
-  const [address, bits, extra] = value.split("/");
-  const max = family === 4 ? 32 : 128;
-  if (extra !== undefined || isIP(address) !== family) return `must be an IPv${family} CIDR`;
-  if (bits !== undefined && !(/^\d{1,3}$/.test(bits) && Number(bits) <= max))
-    return `must be an IPv${family} CIDR (prefix length 0-${max})`;
-  const prefix = bits === undefined ? max : Number(bits);
-  const value128 = family === 4 ? ipv4Value(address) : ipv6Value(address);
-  const hostBits = BigInt(max - prefix);
-  if (value128 & ((1n << hostBits) - 1n)) return `has bits set past its /${prefix} prefix`;
-  return undefined;
-}
-
-function ipv4Value(address: string): bigint {
-  return address.split(".").reduce((v, part) => (v << 8n) | BigInt(Number(part)), 0n);
-}
-
-function ipv6Value(address: string): bigint {
-  let text = address;
-  // A trailing dotted IPv4 part (::ffff:1.2.3.4) becomes two hex groups.
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (v4) {
-    const n = ipv4Value(v4[1]);
-    text = text.slice(0, -v4[1].length) + `${(n >> 16n).toString(16)}:${(n & 0xffffn).toString(16)}`;
-  }
-  const [head, tail] = text.split("::");
-  const headGroups = head ? head.split(":") : [];
-  const tailGroups = tail ? tail.split(":") : [];
-  const groups =
-    tail === undefined
-      ? headGroups
-      : [...headGroups, ...Array(8 - headGroups.length - tailGroups.length).fill("0"), ...tailGroups];
-  return groups.reduce((v, g) => (v << 16n) | BigInt(parseInt(g || "0", 16)), 0n);
-}
-
-function cidrParts(cidr: string): { family: 4 | 6; value: bigint; prefix: number } {
-  const [address, bits] = cidr.split("/");
-  const family = isIP(address) === 6 ? 6 : 4;
-  const width = family === 4 ? 32 : 128;
-  return {
-    family,
-    value: family === 4 ? ipv4Value(address) : ipv6Value(address),
-    prefix: bits === undefined ? width : Number(bits),
-  };
-}
-
-/** True when `address` (an IP) lies within `cidr`. */
-export function cidrContains(cidr: string, address: string): boolean {
-  if (isIP(address) === 0) return false;
-  const c = cidrParts(cidr);
-  const a = cidrParts(address);
-  if (c.family !== a.family) return false;
-  const shift = BigInt((c.family === 4 ? 32 : 128) - c.prefix);
-  return a.value >> shift === c.value >> shift;
-}
-
-/** The CIDRs in both lists: of two nested CIDRs, the narrower one; disjoint ones give nothing. */
-export function intersectCidrs(a: string[], b: string[]): string[] {
-  const out = new Set<string>();
-  for (const x of a)
-    for (const y of b) {
-      const px = cidrParts(x);
-      const py = cidrParts(y);
-      if (px.family !== py.family) continue;
-      const [wide, narrow] = px.prefix <= py.prefix ? [px, py] : [py, px];
-      const shift = BigInt((wide.family === 4 ? 32 : 128) - wide.prefix);
-      if (narrow.value >> shift === wide.value >> shift) out.add(px.prefix <= py.prefix ? y : x);
-    }
-  return [...out];
 }

@@ -11,6 +11,7 @@ import * as render from "./handlers/render";
 import { resumableUploads } from "./handlers/resumable";
 import * as signed from "./handlers/signedUrls";
 import * as upload from "./handlers/upload";
+import { version } from "./handlers/version";
 import { answerError, noRoute } from "./http/answer";
 import { caller, project } from "./http/route";
 import { bucketParams as bucket, objectParams as object, tokenQuery as token } from "./http/schema";
@@ -38,6 +39,8 @@ export function storageRouter(ctx: AppContext): Router {
   // Express tries them in this order: fixed paths before `/object/:bucket/*name`.
   const table = [
     caller("all", ["/upload/resumable", "/upload/resumable/*id"], resumableUploads(ctx, service)),
+
+    project("get", "/version", version),
 
     caller("get", "/bucket", buckets.listBuckets, { query: buckets.listQuery }),
     caller("get", "/bucket/:bucket", buckets.getBucket, { params: bucket }),

@@ -16,7 +16,8 @@ const SERVICES = [
   "src/realtime/",
   "src/functions/",
   "src/webhooks/",
-  "src/auth/router.ts",
+  "src/auth/routes.ts",
+  "src/pooler/",
 ];
 
 interface Rule {

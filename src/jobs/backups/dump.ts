@@ -19,9 +19,9 @@ import type { Writable } from "node:stream";
  * composite, domain), sequences, tables (columns, identity, generated columns, defaults, partitions,
  * unlogged, replica identity), functions and procedures, views, materialized views, constraints, indexes,
  * triggers, RLS and policies, owners, grants, default privileges, comments, realtime publication
- * membership and extensions; of the platform's schemas (auth, storage, realtime, supabase_functions,
- * strata_migrations) the rows, triggers and policies. Not covered: aggregates, operators, casts, rules,
- * foreign tables, event triggers and large objects.
+ * membership and extensions (the migration history, supabase_migrations, is one of the owner's schemas); of
+ * the platform's schemas (auth, storage, realtime, supabase_functions) the rows, triggers and policies. Not
+ * covered: aggregates, operators, casts, rules, foreign tables, event triggers and large objects.
  *
  * Strata's restore applies it as the project's owner (restore.ts), so the dump leaves out what only a
  * superuser could bring back and the tenant never had: owners and default privileges of a superuser (objects
@@ -36,7 +36,7 @@ import type { Writable } from "node:stream";
  */
 
 /** Schemas Strata's bootstrap creates and keeps up to date: their rows, triggers and policies are the user's. */
-export const MANAGED_SCHEMAS = ["auth", "storage", "realtime", "supabase_functions", "strata_migrations"];
+export const MANAGED_SCHEMAS = ["auth", "storage", "realtime", "supabase_functions"];
 /**
  * Schemas that are Strata's machinery (or the control plane, in the default project), and those of the database
  * modules (sql/project/700-739), which every project has and Strata keeps: never dumped.
@@ -46,6 +46,8 @@ export const INTERNAL_SCHEMAS = [
   "_strata",
   "_strata_graphql",
   "_strata_load",
+  // Empty since its history moved to supabase_migrations (sql/project/790); kept for earlier versions' grants.
+  "strata_migrations",
   "information_schema",
   "pg_catalog",
   "cron",

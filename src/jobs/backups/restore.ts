@@ -1,5 +1,6 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
+import { ensureHistory, MIGRATION_HISTORY } from "../../projects/migrationHistory";
 import { copyRowsInto, type StrataLoad } from "../../projects/ownerLoad";
 import { MANAGED_SCHEMAS, userSchemas } from "./dump";
 
@@ -151,11 +152,32 @@ async function* tableRows(reader: Reader): AsyncGenerator<Buffer> {
   if (batch.length) yield Buffer.concat(batch);
 }
 
+/**
+ * Where backups taken before sql/project/790 kept the migration history (Strata's table then). Its rows now go
+ * into the owner's history, as the owner, a version the restored history already has keeping that row.
+ */
+const EARLIER_HISTORY = "strata_migrations.schema_migrations";
+
+async function loadEarlierHistory(client: pg.ClientBase, columns: string, rows: Readable): Promise<void> {
+  await ensureHistory(client);
+  await client.query(
+    `create temporary table earlier_history on commit drop as select ${columns} from ${MIGRATION_HISTORY} limit 0`,
+  );
+  await copyRowsInto(client, `copy pg_temp.earlier_history (${columns}) from stdin`, rows);
+  // The history's primary key comes back with the constraints, after the rows: versions are compared here.
+  await client.query(
+    `insert into ${MIGRATION_HISTORY} (${columns}) select ${columns} from pg_temp.earlier_history e
+      where not exists (select from ${MIGRATION_HISTORY} h where h.version = e.version)`,
+  );
+}
+
 /** Loads one table's rows: as the owner, or through Strata's part for a platform table a superuser owns. */
 async function loadTable(client: pg.ClientBase, strata: StrataLoad, sql: string, reader: Reader) {
   const rows = Readable.from(tableRows(reader));
   const copy = COPY_STATEMENT.exec(sql);
-  if (copy && (await ownedBySuperuser(client, copy[1]))) {
+  if (copy?.[1] === EARLIER_HISTORY) {
+    await loadEarlierHistory(client, copy[2], rows);
+  } else if (copy && (await ownedBySuperuser(client, copy[1]))) {
     await strata.loadPlatformRows(copy[1], all(copy[2], IDENT).map(unquote), rows);
   } else {
     await copyRowsInto(client, sql.replace(/;$/, ""), rows);
@@ -181,7 +203,7 @@ async function setPlatformSequences(client: pg.ClientBase, strata: StrataLoad, p
  * tables emptied and the triggers and policies the owner made on them dropped, then the dump's definitions,
  * rows and what is built on them are applied, as the owner: the tenant's code (constraints, defaults,
  * domains, index expressions, materialized views) runs with the owner's rights. Only the rows and sequences
- * of the platform's tables a superuser owns (auth's, strata_migrations') are written by `strata`. Any
+ * of the platform's tables a superuser owns (auth's) are written by `strata`. Any
  * failure throws, and the caller's rollback leaves the database as it was. Answers the statements left out
  * because they need more than the owner's rights (see runSection).
  */
@@ -222,7 +244,8 @@ export async function applyDump(
       await applyPre();
       const list = TRUNCATE_STATEMENT.exec(sql);
       if (!list) throw new Error(`the backup's truncate statement is not Strata's: ${sql.slice(0, 200)}`);
-      await strata.truncatePlatformTables(all(list[1], QUALIFIED));
+      const tables = all(list[1], QUALIFIED).filter((t) => t !== EARLIER_HISTORY);
+      if (tables.length) await strata.truncatePlatformTables(tables);
     } else {
       await applyPre();
       await loadTable(client, strata, sql, reader);

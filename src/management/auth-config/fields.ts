@@ -161,3 +161,62 @@ export const ENUM_FIELDS = {
   sms_provider: ["twilio", "twilio_verify", "messagebird", "textlocal", "vonage"],
   security_captcha_provider: ["hcaptcha", "turnstile"],
 } as const;
+
+/**
+ * The platform's sign-in providers Strata does not provide. Their switch `external_<provider>_enabled` is
+ * answered false and accepted as false or null, which changes nothing (the CLI's `config push` sends the switch
+ * of every provider its config.toml names); switching one on is refused.
+ */
+export const UNPROVIDED_PROVIDERS = [
+  "apple",
+  "azure",
+  "bitbucket",
+  "discord",
+  "facebook",
+  "figma",
+  "github",
+  "gitlab",
+  "google",
+  "kakao",
+  "linkedin_oidc",
+  "notion",
+  "slack",
+  "slack_oidc",
+  "spotify",
+  "twitch",
+  "twitter",
+  "workos",
+  "x",
+  "zoom",
+  "web3_solana",
+  "web3_ethereum",
+] as const;
+
+export const UNPROVIDED_SWITCHES: readonly string[] = UNPROVIDED_PROVIDERS.map(
+  (p) => `external_${p}_enabled`,
+);
+
+const OAUTH_PROVIDER_OPTIONS: Partial<Record<(typeof UNPROVIDED_PROVIDERS)[number], string[]>> = {
+  apple: ["additional_client_ids"],
+  azure: ["url"],
+  gitlab: ["url"],
+  google: ["additional_client_ids", "skip_nonce_check"],
+  workos: ["url"],
+};
+
+/**
+ * Fields of the platform's auth config that Strata has no setting for, answered null as the platform answers an
+ * unset one (its clients require every field in the answer): the options of the providers above and of
+ * providers Strata has no such option for.
+ */
+export const UNSET_FIELDS: readonly string[] = [
+  ...UNPROVIDED_PROVIDERS.filter((p) => !p.startsWith("web3_")).flatMap((p) =>
+    ["client_id", "secret", "email_optional", ...(OAUTH_PROVIDER_OPTIONS[p] ?? [])].map(
+      (option) => `external_${p}_${option}`,
+    ),
+  ),
+  "external_keycloak_email_optional",
+  "nimbus_oauth_client_id",
+  "nimbus_oauth_client_secret",
+  "nimbus_oauth_email_optional",
+];

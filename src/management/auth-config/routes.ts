@@ -18,9 +18,12 @@ import {
   INTEGER_FIELDS,
   NUMBER_FIELDS,
   STRING_FIELDS,
+  UNPROVIDED_PROVIDERS,
+  UNPROVIDED_SWITCHES,
+  UNSET_FIELDS,
 } from "./fields";
 
-const READ = { permission: "auth_config_read", scope: "auth:read" };
+export const AUTH_CONFIG_READ = { permission: "auth_config_read", scope: "auth:read" };
 const WRITE = { permission: { and: ["auth_config_write", "project_admin_write"] }, scope: "auth:write" };
 
 /** Range checks of the fields whose meaning bounds them; every other field is checked by type only. */
@@ -59,6 +62,15 @@ const patchBody = z.strictObject({
     .nullable()
     .optional(),
   sms_test_otp_valid_until: z.iso.datetime({ offset: true }).nullable().optional(),
+  ...Object.fromEntries(
+    UNPROVIDED_PROVIDERS.map((p) => [
+      `external_${p}_enabled`,
+      z
+        .literal(false, { error: `Strata does not provide sign-in with ${p}` })
+        .nullable()
+        .optional(),
+    ]),
+  ),
 });
 
 const ALL_FIELDS = [
@@ -75,9 +87,19 @@ const ALL_FIELDS = [
  * and secrets are applied but never answered.
  */
 function fullConfig(stored: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(
-    ALL_FIELDS.map((f) => [f, isSecretAuthField(f) ? null : (stored[f] ?? AUTH_CONFIG_DEFAULTS[f] ?? null)]),
-  );
+  return Object.fromEntries([
+    ...ALL_FIELDS.map((f) => [
+      f,
+      isSecretAuthField(f) ? null : (stored[f] ?? AUTH_CONFIG_DEFAULTS[f] ?? null),
+    ]),
+    ...UNPROVIDED_SWITCHES.map((f) => [f, false]),
+    ...UNSET_FIELDS.map((f) => [f, null]),
+  ]);
+}
+
+/** The auth config as GET .../config/auth answers it (secrets null). */
+export async function authConfig(ctx: AppContext, ref: string): Promise<Record<string, unknown>> {
+  return fullConfig(await storedAuthConfig(ctx.platformPool, ref));
 }
 
 /** The fields a PATCH names, checked as the platform's auth server checks its config. */
@@ -86,7 +108,9 @@ async function checkedChanges(
   ref: string,
   body: z.infer<typeof patchBody>,
 ): Promise<Record<string, unknown>> {
-  const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
+  const changes = Object.fromEntries(
+    Object.entries(body).filter(([k, v]) => v !== undefined && !UNPROVIDED_SWITCHES.includes(k)),
+  );
   if (typeof changes.saml_external_url === "string" && changes.saml_external_url !== "") {
     if (!/^https?:\/\//.test(changes.saml_external_url) || !URL.canParse(changes.saml_external_url)) {
       throw new HttpError(400, "saml_external_url must be an http(s) URL");
@@ -109,7 +133,7 @@ export function authConfigRoutes(ctx: AppContext): Router {
       read: (ref) => storedAuthConfig(ctx.platformPool, ref),
       write: (ref, changes) => updateAuthConfig(ctx.platformPool, ref, changes),
     },
-    read: { summary: "Gets the project's auth config", access: READ, answer: fullConfig },
+    read: { summary: "Gets the project's auth config", access: AUTH_CONFIG_READ, answer: fullConfig },
     update: {
       method: "patch",
       summary: "Changes auth config fields",

@@ -4,6 +4,8 @@ import { withAdminTransaction, withSnapshotTransaction } from "../../db/transact
 import type { ProjectRuntime } from "../../projects/runtime";
 import { copyRowsInto, quoteIdent, withOwnerLoad, type StrataLoad } from "../../projects/ownerLoad";
 import { withProjectSqlClient } from "../database/sqlRunner";
+import { ensureHistory } from "../../projects/migrationHistory";
+import { withHistory } from "../database/store";
 
 /**
  * What a branch is made of: the parent's applied migrations, replayed on a freshly bootstrapped database
@@ -21,21 +23,30 @@ export interface Migration {
 
 const MIGRATION_COLUMNS = "version, name, statements, rollback, created_by, idempotency_key";
 
-/** The applied migrations of a project, oldest first. */
-export async function appliedMigrations(project: ProjectRuntime): Promise<Migration[]> {
-  const { rows } = await project.adminPool.query(
-    `select ${MIGRATION_COLUMNS} from strata_migrations.schema_migrations where applied order by version`,
-  );
-  return rows;
+/** The migrations of a project's history (the CLI's and the API's, read as its owner), oldest first. */
+function historyWhere(project: ProjectRuntime, applied: boolean): Promise<Migration[]> {
+  return withHistory(project, async (client) => {
+    const { rows } = await client.query(
+      `select version, name, coalesce(statements, '{}') as statements, rollback, created_by, idempotency_key
+         from supabase_migrations.schema_migrations where applied = $1 order by version`,
+      [applied],
+    );
+    return rows;
+  });
 }
 
+/** The applied migrations of a project, oldest first. */
+export const appliedMigrations = (project: ProjectRuntime) => historyWhere(project, true);
+
 /** Migrations recorded on a project but not applied (PUT .../database/migrations), oldest first. */
-export async function pendingMigrations(project: ProjectRuntime): Promise<Migration[]> {
-  const { rows } = await project.adminPool.query(
-    `select ${MIGRATION_COLUMNS} from strata_migrations.schema_migrations where not applied order by version`,
-  );
-  return rows;
-}
+export const pendingMigrations = (project: ProjectRuntime) => historyWhere(project, false);
+
+/** The versions a project's history has recorded. */
+export const recordedVersions = (project: ProjectRuntime): Promise<Set<string>> =>
+  withHistory(project, async (client) => {
+    const { rows } = await client.query("select version from supabase_migrations.schema_migrations");
+    return new Set(rows.map((r) => r.version as string));
+  });
 
 /**
  * Applies `migrations` to `target` in one transaction as the project's owner (as POST .../migrations does),
@@ -50,6 +61,7 @@ export async function applyMigrations(
   if (migrations.length === 0) return;
   await withProjectSqlClient(target, false, (client) =>
     withAdminTransaction(client, async () => {
+      await ensureHistory(client);
       for (const m of migrations) {
         await log(`applying migration ${m.version}${m.name ? ` (${m.name})` : ""} to ${target.ref}`);
         for (const statement of m.statements) {
@@ -58,7 +70,7 @@ export async function applyMigrations(
           });
         }
         await client.query(
-          `insert into strata_migrations.schema_migrations (${MIGRATION_COLUMNS}, applied)
+          `insert into supabase_migrations.schema_migrations (${MIGRATION_COLUMNS}, applied)
            values ($1, $2, $3, $4, $5, $6, true)
            on conflict (version) do update set applied = true`,
           [m.version, m.name, m.statements, m.rollback, m.created_by, m.idempotency_key],
@@ -72,8 +84,18 @@ export async function applyMigrations(
 /** A migration's SQL failed: the run fails with this message, the target unchanged. */
 export class MigrationFailed extends Error {}
 
-/** Schemas the bootstrap makes and keeps (their rows are sessions, queues and files: never copied). */
-const NOT_COPIED_SCHEMAS = ["storage", "realtime", "supabase_functions", "graphql", "graphql_public"];
+/**
+ * Schemas the bootstrap makes and keeps (their rows are sessions, queues and files: never copied), and the
+ * migration history, which is the branch's own (the migrations replayed on it).
+ */
+const NOT_COPIED_SCHEMAS = [
+  "storage",
+  "realtime",
+  "supabase_functions",
+  "graphql",
+  "graphql_public",
+  "supabase_migrations",
+];
 /** Of the auth schema only the users and their identities are data; the rest is session state. */
 const COPIED_AUTH_TABLES = ["users", "identities"];
 

@@ -8,7 +8,14 @@ import { withProjectSqlClient } from "../database/sqlRunner";
 import { HttpError } from "../http";
 import { deleteProject, pauseProject, provisionProject, restoreProject } from "../projects/lifecycle";
 import { findAnyProject, setStatus, touchProject, type ProjectRow } from "../projects/store";
-import { applyMigrations, appliedMigrations, copyData, pendingMigrations, type Migration } from "./build";
+import {
+  applyMigrations,
+  appliedMigrations,
+  copyData,
+  pendingMigrations,
+  recordedVersions,
+  type Migration,
+} from "./build";
 import {
   appendLog,
   dueDeletions,
@@ -257,11 +264,7 @@ async function newMigrations(
   target: ProjectRuntime,
   version: string | undefined,
 ): Promise<Migration[]> {
-  const known = new Set(
-    (await target.adminPool.query("select version from strata_migrations.schema_migrations")).rows.map(
-      (r) => r.version,
-    ),
-  );
+  const known = await recordedVersions(target);
   return upTo(
     (await appliedMigrations(source)).filter((m) => !known.has(m.version)),
     version,
@@ -278,11 +281,8 @@ export async function checkMigrationVersion(
   const runtime = await ctx.registry.get(branchRef);
   if (!runtime || runtime.record.status !== "ACTIVE_HEALTHY")
     throw new HttpError(400, `Branch ${branchRef} is not active`);
-  const { rows } = await runtime.adminPool.query(
-    "select 1 from strata_migrations.schema_migrations where version = $1",
-    [version],
-  );
-  if (!rows.length) throw new HttpError(400, `Branch ${branchRef} has no migration ${version}`);
+  if (!(await recordedVersions(runtime)).has(version))
+    throw new HttpError(400, `Branch ${branchRef} has no migration ${version}`);
 }
 
 /** Deletes a branch now: its database, roles and rows (the branch row and its runs go with the project). */

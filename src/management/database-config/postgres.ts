@@ -220,6 +220,21 @@ export async function effectiveConfig(project: ProjectRuntime): Promise<Record<s
   }
 }
 
+/**
+ * Whether `sent` is the value a new session already has: the same JSON value, or for a setting with a unit the
+ * same amount written differently ("4MB" and "4096kB").
+ */
+function unchanged(setting: Setting | undefined, sent: unknown, current: unknown): boolean {
+  if (!setting || current === undefined) return false;
+  if (sent === current) return true;
+  if (!setting.unit || (typeof sent !== "string" && typeof sent !== "number")) return false;
+  try {
+    return inBaseUnit(setting, String(sent)) === inBaseUnit(setting, String(current));
+  } catch {
+    return false;
+  }
+}
+
 /** Whether the project's database lives on the cluster Strata runs itself (it may restart that one). */
 function onEmbeddedCluster(ctx: AppContext, project: ProjectRuntime): boolean {
   if (!ctx.restartCluster) return false;
@@ -270,17 +285,21 @@ export async function applyConfig(
   clusterWide: boolean,
 ): Promise<void> {
   const { restart_database: restart, ...fields } = body;
-  const entries = Object.entries(fields).filter(([, v]) => v !== undefined);
-  if (!entries.length) {
-    if (!clusterWide) refuseClusterWide([], restart === true);
-    return;
-  }
+  const sent = Object.entries(fields).filter(([, v]) => v !== undefined);
+  // Clients send back the whole config they read with their change in it (the platform's CLI does): a field
+  // sent with its current value changes nothing, so neither its reach nor its caller's rights are in question.
+  const current = sent.length ? await effectiveConfig(project) : {};
   const client = await project.adminPool.connect();
   try {
     const settings = await settingsOf(
       client,
-      entries.map(([k]) => k),
+      sent.map(([k]) => k),
     );
+    const entries = sent.filter(([name, raw]) => !unchanged(settings.get(name), raw, current[name]));
+    if (!entries.length) {
+      if (!clusterWide) refuseClusterWide([], restart === true);
+      return;
+    }
     const reached = entries.map(([name, raw]) => {
       const setting = settings.get(name);
       if (!setting) {

@@ -13,6 +13,8 @@ import { databaseContext, enableWebhooks } from "./store";
  * disk threshold), database context, database webhooks. The disk (disk.ts), pooler, SSL and JIT have their
  * own families.
  */
+export const POSTGRES_CONFIG_READ = { permission: "database_config_read", scope: "database:read" };
+
 export function databaseConfigRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx, { project: "database" });
   const base = "/v1/projects/:ref";
@@ -21,7 +23,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
     `${base}/config/database/postgres`,
     "Gets the effective PostgreSQL settings a new session of the project's database starts with",
     {
-      access: { permission: "database_config_read", scope: "database:read" },
+      access: POSTGRES_CONFIG_READ,
       status: 200,
       response: PostgresConfigAnswer,
     },

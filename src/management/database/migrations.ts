@@ -6,6 +6,7 @@ import type { ProjectRuntime } from "../../projects/runtime";
 import { found, HttpError } from "../http";
 import { routeTable } from "../route";
 import { withAdminTransaction } from "../../db/transaction";
+import { ensureHistory } from "../../projects/migrationHistory";
 import { withProjectSqlClient } from "./sqlRunner";
 import {
   deleteMigration,
@@ -15,11 +16,13 @@ import {
   recordMigration,
   replaceNamedMigration,
   updateMigration,
+  withHistory,
 } from "./store";
 
 /**
- * Migrations: SQL applied in one transaction with its record in the project's own database
- * (`strata_migrations.schema_migrations`), listed, renamed, and rolled back with their stored rollback SQL.
+ * Migrations: SQL applied in one transaction with its record in the project's own database, in the history the
+ * CLI shares (`supabase_migrations.schema_migrations`): listed, renamed, and rolled back with their stored
+ * rollback SQL.
  */
 
 const MigrationBody = z.object({
@@ -38,13 +41,16 @@ async function inTransaction<T>(
   work: (client: pg.ClientBase) => Promise<T>,
 ): Promise<T> {
   // The migration's SQL runs as the project's owner, on a connection of its own.
-  return withProjectSqlClient(project, false, (client) => withAdminTransaction(client, work)).catch(
-    (e: { message: string; code?: string }) => {
-      // A statement of the migration failed: the caller's SQL, answered as a 400.
-      if (e.code && !(e instanceof HttpError)) throw new HttpError(400, e.message);
-      throw e;
-    },
-  );
+  return withProjectSqlClient(project, false, (client) =>
+    withAdminTransaction(client, async () => {
+      await ensureHistory(client);
+      return work(client);
+    }),
+  ).catch((e: { message: string; code?: string }) => {
+    // A statement of the migration failed: the caller's SQL, answered as a 400.
+    if (e.code && !(e instanceof HttpError)) throw new HttpError(400, e.message);
+    throw e;
+  });
 }
 
 const recorded = (body: z.infer<typeof MigrationBody>) => ({
@@ -58,7 +64,7 @@ export function migrationRoutes(ctx: AppContext): Router {
   const base = "/v1/projects/:ref/database/migrations";
 
   routes.get(base, "Lists applied migrations", { access: Access.read, status: 200 }, async ({ project }) =>
-    listMigrations(project.adminPool),
+    withHistory(project, listMigrations),
   );
 
   routes.post(
@@ -118,7 +124,11 @@ export function migrationRoutes(ctx: AppContext): Router {
     "Gets one migration with its statements",
     { access: Access.read, status: 200 },
     async ({ project, params }) =>
-      found(await getMigration(project.adminPool, params.version), "Migration", params.version),
+      found(
+        await withHistory(project, (client) => getMigration(client, params.version)),
+        "Migration",
+        params.version,
+      ),
   );
 
   routes.patch(
@@ -130,7 +140,7 @@ export function migrationRoutes(ctx: AppContext): Router {
       status: 200,
     },
     async ({ project, params, body }) => {
-      if (!(await updateMigration(project.adminPool, params.version, body)))
+      if (!(await withHistory(project, (client) => updateMigration(client, params.version, body))))
         throw new HttpError(404, `Migration ${params.version} not found`);
       return {};
     },

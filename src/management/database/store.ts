@@ -1,10 +1,28 @@
 import type pg from "pg";
+import { withTransaction } from "../../db/transaction";
+import { ensureHistory, MIGRATION_HISTORY } from "../../projects/migrationHistory";
+import type { ProjectRuntime } from "../../projects/runtime";
 import { allRows } from "../rows";
 
 /**
- * The project database's migration history (`strata_migrations.schema_migrations`, Strata's own table) and the
- * temporary login roles of the CLI.
+ * The project's migration history: `supabase_migrations.schema_migrations`, the platform's table, which the CLI
+ * (`supabase db push`, `migration list`) and the Management API write alike (sql/project/790_supabase_migrations.sql
+ * moved the API's earlier history there). The table is the project owner's, so Strata reads and writes it only
+ * as the owner (projects/migrationHistory.ts); the temporary login roles of the CLI are looked up here too.
  */
+
+const HISTORY = MIGRATION_HISTORY;
+
+/** Runs `work` in a transaction as the project's owner, the history table ready. */
+export function withHistory<T>(
+  project: ProjectRuntime,
+  work: (client: pg.ClientBase) => Promise<T>,
+): Promise<T> {
+  return withTransaction(project.ownerPool, project.asOwnerScope, async (client) => {
+    await ensureHistory(client);
+    return work(client);
+  });
+}
 
 export interface NewMigration {
   name: string | null;
@@ -15,19 +33,21 @@ export interface NewMigration {
 /** A version in the CLI's format (UTC yyyymmddhhmmss), later than every recorded one. */
 async function nextVersion(client: pg.ClientBase): Promise<string> {
   const now = new Date().toISOString().replace(/\D/g, "").slice(0, 14);
-  const { rows } = await client.query("select max(version) as v from strata_migrations.schema_migrations");
+  const { rows } = await client.query(`select max(version) as v from ${HISTORY}`);
   const last: string | null = rows[0].v;
-  return last && last >= now ? String(BigInt(last) + 1n) : now;
+  return last && /^\d+$/.test(last) && BigInt(last) >= BigInt(now) ? String(BigInt(last) + 1n) : now;
 }
 
-export async function listMigrations(pool: pg.Pool): Promise<{ version: string; name: string | null }[]> {
-  return allRows(pool, "select version, name from strata_migrations.schema_migrations order by version");
+export async function listMigrations(
+  client: pg.ClientBase,
+): Promise<{ version: string; name: string | null }[]> {
+  return allRows(client, `select version, name from ${HISTORY} order by version`);
 }
 
 /** Records a migration the caller's transaction applied (or, with `applied` false, one it did not). */
 export async function recordMigration(client: pg.ClientBase, m: NewMigration, applied = true): Promise<void> {
   await client.query(
-    `insert into strata_migrations.schema_migrations (version, name, statements, rollback, created_by, applied)
+    `insert into ${HISTORY} (version, name, statements, rollback, created_by, applied)
      values ($1, $2, array[$3], $4, 'management-api', $5)`,
     [await nextVersion(client), m.name, m.query, m.rollback ? [m.rollback] : null, applied],
   );
@@ -36,15 +56,15 @@ export async function recordMigration(client: pg.ClientBase, m: NewMigration, ap
 /** Replaces the statements of the (first) migration named `m.name`; false when there is none. */
 export async function replaceNamedMigration(client: pg.ClientBase, m: NewMigration): Promise<boolean> {
   if (!m.name) return false;
-  const { rows } = await client.query(
-    "select version from strata_migrations.schema_migrations where name = $1",
-    [m.name],
-  );
+  const { rows } = await client.query(`select version from ${HISTORY} where name = $1 order by version`, [
+    m.name,
+  ]);
   if (!rows.length) return false;
-  await client.query(
-    "update strata_migrations.schema_migrations set statements = array[$2], rollback = $3 where version = $1",
-    [rows[0].version, m.query, m.rollback ? [m.rollback] : null],
-  );
+  await client.query(`update ${HISTORY} set statements = array[$2], rollback = $3 where version = $1`, [
+    rows[0].version,
+    m.query,
+    m.rollback ? [m.rollback] : null,
+  ]);
   return true;
 }
 
@@ -55,23 +75,24 @@ export async function migrationsFrom(
 ): Promise<{ version: string; rollback: string[] | null; applied: boolean }[]> {
   return allRows(
     client,
-    "select version, rollback, applied from strata_migrations.schema_migrations where version >= $1 order by version desc",
+    `select version, rollback, applied from ${HISTORY} where version >= $1 order by version desc`,
     [gte],
   );
 }
 
 export async function deleteMigration(client: pg.ClientBase, version: string): Promise<void> {
-  await client.query("delete from strata_migrations.schema_migrations where version = $1", [version]);
+  await client.query(`delete from ${HISTORY} where version = $1`, [version]);
 }
 
 /** A migration with its statements, its unset fields left out. */
 export async function getMigration(
-  pool: pg.Pool,
+  client: pg.ClientBase,
   version: string,
 ): Promise<Record<string, unknown> | undefined> {
-  const { rows } = await pool.query(
-    `select version, name, statements, coalesce(rollback, '{}') as rollback, created_by, idempotency_key
-       from strata_migrations.schema_migrations where version = $1`,
+  const { rows } = await client.query(
+    `select version, name, coalesce(statements, '{}') as statements, coalesce(rollback, '{}') as rollback,
+            created_by, idempotency_key
+       from ${HISTORY} where version = $1`,
     [version],
   );
   return rows[0] && Object.fromEntries(Object.entries(rows[0]).filter(([, v]) => v !== null));
@@ -79,12 +100,12 @@ export async function getMigration(
 
 /** Sets a migration's name or rollback SQL (an absent one is kept); false when there is no such migration. */
 export async function updateMigration(
-  pool: pg.Pool,
+  client: pg.ClientBase,
   version: string,
   change: { name?: string; rollback?: string },
 ): Promise<boolean> {
-  const { rowCount } = await pool.query(
-    `update strata_migrations.schema_migrations
+  const { rowCount } = await client.query(
+    `update ${HISTORY}
         set name = coalesce($2, name), rollback = case when $3::text is null then rollback else array[$3::text] end
       where version = $1`,
     [version, change.name ?? null, change.rollback ?? null],

@@ -1,5 +1,6 @@
 import { rm } from "node:fs/promises";
-import express, { Router, type Request } from "express";
+import { randomUUID } from "node:crypto";
+import express, { Router, type Request, type Response } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import {
@@ -43,6 +44,25 @@ const Slug = z
 const read = { permission: "edge_functions_read", scope: "edge_functions:read" };
 const write = { permission: "edge_functions_write", scope: "edge_functions:write" };
 
+/** The platform's runtime path, as its clients expect it: not a path of this machine (nothing is kept there). */
+const PLATFORM_BUNDLE_ROOT = "/tmp/user_fn";
+/**
+ * Where the platform's runtime keeps a deployment's files, `<root>_<ref>_<id>_<version>/source/`: its API
+ * answers entry points as `file://` URLs there and names a body's files relative to it, and its clients (the
+ * CLI's `functions download`, the MCP server) strip that prefix to get the paths as deployed.
+ */
+const bundleSource = (ref: string, r: Pick<FunctionRow, "id" | "version">) =>
+  `${PLATFORM_BUNDLE_ROOT}_${ref}_${r.id}_${r.version}/source/`;
+const bundleUrl = (ref: string, r: FunctionRow, file: string | null) =>
+  file ? `file://${bundleSource(ref, r)}${file}` : undefined;
+
+/** A path as deployed from one a client sends back: a bundle URL answered by this API, or a path as it is. */
+function deployedPath(value: string): string {
+  const prefix = `file://${PLATFORM_BUNDLE_ROOT}_`;
+  const m = value.startsWith(prefix) ? /^[^/]+\/source\/(.+)$/.exec(value.slice(prefix.length)) : null;
+  return m ? m[1] : value;
+}
+
 function functionJson(r: FunctionRow) {
   return {
     id: r.id,
@@ -54,9 +74,30 @@ function functionJson(r: FunctionRow) {
     updated_at: new Date(r.updated_at).getTime(),
     verify_jwt: r.verify_jwt,
     import_map: r.import_map,
-    entrypoint_path: r.entrypoint_path ?? undefined,
-    import_map_path: r.import_map_path ?? undefined,
+    entrypoint_path: bundleUrl(r.project_ref, r, r.entrypoint_path),
+    import_map_path: bundleUrl(r.project_ref, r, r.import_map_path),
   };
+}
+
+/**
+ * A function's files as the platform answers `Accept: multipart/form-data`: a `metadata` field naming the entry
+ * point, then one file part per file named relative to the bundle (`source/<path>`).
+ */
+function sendBody(res: Response, r: FunctionRow): void {
+  const boundary = `strata-${randomUUID()}`;
+  const part = (disposition: string, type: string, content: string) =>
+    `--${boundary}\r\nContent-Disposition: form-data; ${disposition}\r\nContent-Type: ${type}\r\n\r\n${content}\r\n`;
+  const quoted = (s: string) => JSON.stringify(s);
+  const metadata = JSON.stringify({ deno2_entrypoint_path: `source/${r.entrypoint_path ?? "index.ts"}` });
+  const body =
+    part('name="metadata"', "application/json", metadata) +
+    r.files
+      .map((f: DeployedFile) =>
+        part(`name="file"; filename=${quoted(`source/${f.name}`)}`, "text/plain", f.content),
+      )
+      .join("") +
+    `--${boundary}--\r\n`;
+  res.status(200).type(`multipart/form-data; boundary=${boundary}`).send(Buffer.from(body));
 }
 
 /** Reads `metadata` and `file` parts of a multipart deploy with the platform's Fetch implementation. */
@@ -70,7 +111,9 @@ async function readDeploy(req: Request) {
   }).formData();
   let metadata: Record<string, unknown>;
   try {
-    metadata = JSON.parse(String(form.get("metadata") ?? "{}"));
+    // A plain field, or a JSON blob part (the MCP server sends one).
+    const part = form.get("metadata") ?? "{}";
+    metadata = JSON.parse(typeof part === "string" ? part : await part.text());
   } catch {
     throw new HttpError(400, "Invalid body: metadata: must be JSON");
   }
@@ -175,8 +218,8 @@ export function functionRoutes(ctx: AppContext): Router {
       const { metadata, files } = await readDeploy(req);
       const slug = Slug.safeParse(query.slug ?? metadata.name);
       if (!slug.success) throw new HttpError(400, `Invalid query: slug: ${slug.error.issues[0].message}`);
-      const entrypoint = String(metadata.entrypoint_path ?? "index.ts");
-      const importMap = metadata.import_map_path ? String(metadata.import_map_path) : undefined;
+      const entrypoint = deployedPath(String(metadata.entrypoint_path ?? "index.ts"));
+      const importMap = metadata.import_map_path ? deployedPath(String(metadata.import_map_path)) : undefined;
       return deployFiles(ctx, project.ref, files, {
         slug: slug.data,
         name: String(metadata.name ?? slug.data),
@@ -210,7 +253,8 @@ export function functionRoutes(ctx: AppContext): Router {
       const updated = await withAdminTransaction(ctx.platformPool, async (client) => {
         const rows = [];
         for (const f of body) {
-          const row = await activateOrUpdate(client, project.ref, f);
+          const entrypoint = f.entrypoint_path && deployedPath(f.entrypoint_path);
+          const row = await activateOrUpdate(client, project.ref, { ...f, entrypoint_path: entrypoint });
           if (!row) throw new HttpError(404, `Function ${f.slug} not found: deploy it first`);
           rows.push(row);
         }
@@ -230,7 +274,11 @@ export function functionRoutes(ctx: AppContext): Router {
     `${base}/:slug/body`,
     "Gets a function's files",
     { access: read, status: 200 },
-    async ({ project, params }) => (await one(project, params.slug)).files,
+    async ({ req, res, project, params }) => {
+      const fn = await one(project, params.slug);
+      if (req.accepts(["json", "multipart/form-data"]) === "multipart/form-data") sendBody(res, fn);
+      else return fn.files;
+    },
   );
   routes.delete(
     `${base}/:slug`,

@@ -3,7 +3,7 @@ import { Router } from "express";
 import { z } from "zod";
 import type { AppContext } from "../../context";
 import { withAdminTransaction } from "../../db/transaction";
-import { cidrContains } from "../../projects/access";
+import { cidrContains } from "../../net/cidr";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { randomSecret, sha256 } from "../../platform/ids";
 import { configDocumentRoutes } from "../configDocument";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { checkCidr } from "../../projects/access";
+import { checkCidr } from "../../net/cidr";
 import { HttpError } from "../http";
 import type { GrantRow } from "./store";
 

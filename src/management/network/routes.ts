@@ -7,10 +7,10 @@ import {
   RESTRICTIONS_DEFAULTS,
   SSL_DEFAULTS,
   banAddress,
-  checkCidr,
   liftBans,
   type Restrictions,
 } from "../../projects/access";
+import { checkCidr } from "../../net/cidr";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { configDocumentRoutes } from "../configDocument";
@@ -61,7 +61,7 @@ interface StoredRestrictions extends Restrictions {
 }
 
 /** The spec's access rules of the family's operations. */
-const ACCESS = {
+export const ACCESS = {
   restrictionsRead: { permission: "database_network_restrictions_read", scope: "projects:read" },
   restrictionsWrite: { permission: "database_network_restrictions_write", scope: "projects:write" },
   bansRead: { permission: "database_network_bans_read", scope: "projects:read" },
@@ -109,6 +109,23 @@ async function readRestrictions(ctx: AppContext, ref: string): Promise<StoredRes
   return readSettings<StoredRestrictions>(ctx, ref, "network_restrictions", RESTRICTIONS_DEFAULTS);
 }
 
+/** The allowed CIDRs as GET .../network-restrictions answers them. */
+export async function networkRestrictions(ctx: AppContext, project: ProjectRuntime) {
+  return restrictionsOf(await readRestrictions(ctx, project.ref), false, managed(ctx, project));
+}
+
+const sslStore = (ctx: AppContext) => settingsDocument(ctx, "ssl_enforcement", SSL_DEFAULTS);
+
+const sslState = (database: boolean, appliedSuccessfully: boolean) => ({
+  currentConfig: { database },
+  appliedSuccessfully,
+});
+
+/** SSL enforcement as GET .../ssl-enforcement answers it. */
+export async function sslEnforcement(ctx: AppContext, project: ProjectRuntime) {
+  return sslState((await sslStore(ctx).read(project.ref)).database, managed(ctx, project));
+}
+
 async function replaceRestrictions(ctx: AppContext, project: ProjectRuntime, next: Restrictions) {
   const current = await readRestrictions(ctx, project.ref);
   const now = new Date().toISOString();
@@ -136,8 +153,7 @@ export function networkRoutes(ctx: AppContext): Router {
     base,
     "Gets the CIDRs allowed to connect to the database directly",
     { access: ACCESS.restrictionsRead, response: restrictionsAnswer(RestrictionsShape), status: 200 },
-    async ({ project }) =>
-      restrictionsOf(await readRestrictions(ctx, project.ref), false, managed(ctx, project)),
+    async ({ project }) => networkRestrictions(ctx, project),
   );
   routes.post(
     `${base}/apply`,
@@ -258,15 +274,12 @@ export function networkRoutes(ctx: AppContext): Router {
   });
   configDocumentRoutes(routes, {
     path: "/v1/projects/:ref/ssl-enforcement",
-    store: settingsDocument(ctx, "ssl_enforcement", SSL_DEFAULTS),
+    store: sslStore(ctx),
     read: {
       summary: "Gets SSL enforcement of direct database connections",
       access: ACCESS.sslRead,
       response: sslAnswer,
-      answer: (stored, { project }) => ({
-        currentConfig: { database: stored.database },
-        appliedSuccessfully: managed(ctx, project),
-      }),
+      answer: (stored, { project }) => sslState(stored.database, managed(ctx, project)),
     },
     update: {
       method: "put",
@@ -276,10 +289,7 @@ export function networkRoutes(ctx: AppContext): Router {
       response: sslAnswer,
       status: 200,
       changes: (body) => body.requestedConfig,
-      answer: async (stored, { project }) => ({
-        currentConfig: { database: stored.database },
-        appliedSuccessfully: await enforce(ctx, project),
-      }),
+      answer: async (stored, { project }) => sslState(stored.database, await enforce(ctx, project)),
     },
   });
   return routes.router;

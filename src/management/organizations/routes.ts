@@ -17,7 +17,9 @@ import {
 } from "./shapes";
 import { createOrganization, listMembers, listOrganizations, type OrganizationRow } from "./store";
 
-const summary = (o: OrganizationRow) => ({ id: o.id, slug: o.slug, name: o.name });
+// As on the platform, an organization's public id is its slug: every route takes it, so the id a listing
+// shows is one a client can pass back (`projects create --org-id`, `get_organization`).
+const summary = (o: OrganizationRow) => ({ id: o.slug, slug: o.slug, name: o.name });
 
 /** Organizations, their members and roles. */
 export function organizationRoutes(ctx: AppContext): Router {
@@ -58,7 +60,7 @@ export function organizationRoutes(ctx: AppContext): Router {
       response: organizationDetail,
     },
     async ({ organization: org }) => ({
-      id: org.id,
+      id: org.slug,
       name: org.name,
       plan: org.plan,
       opt_in_tags: [],

@@ -8,27 +8,43 @@ import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
  * The pooler settings size Strata's own pool of each project (the connections its data requests run on):
- * `default_pool_size` is that pool's size on every node, applied by rebuilding the project's runtime. Strata
- * runs no separate pooler process: the connection string answered reaches the database directly, as the
- * project's owner role, and works with psql once `[YOUR-PASSWORD]` is replaced by `db_pass`.
+ * `default_pool_size` is that pool's size on every node, applied by rebuilding the project's runtime. The
+ * connection string answered is the database listener's (src/pooler: user `postgres.<ref>`, database `postgres`,
+ * as the platform's pooler names them; the CLI's `supabase link` keeps it for `db push` and the like), or, while
+ * the listener is off, the database itself as the project's owner role. Either works with psql once
+ * `[YOUR-PASSWORD]` is replaced by `db_pass`; the listener relays each client connection, it pools nothing.
  */
 
 const POOLER = { default_pool_size: DEFAULT_POOL_SIZE };
 /** Strata's pool runs each data request as one transaction on a pooled connection. */
 const POOL_MODE = "transaction";
 
-function connection(project: ProjectRuntime) {
+interface Connection {
+  user: string;
+  host: string;
+  port: number;
+  name: string;
+  string: string;
+}
+
+function connectionOf(user: string, host: string, port: number, name: string): Connection {
+  const hostPart = host.includes(":") ? `[${host}]` : host;
+  const string = `postgresql://${user}:[YOUR-PASSWORD]@${hostPart}:${port}/${encodeURIComponent(name)}`;
+  return { user, host, port, name, string };
+}
+
+/** The database itself, as the project's owner role, at `port` (the primary's, or a read replica's). */
+function direct(project: ProjectRuntime, port?: number): Connection {
   const url = new URL(project.record.adminUrl);
   const name = decodeURIComponent(url.pathname.slice(1));
-  const user = project.record.ownerRole;
-  const port = Number(url.port || 5432);
-  return {
-    user,
-    host: url.hostname,
-    port,
-    name,
-    string: `postgresql://${user}:[YOUR-PASSWORD]@${url.hostname}:${port}/${encodeURIComponent(name)}`,
-  };
+  return connectionOf(project.record.ownerRole, url.hostname, port ?? Number(url.port || 5432), name);
+}
+
+/** How clients connect to the primary: through the database listener when it runs. */
+function connection(ctx: AppContext, project: ProjectRuntime): Connection {
+  return ctx.dbListener
+    ? connectionOf(`postgres.${project.ref}`, ctx.dbListener.host, ctx.dbListener.port, "postgres")
+    : direct(project);
 }
 
 /**
@@ -39,6 +55,23 @@ async function maxClientConnections(ctx: AppContext, project: ProjectRuntime): P
   const sql = "select current_setting('max_connections')::int as n";
   const { rows } = await project.adminPool.query(sql).catch(() => ctx.platformPool.query(sql));
   return rows[0].n;
+}
+
+export const POOL_SETTINGS_READ = { permission: "database_read", scope: "database:read" };
+
+/** The pool's settings as GET .../config/database/pgbouncer answers them. */
+export async function poolSettings(ctx: AppContext, project: ProjectRuntime) {
+  const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
+  return {
+    default_pool_size: pooler.default_pool_size,
+    max_client_conn: await maxClientConnections(ctx, project),
+    // The pool's idle timeout and how long a request waits for a connection (runtime.ts), in seconds.
+    server_idle_timeout: POOL_IDLE_MS / 1000,
+    query_wait_timeout: Math.ceil(ctx.config.poolWaitMs / 1000),
+    reserve_pool_size: 0,
+    connection_string: connection(ctx, project).string,
+    pool_mode: POOL_MODE,
+  };
 }
 
 export function poolerRoutes(ctx: AppContext): Router {
@@ -71,7 +104,7 @@ export function poolerRoutes(ctx: AppContext): Router {
     },
     async ({ project }) => {
       const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
-      const c = connection(project);
+      const c = connection(ctx, project);
       const maxClientConn = await maxClientConnections(ctx, project);
       const replicas = ctx.replicas?.serves(project.record.clusterId)
         ? (await ctx.replicas.list(project.ref)).filter((r) => r.status === "ACTIVE_HEALTHY")
@@ -92,17 +125,18 @@ export function poolerRoutes(ctx: AppContext): Router {
           pool_mode: POOL_MODE,
         },
         ...replicas.map((r) => {
-          const string = c.string.replace(`:${c.port}/`, `:${r.port}/`);
+          // Replicas are reached directly (the listener routes to primaries only).
+          const replica = direct(project, r.port);
           return {
             identifier: r.identifier,
             database_type: "READ_REPLICA" as const,
             is_using_scram_auth: true,
-            db_user: c.user,
-            db_host: c.host,
-            db_port: r.port,
-            db_name: c.name,
-            connection_string: string,
-            connectionString: string,
+            db_user: replica.user,
+            db_host: replica.host,
+            db_port: replica.port,
+            db_name: replica.name,
+            connection_string: replica.string,
+            connectionString: replica.string,
             default_pool_size: pooler.default_pool_size,
             max_client_conn: maxClientConn,
             pool_mode: POOL_MODE,
@@ -141,7 +175,7 @@ export function poolerRoutes(ctx: AppContext): Router {
       `${base}/${spelling}`,
       "Gets the pool's settings as Strata applies them",
       {
-        access: { permission: "database_read", scope: "database:read" },
+        access: POOL_SETTINGS_READ,
         response: z.object({
           default_pool_size: z.number().int(),
           max_client_conn: z.number().int(),
@@ -153,19 +187,7 @@ export function poolerRoutes(ctx: AppContext): Router {
         }),
         status: 200,
       },
-      async ({ project }) => {
-        const pooler = await readSettings(ctx, project.ref, "pooler", POOLER);
-        return {
-          default_pool_size: pooler.default_pool_size,
-          max_client_conn: await maxClientConnections(ctx, project),
-          // The pool's idle timeout and how long a request waits for a connection (runtime.ts), in seconds.
-          server_idle_timeout: POOL_IDLE_MS / 1000,
-          query_wait_timeout: Math.ceil(ctx.config.poolWaitMs / 1000),
-          reserve_pool_size: 0,
-          connection_string: connection(project).string,
-          pool_mode: POOL_MODE,
-        };
-      },
+      async ({ project }) => poolSettings(ctx, project),
     );
   }
   return routes.router;

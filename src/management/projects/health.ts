@@ -11,7 +11,6 @@ type HealthItem = z.infer<typeof healthItem>;
 const NOT_SERVED: Partial<Record<HealthService, string>> = {
   pooler: "Strata runs no connection pooler",
   pg_bouncer: "Strata runs no connection pooler",
-  storage: "Strata does not serve storage",
 };
 
 /** One request to this server's own data API for the project, at its host, with its anon key. */
@@ -70,6 +69,8 @@ async function check(ctx: AppContext, project: ProjectRuntime, service: HealthSe
       );
     case "auth":
       return expectOk(await probeDataApi(ctx, project, "GET", "/auth/v1/health"));
+    case "storage":
+      return expectOk(await probeDataApi(ctx, project, "GET", "/storage/v1/version"));
     case "realtime":
       return expectOk(
         await probeDataApi(

@@ -50,7 +50,7 @@ function summary(p: ProjectRow) {
   return {
     id: p.ref,
     ref: p.ref,
-    organization_id: p.organization_id,
+    organization_id: p.organization_slug,
     organization_slug: p.organization_slug,
     name: p.name,
     region: p.cluster.region,

@@ -25,13 +25,20 @@ const Patch = z
   .partial()
   .strict();
 
+export const REALTIME_CONFIG_READ = { permission: "realtime_config_read" };
+
+const realtimeStore = (ctx: AppContext) => settingsDocument(ctx, "realtime", REALTIME_DEFAULTS);
+
+/** The realtime config as GET .../config/realtime answers it. */
+export const realtimeConfig = (ctx: AppContext, ref: string) => realtimeStore(ctx).read(ref);
+
 export function realtimeRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx, { project: "any" });
   const path = "/v1/projects/:ref/config/realtime";
   configDocumentRoutes(routes, {
     path,
-    store: settingsDocument(ctx, "realtime", REALTIME_DEFAULTS),
-    read: { summary: "Gets the realtime config", access: { permission: "realtime_config_read" } },
+    store: realtimeStore(ctx),
+    read: { summary: "Gets the realtime config", access: REALTIME_CONFIG_READ },
     update: {
       method: "patch",
       summary: "Updates the realtime config",

@@ -1,4 +1,5 @@
 import { Router } from "express";
+import type pg from "pg";
 import { z } from "zod";
 import { readRestapiConfig } from "../../catalog/dataApiConfig";
 import type { AppContext } from "../../context";
@@ -33,8 +34,23 @@ const RestConfig = z.object({
   db_extra_search_path: z.string(),
   max_rows: z.number().int(),
   db_pool: z.number().int().nullable(),
+  // The platform's field, which clients (the CLI's `config push`) require: null means its default, the data
+  // pool's wait for a connection (10 s unless the installation sets another); Strata has no per-project value.
+  db_pool_acquisition_timeout: z.null(),
   db_plan_enabled: z.boolean(),
 });
+
+const withPlatformFields = <T extends object>(config: T) => ({
+  ...config,
+  db_pool_acquisition_timeout: null,
+});
+
+export const REST_CONFIG_READ = { permission: "data_api_config_read", scope: "rest:read" };
+
+/** The REST layer's config as GET .../postgrest answers it to a caller who may not read secrets. */
+export async function restConfig(pool: pg.Pool, ref: string) {
+  return withPlatformFields(await readRestapiConfig(pool, ref));
+}
 
 export function restapiRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx);
@@ -48,11 +64,13 @@ export function restapiRoutes(ctx: AppContext): Router {
       },
       read: {
         summary: "Gets the REST layer's config, with the JWT secret for callers who may read secrets",
-        access: { permission: "data_api_config_read", scope: "rest:read" },
+        access: REST_CONFIG_READ,
         response: RestConfig.extend({ jwt_secret: z.string().optional() }),
         // A read permission on the config is not a permission to read the secret that signs every key.
         answer: async (config, { req, project }) =>
-          mayReadSecrets(req) ? { ...config, jwt_secret: await jwtSecretOf(pool, project.ref) } : config,
+          withPlatformFields(
+            mayReadSecrets(req) ? { ...config, jwt_secret: await jwtSecretOf(pool, project.ref) } : config,
+          ),
       },
       update: {
         method: "patch",
@@ -63,7 +81,7 @@ export function restapiRoutes(ctx: AppContext): Router {
         status: 200,
         answer: (config, { project }) => {
           project.invalidateSchema("restapi config");
-          return config;
+          return withPlatformFields(config);
         },
       },
     });

@@ -22,13 +22,20 @@ const Patch = z
   .partial()
   .strict();
 
+export const STORAGE_CONFIG_READ = { permission: "storage_config_read" };
+
+const storageStore = (ctx: AppContext) => settingsDocument(ctx, "storage", STORAGE_DEFAULTS);
+
+/** The storage config as GET .../config/storage answers it. */
+export const storageConfig = (ctx: AppContext, ref: string) => storageStore(ctx).read(ref);
+
 export function storageRoutes(ctx: AppContext): Router {
   const routes = routeTable(ctx, { project: "any" });
-  const store = settingsDocument(ctx, "storage", STORAGE_DEFAULTS);
+  const store = storageStore(ctx);
   configDocumentRoutes(routes, {
     path: "/v1/projects/:ref/config/storage",
     store,
-    read: { summary: "Gets the storage config", access: { permission: "storage_config_read" } },
+    read: { summary: "Gets the storage config", access: STORAGE_CONFIG_READ },
     update: {
       method: "patch",
       summary: "Updates the storage config",

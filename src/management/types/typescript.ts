@@ -90,17 +90,31 @@ function relationships(cache: SchemaCache, rel: Relation): string {
   return `[\n${indent(items.join("\n"), 2)}\n]`;
 }
 
-function tableType(cache: SchemaCache, types: TypeNames, rel: Relation, isView: boolean): string {
+/**
+ * Columns a client never writes, as postgres-meta types them (`?: never` in Insert and Update): generated
+ * columns and `generated always as identity` ones, keyed `schema.table.column`.
+ */
+type Unwritable = Set<string>;
+
+function tableType(
+  cache: SchemaCache,
+  types: TypeNames,
+  rel: Relation,
+  isView: boolean,
+  unwritable: Unwritable,
+): string {
   const row = rel.columns.map(
     (c) => `${key(c.name)}: ${columnType(types, isView ? { ...c, nullable: true } : c)}`,
   );
+  const neverWritten = (c: Relation["columns"][number]) =>
+    c.generated || unwritable.has(`${rel.schema}.${rel.name}.${c.name}`);
   const insert = rel.columns.map((c) =>
-    c.generated
+    neverWritten(c)
       ? `${key(c.name)}?: never`
       : `${key(c.name)}${c.nullable || c.hasDefault || isView ? "?" : ""}: ${columnType(types, isView ? { ...c, nullable: true } : c)}`,
   );
   const update = rel.columns.map((c) =>
-    c.generated
+    neverWritten(c)
       ? `${key(c.name)}?: never`
       : `${key(c.name)}?: ${columnType(types, isView ? { ...c, nullable: true } : c)}`,
   );
@@ -142,6 +156,7 @@ function schemaType(
   schema: string,
   enums: EnumType[],
   composites: CompositeType[],
+  unwritable: Unwritable,
 ): string {
   const rels = [...cache.relations.values()]
     .filter((r) => r.schema === schema)
@@ -157,8 +172,8 @@ function schemaType(
     .filter(([, fns]) => !["trigger", "event_trigger"].includes(fns[0].returnType));
   const section = (entries: string[]) => objectType(entries);
   return [
-    `Tables: ${section(tables.map((t) => `${key(t.name)}: ${tableType(cache, types, t, false)}`))}`,
-    `Views: ${section(views.map((v) => `${key(v.name)}: ${tableType(cache, types, v, true)}`))}`,
+    `Tables: ${section(tables.map((t) => `${key(t.name)}: ${tableType(cache, types, t, false, unwritable)}`))}`,
+    `Views: ${section(views.map((v) => `${key(v.name)}: ${tableType(cache, types, v, true, unwritable)}`))}`,
     `Functions: ${section(fnGroups.map(([, fns]) => `${key(fns[0].name)}: ${functionType(cache, types, fns)}`))}`,
     `Enums: ${section(enums.filter((e) => e.schema === schema).map((e) => `${key(e.name)}: ${e.values.map((v) => JSON.stringify(v)).join(" | ") || "never"}`))}`,
     `CompositeTypes: ${section(
@@ -272,16 +287,24 @@ select json_build_object(
                       where a.attrelid = t.typrelid and a.attnum > 0 and not a.attisdropped))
       order by n.nspname, t.typname)
     from pg_type t join pg_namespace n on n.oid = t.typnamespace join pg_class c on c.oid = t.typrelid
-   where t.typtype = 'c' and c.relkind = 'c' and n.nspname = any($1)), '[]')
+   where t.typtype = 'c' and c.relkind = 'c' and n.nspname = any($1)), '[]'),
+  'always_identity', coalesce((select json_agg(pg_catalog.concat_ws('.', n.nspname, c.relname, a.attname))
+    from pg_attribute a join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
+   where a.attidentity = 'a' and not a.attisdropped and n.nspname = any($1)), '[]')
 ) as types`;
 
 export async function generateTypescript(project: ProjectRuntime, schemas: string[]): Promise<string> {
   const cache = await loadSchemaCache(project, schemas);
   const { rows } = await project.adminPool.query(TYPES_QUERY, [schemas]);
-  const { enums, composites } = rows[0].types as { enums: EnumType[]; composites: CompositeType[] };
+  const { enums, composites, always_identity } = rows[0].types as {
+    enums: EnumType[];
+    composites: CompositeType[];
+    always_identity: string[];
+  };
+  const unwritable: Unwritable = new Set(always_identity);
   const types = new TypeNames(enums, composites);
   const database = schemas
-    .map((s) => `${key(s)}: {\n${indent(schemaType(cache, types, s, enums, composites), 2)}\n}`)
+    .map((s) => `${key(s)}: {\n${indent(schemaType(cache, types, s, enums, composites, unwritable), 2)}\n}`)
     .join("\n");
   const constants = schemas
     .map((s) => {

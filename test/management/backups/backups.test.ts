@@ -22,7 +22,7 @@ describe("Management API: backups and restore-pitr", () => {
       const list = await mgmt(server, "GET", `${base}/database/backups`);
       const b = list.body.backups.find((x: { id: number }) => x.id === id);
       if (b.status !== "RUNNING") return b;
-      await sleep(100);
+      await sleep(600);
     }
   }
   async function restoreFinished() {
@@ -30,7 +30,7 @@ describe("Management API: backups and restore-pitr", () => {
       const list = await mgmt(server, "GET", `${base}/database/backups/restores`);
       const last = list.body[list.body.length - 1];
       if (last.status !== "RUNNING") return last;
-      await sleep(100);
+      await sleep(600);
     }
   }
   const location = async (id: number) =>
@@ -162,7 +162,7 @@ describe("Management API: backups and restore-pitr", () => {
     const p = `/v1/projects/${ref}`;
     for (;;) {
       if ((await mgmt(server, "GET", p)).body.status === "ACTIVE_HEALTHY") break;
-      await sleep(100);
+      await sleep(600);
     }
     const query = (sql: string) => mgmt(server, "POST", `${p}/database/query`, { body: { query: sql } });
     await query(
@@ -173,7 +173,7 @@ describe("Management API: backups and restore-pitr", () => {
     for (;;) {
       backup = (await mgmt(server, "GET", `${p}/database/backups`)).body.backups[0];
       if (backup.status !== "RUNNING") break;
-      await sleep(100);
+      await sleep(600);
     }
     expect(backup).toMatchObject({ id: started.body.id, status: "COMPLETED" });
     await sleep(1100);
@@ -194,7 +194,7 @@ describe("Management API: backups and restore-pitr", () => {
         expect(r.status).toBe("COMPLETED");
         break;
       }
-      await sleep(100);
+      await sleep(600);
     }
     expect((await query("select total from public.orders")).body).toEqual([{ total: "9.5" }]);
     // The default project's backups are not this one's.
@@ -313,7 +313,8 @@ describe("Management API: backups and restore-pitr", () => {
       const list = await mgmt(server, "GET", `${base}/database/backups`);
       scheduled = list.body.backups.find((b: { kind: string }) => b.kind === "scheduled");
       if (scheduled?.status === "COMPLETED") break;
-      await sleep(200);
+      // Slowly: the Management API allows 120 requests a minute, and a slow machine takes a while.
+      await sleep(1000);
     }
     expect(Date.parse(scheduled.inserted_at)).toBeGreaterThanOrEqual(soon.getTime() - 1000);
     const ids = (await mgmt(server, "GET", `${base}/database/backups`)).body.backups.map(

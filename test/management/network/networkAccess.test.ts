@@ -7,7 +7,8 @@ import pg from "pg";
 import { startStrata, type RunningStrata } from "../../../src/app";
 import { loadConfig } from "../../../src/config";
 import { createLogger } from "../../../src/log";
-import { BAN_DURATION_MS, banAddress, intersectCidrs, renderAccessBlock } from "../../../src/projects/access";
+import { intersectCidrs } from "../../../src/net/cidr";
+import { BAN_DURATION_MS, banAddress, renderAccessBlock } from "../../../src/projects/access";
 import { TEST_AUTHENTICATOR_PASSWORD, TEST_MANAGEMENT_TOKEN } from "../../helpers/server";
 import { testTempDir } from "../../helpers/tempDir";
 
@@ -187,6 +188,12 @@ describe("network restrictions, SSL enforcement, bans and the pool on Strata's o
     );
     const until = Date.parse(rows[0].value.expires_at[OTHER]);
     expect(until - Date.now()).toBeLessThanOrEqual(3000);
+    // The file is written before the cluster reloads it: the ban acts once a connection is refused.
+    let refused = "";
+    for (let i = 0; i < 100 && !/rejects/.test(refused) && Date.now() < until; i++) {
+      refused = await tryConnect(OTHER);
+      if (!/rejects/.test(refused)) await new Promise((r) => setTimeout(r, 50));
+    }
     // No DELETE: the ban ends, the rule goes and the address may connect again.
     let result = "";
     for (let i = 0; i < 200 && result !== "connected"; i++) {

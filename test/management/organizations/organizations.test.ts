@@ -59,8 +59,8 @@ describe("organizations, members, roles and profile", () => {
       `with u as (insert into platform.users (email, username)
                   select 'user' || i || '@example.test', 'user' || i from generate_series(1, 4) i returning id)
        insert into platform.organization_members (organization_id, user_id, role_name)
-       select $1, id, 'Developer' from u`,
-      [org.id],
+       select (select id from platform.organizations where slug = $1), id, 'Developer' from u`,
+      [org.slug],
     );
     const base = `/v2/organizations/${org.slug}/members`;
     const first = await mgmt(server, "GET", `${base}?page[size]=2`);

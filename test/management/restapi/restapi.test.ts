@@ -20,6 +20,7 @@ describe("Management API: REST-layer config", () => {
       db_extra_search_path: "public, extensions",
       max_rows: 1000,
       db_pool: null,
+      db_pool_acquisition_timeout: null,
       db_plan_enabled: false,
       jwt_secret: server.jwtSecret,
     });
@@ -29,6 +30,7 @@ describe("Management API: REST-layer config", () => {
       db_extra_search_path: "public, extensions",
       max_rows: 3,
       db_pool: null,
+      db_pool_acquisition_timeout: null,
       db_plan_enabled: false,
     });
     const rows = await fetch(`${server.url}/rest/v1/numbers?order=n`, {

@@ -1,0 +1,313 @@
+import net from "node:net";
+import tls from "node:tls";
+import type { Duplex } from "node:stream";
+import type { AppContext } from "../context";
+import type { Logger } from "../log";
+import { banAddress } from "../projects/access";
+import type { ProjectRecord } from "../projects/runtime";
+import { refusal } from "./admission";
+import {
+  errorCode,
+  fatalError,
+  firstMessageLength,
+  MAX_STARTUP_LENGTH,
+  parseFirstMessage,
+  ServerMessageReader,
+  startupMessage,
+  type FirstMessage,
+} from "./protocol";
+
+/**
+ * The database listener: one TCP port (STRATA_DB_PORT, 5432 by default) where PostgreSQL clients — psql, the
+ * CLI's `db push`/`migration list`/`inspect db`, any driver — reach their project's database, as the platform's
+ * pooler (Supavisor) and its `db.<ref>.<project host>` names let them. It routes and relays; it pools nothing.
+ *
+ * The project comes from the user name (`postgres.<ref>`, Supavisor's tenant naming), else from the TLS server
+ * name (`db.<ref>.<domain>` or `<ref>.<domain>`, sent by clients that use TLS), else from the database name (the
+ * ref). The user becomes a login of that
+ * project only: `postgres` is its owner role (`postgres_<ref>`, whose password is the project's db_pass), its
+ * temporary CLI and just-in-time logins keep their names; any other role (a superuser, Strata's own logins,
+ * another project's roles) is refused before anything reaches PostgreSQL. The database is always the project's.
+ *
+ * Authentication passes through untouched: the client's SCRAM exchange is with PostgreSQL itself (the listener
+ * never sees a password). The listener terminates TLS and talks to the cluster in plain TCP, so PostgreSQL offers
+ * SCRAM-SHA-256 without channel binding; a client that requires channel binding cannot connect through it.
+ * PostgreSQL sees the listener's loopback address, so the listener applies what pg_hba.conf would by the client's
+ * own address (admission.ts) and counts a failed password login against that address (ClusterAccess).
+ */
+
+export interface DbListenerOptions {
+  port: number;
+  /** The address to listen on (all when undefined). */
+  host?: string;
+  secureContext: tls.SecureContext;
+}
+
+export interface DbListener {
+  /** The port it listens on. */
+  port: number;
+  close(): Promise<void>;
+}
+
+/** How long a client has to send its startup message (and finish the TLS handshake). */
+const STARTUP_TIMEOUT_MS = 15_000;
+const REF = /^[a-z]{20}$/;
+
+/**
+ * The project and role a client asks for: the user's `.<ref>` suffix, else the TLS server name's ref
+ * (`db.<ref>.<domain>` or `<ref>.<domain>`), else a database named as the ref, else the ref in the name of a
+ * temporary or just-in-time login (`cli_login_<ref>_…`, `jit_<ref>_…`).
+ */
+export function routeOf(
+  user: string,
+  serverName: string | undefined,
+  database: string | undefined,
+): { ref: string; role: string } | undefined {
+  const dot = user.lastIndexOf(".");
+  if (dot > 0 && REF.test(user.slice(dot + 1))) return { ref: user.slice(dot + 1), role: user.slice(0, dot) };
+  const labels = (serverName ?? "").toLowerCase().split(".");
+  const named = labels[0] === "db" ? labels[1] : labels[0];
+  if (named && REF.test(named) && labels.length > 2) return { ref: named, role: user };
+  if (database && REF.test(database)) return { ref: database, role: user };
+  // The CLI's temporary logins and just-in-time logins carry their project's ref in their names.
+  const login = /^(?:cli_login|jit)_([a-z]{20})_/.exec(user);
+  return login ? { ref: login[1], role: user } : undefined;
+}
+
+/** The project's login a role name stands for through the listener, or undefined when it is none of its own. */
+export function projectLogin(record: ProjectRecord, role: string): string | undefined {
+  if (role === "postgres" || role === record.ownerRole) return record.ownerRole;
+  if (role.startsWith(`cli_login_${record.ref}_`) || role.startsWith(`jit_${record.ref}_`)) return role;
+  return undefined;
+}
+
+/** Waits for one complete untyped first message on `socket` (the bytes after it are put back). */
+function readFirstMessage(socket: Duplex): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    let buffered = Buffer.alloc(0);
+    const timer = setTimeout(() => done(new Error("startup timeout")), STARTUP_TIMEOUT_MS);
+    const done = (error?: Error, message?: Buffer, rest?: Buffer) => {
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.off("error", done);
+      socket.off("close", onClose);
+      socket.pause();
+      if (rest?.length) socket.unshift(rest);
+      if (error) reject(error);
+      else resolve(message!);
+    };
+    const onClose = () => done(new Error("closed before startup"));
+    const onData = (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      const length = firstMessageLength(buffered);
+      if (length === undefined) return;
+      if (length < 8 || length > MAX_STARTUP_LENGTH) return done(new Error("bad startup length"));
+      if (buffered.length >= length) done(undefined, buffered.subarray(0, length), buffered.subarray(length));
+    };
+    socket.on("data", onData);
+    socket.once("error", done);
+    socket.once("close", onClose);
+    socket.resume();
+  });
+}
+
+/** Where each running session's cancel key (BackendKeyData) leads: cancel requests go to that cluster. */
+type CancelTargets = Map<string, { host: string; port: number }>;
+
+class Connection {
+  private client: Duplex;
+  private serverName: string | undefined;
+  private upstream: net.Socket | undefined;
+  private cancelKey: string | undefined;
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly socket: net.Socket,
+    private readonly secureContext: tls.SecureContext,
+    private readonly cancelTargets: CancelTargets,
+    private readonly log: Logger,
+  ) {
+    this.client = socket;
+  }
+
+  /** The client's own address, canonical (an IPv4-mapped IPv6 address as IPv4). */
+  private get address(): string {
+    return banAddress(this.socket.remoteAddress) ?? this.socket.remoteAddress ?? "";
+  }
+
+  private get tls(): boolean {
+    return this.client !== this.socket;
+  }
+
+  async run(): Promise<void> {
+    let first = parseFirstMessage(await readFirstMessage(this.client));
+    for (let negotiations = 0; first.kind === "ssl" || first.kind === "gssenc"; negotiations++) {
+      if (negotiations > 1 || (first.kind === "ssl" && this.tls))
+        return this.refuse("08P01", "protocol violation");
+      if (first.kind === "ssl") await this.startTls();
+      else this.client.write("N");
+      first = parseFirstMessage(await readFirstMessage(this.client));
+    }
+    if (first.kind === "cancel") return this.forwardCancel(first.bytes);
+    if (first.kind !== "startup") return this.refuse("08P01", `invalid startup packet: ${first.reason}`);
+    await this.connect(first);
+  }
+
+  private startTls(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.socket.write("S");
+      const secure = new tls.TLSSocket(this.socket, {
+        isServer: true,
+        secureContext: this.secureContext,
+        SNICallback: (name, cb) => {
+          this.serverName = name;
+          cb(null, this.secureContext);
+        },
+      });
+      const timer = setTimeout(() => reject(new Error("TLS handshake timeout")), STARTUP_TIMEOUT_MS);
+      secure.once("secure", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      secure.once("error", (e) => {
+        clearTimeout(timer);
+        reject(e);
+      });
+      this.client = secure;
+    });
+  }
+
+  private async connect(startup: Extract<FirstMessage, { kind: "startup" }>): Promise<void> {
+    const user = startup.params.get("user") ?? "";
+    const route = routeOf(user, this.serverName, startup.params.get("database"));
+    if (!route) return this.refuse("28000", "Tenant or user not found");
+    if (startup.params.has("replication") && !/^(false|off|no|0)$/i.test(startup.params.get("replication")!))
+      return this.refuse("28000", "Replication connections are not served here");
+    const project = await this.ctx.registry.get(route.ref);
+    if (!project) return this.refuse("28000", "Tenant or user not found");
+    const record = project.record;
+    if (record.status !== "ACTIVE_HEALTHY")
+      return this.refuse("57P03", `Project ${record.ref} is not active (${record.status})`);
+    const login = projectLogin(record, route.role);
+    if (!login) return this.refuse("28000", `Role "${route.role}" is not a login of project ${record.ref}`);
+    const refused = await refusal(this.ctx.platformPool, record, this.address, login, this.tls);
+    if (refused) return this.refuse("28000", refused);
+
+    const cluster = new URL(record.adminUrl);
+    const database = decodeURIComponent(cluster.pathname.slice(1));
+    const params = new Map(startup.params);
+    params.delete("replication");
+    params.set("user", login);
+    params.set("database", database);
+    const target = { host: cluster.hostname.replace(/^\[|\]$/g, ""), port: Number(cluster.port || 5432) };
+    const upstream = net.connect(target);
+    this.upstream = upstream;
+    await new Promise<void>((resolve, reject) => {
+      upstream.once("connect", resolve);
+      upstream.once("error", reject);
+    });
+    const access = this.ctx.accessOf?.(record.clusterId);
+    const relayed = access?.relaying(upstream.localPort!);
+    upstream.write(startupMessage(startup.version, params));
+    this.relay(upstream, target, (code) => {
+      if (code === "28P01") access?.relayedLoginFailure(this.address, database, login);
+    });
+    upstream.once("close", () => relayed?.());
+  }
+
+  /**
+   * Pipes the two sides; the server's messages are read until the session is ready (or refused): a failed login
+   * is reported by its SQLSTATE, and the session's cancel key is noted.
+   */
+  private relay(
+    upstream: net.Socket,
+    target: { host: string; port: number },
+    failed: (code?: string) => void,
+  ) {
+    const reader = new ServerMessageReader();
+    const watch = (chunk: Buffer) => {
+      let messages;
+      try {
+        messages = reader.push(chunk);
+      } catch {
+        return this.close();
+      }
+      this.client.write(chunk);
+      for (const m of messages) {
+        if (m.type === "E") failed(errorCode(m.body));
+        else if (m.type === "K" && m.body.length >= 8) {
+          this.cancelKey = m.body.toString("hex");
+          this.cancelTargets.set(this.cancelKey, target);
+        } else if (m.type === "Z") {
+          // Ready for queries: from here on the bytes only pass.
+          upstream.off("data", watch);
+          upstream.pipe(this.client);
+          return;
+        }
+      }
+    };
+    upstream.on("data", watch);
+    this.client.pipe(upstream);
+    this.client.resume();
+    const end = () => this.close();
+    upstream.once("close", end);
+    upstream.on("error", end);
+    this.client.once("close", end);
+    this.client.on("error", end);
+  }
+
+  /** A cancel request goes to the cluster of the session it names, if the listener relays it. */
+  private forwardCancel(bytes: Buffer): void {
+    const target = this.cancelTargets.get(bytes.subarray(8).toString("hex"));
+    if (target) {
+      const c = net.connect(target, () => c.end(bytes));
+      c.on("error", () => {});
+    }
+    this.close();
+  }
+
+  private refuse(code: string, message: string): void {
+    this.log.debug({ address: this.address, message }, "database listener refused a connection");
+    this.client.end(fatalError(code, message));
+  }
+
+  close(): void {
+    if (this.cancelKey) this.cancelTargets.delete(this.cancelKey);
+    this.upstream?.destroy();
+    this.client.destroy();
+    this.socket.destroy();
+  }
+}
+
+/** Starts the listener; answers once it listens. */
+export async function startDbListener(ctx: AppContext, options: DbListenerOptions): Promise<DbListener> {
+  const log = ctx.log.child({ component: "db-listener" });
+  const connections = new Set<Connection>();
+  const cancelTargets: CancelTargets = new Map();
+  const server = net.createServer((socket) => {
+    socket.setNoDelay(true);
+    socket.on("error", () => {});
+    const connection = new Connection(ctx, socket, options.secureContext, cancelTargets, log);
+    connections.add(connection);
+    socket.once("close", () => connections.delete(connection));
+    connection.run().catch((e: Error) => {
+      log.debug({ err: e.message }, "database listener connection ended");
+      connection.close();
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const c of connections) c.close();
+      await closed;
+    },
+  };
+}

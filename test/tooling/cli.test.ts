@@ -1,0 +1,275 @@
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import pg from "pg";
+import { startTestServer, type TestServer } from "../helpers/server";
+import { mgmt } from "../management/client";
+import { platformCli, type Cli } from "./clients";
+
+/**
+ * The platform's CLI (npm `supabase`, pinned) run unchanged against Strata with a profile file: every command
+ * that needs no internet, its effect shown through SQL or another API.
+ */
+
+jest.setTimeout(600_000);
+
+const OWNER_PASSWORD = "Owner-pass-of-the-tests-1";
+
+describe("the platform's CLI against Strata", () => {
+  let server: TestServer;
+  let cli: Cli;
+  let ref: string;
+  /** The project's owner login (`postgres_<ref>`), as `--db-url` takes it. */
+  let ownerUrl: string;
+  const asOwner = async (sql: string) => {
+    const client = new pg.Client({ connectionString: ownerUrl });
+    await client.connect();
+    try {
+      return await client.query(sql);
+    } finally {
+      await client.end();
+    }
+  };
+
+  beforeAll(async () => {
+    server = await startTestServer();
+    ref = server.ref;
+    cli = await platformCli(server);
+    await mgmt(server, "PATCH", `/v1/projects/${ref}/database/password`, {
+      body: { password: OWNER_PASSWORD },
+    });
+    const url = new URL(server.dbUrl);
+    url.username = `postgres_${ref}`;
+    url.password = OWNER_PASSWORD;
+    ownerUrl = url.toString();
+    await asOwner(`create table public.items (
+      id bigint generated always as identity primary key,
+      name text not null,
+      total numeric generated always as (1) stored)`);
+  });
+  afterAll(() => server.stop());
+
+  it("lists organizations whose id every route takes, and creates a project in one (--org-id)", async () => {
+    const orgs = JSON.parse(await cli.ok(["orgs", "list", "-o", "json"]));
+    expect(orgs).toEqual([expect.objectContaining({ name: "Default Organization" })]);
+    const orgId = orgs[0].id;
+    expect(orgId).toBe(orgs[0].slug);
+    const created = JSON.parse(
+      await cli.ok([
+        "projects",
+        "create",
+        "made-by-cli",
+        "--org-id",
+        orgId,
+        "--db-password",
+        OWNER_PASSWORD,
+        "--region",
+        "us-east-1",
+        "-o",
+        "json",
+      ]),
+    );
+    expect(created).toMatchObject({ name: "made-by-cli", organization_id: orgId });
+    const { rows } = await server.controlSql(
+      `select o.slug from platform.projects p join platform.organizations o on o.id = p.organization_id
+        where p.ref = $1`,
+      [created.ref],
+    );
+    expect(rows).toEqual([{ slug: orgId }]);
+    const listed = JSON.parse(await cli.ok(["projects", "list", "-o", "json"]));
+    expect(listed.map((p: { ref: string }) => p.ref)).toEqual(expect.arrayContaining([ref, created.ref]));
+    expect((await mgmt(server, "GET", `/v1/organizations/${orgId}`)).body.id).toBe(orgId);
+  });
+
+  it("reads the project's API keys, the secret one in full only with --reveal", async () => {
+    const masked = JSON.parse(await cli.ok(["projects", "api-keys", "--project-ref", ref, "-o", "json"]));
+    expect(JSON.stringify(masked)).not.toContain(server.serviceKey);
+    const keys = JSON.parse(
+      await cli.ok(["projects", "api-keys", "--reveal", "--project-ref", ref, "-o", "json"]),
+    );
+    expect(keys).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: "anon", api_key: server.anonKey }),
+        expect.objectContaining({ name: "service_role", api_key: server.serviceKey }),
+      ]),
+    );
+  });
+
+  it("updates postgres config by sending back what it read, restart-only fields unchanged", async () => {
+    const config = (command: string, ...args: string[]) =>
+      cli.run(["postgres-config", command, "--experimental", "--project-ref", ref, ...args]);
+    const read = async () => JSON.parse((await config("get", "-o", "json")).stdout);
+    const before = await read();
+    expect(before.max_connections).toEqual(expect.any(Number));
+    expect((await config("update", "--config", "statement_timeout=30s")).code).toBe(0);
+    const { rows } = await server.sql(
+      `select unnest(setconfig) as setting from pg_db_role_setting
+        where setdatabase = (select oid from pg_database where datname = current_database()) and setrole = 0`,
+    );
+    expect(rows).toContainEqual({ setting: "statement_timeout=30s" });
+    // A restart-only field really changed is still refused, and nothing of the request is applied.
+    const refused = await config(
+      "update",
+      "--config",
+      "statement_timeout=5s",
+      "--config",
+      `max_connections=${before.max_connections + 1}`,
+    );
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/max_connections/);
+    expect(await read()).toMatchObject({ statement_timeout: "30s", max_connections: before.max_connections });
+  });
+
+  it("pushes config.toml (config push) and finds the remote up to date after", async () => {
+    const file = path.join(cli.dir, "supabase", "config.toml");
+    const toml = readFileSync(file, "utf8")
+      .replace(/^site_url = .*$/m, 'site_url = "https://app.example.com"')
+      .replace(/^max_rows = .*$/m, "max_rows = 250");
+    writeFileSync(file, toml);
+    await cli.ok(["config", "push", "--project-ref", ref, "--yes"]);
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}/config/auth`)).body.site_url).toBe(
+      "https://app.example.com",
+    );
+    const rest = (await mgmt(server, "GET", `/v1/projects/${ref}/postgrest`)).body;
+    expect(rest).toMatchObject({ max_rows: 250, db_schema: "public,graphql_public" });
+    const again = await cli.ok(["config", "push", "--project-ref", ref, "--yes"]);
+    expect(again).not.toMatch(/\[update\]/);
+  });
+
+  it("pulls the remote config into config.toml (config pull) and finds no difference after (config diff)", async () => {
+    const elsewhere = await platformCli(server);
+    await mgmt(server, "PATCH", `/v1/projects/${ref}/config/auth`, { body: { jwt_exp: 1800 } });
+    await elsewhere.ok(["config", "pull", "--project-ref", ref, "--yes"]);
+    const toml = readFileSync(path.join(elsewhere.dir, "supabase", "config.toml"), "utf8");
+    expect(toml).toMatch(/^jwt_expiry = 1800$/m);
+    const diff = await elsewhere.ok(["config", "diff", "--project-ref", ref]);
+    expect(diff).not.toMatch(/jwt_expiry|site_url|max_rows/);
+  });
+
+  it("creates, reads, renames and deletes a preview branch", async () => {
+    await cli.ok(["branches", "create", "feature-x", "--project-ref", ref]);
+    const listed = JSON.parse(await cli.ok(["branches", "list", "--project-ref", ref, "-o", "json"]));
+    const branch = listed.find((b: { name: string }) => b.name === "feature-x");
+    expect(branch).toBeDefined();
+    const { rows } = await server.controlSql("select ref from platform.projects where ref = $1", [
+      branch.project_ref,
+    ]);
+    expect(rows).toHaveLength(1);
+    await cli.ok(["branches", "update", "feature-x", "--name", "feature-y", "--project-ref", ref]);
+    await cli.ok(["branches", "delete", "feature-y", "--project-ref", ref, "--yes"]);
+    const after = JSON.parse(await cli.ok(["branches", "list", "--project-ref", ref, "-o", "json"]));
+    expect(after.map((b: { name: string }) => b.name)).not.toContain("feature-y");
+  });
+
+  it("reads the project's other settings", async () => {
+    for (const command of [
+      ["snippets", "list"],
+      ["backups", "list"],
+      ["sso", "list"],
+      ["domains", "get"],
+      ["network-restrictions", "get", "--experimental"],
+      ["ssl-enforcement", "get", "--experimental"],
+      ["network-bans", "get", "--experimental"],
+      ["vanity-subdomains", "get", "--experimental"],
+    ]) {
+      await cli.ok([...command, "--project-ref", ref]);
+    }
+  });
+
+  it("sets, lists and unsets secrets", async () => {
+    await cli.ok(["secrets", "set", "STRIPE_KEY=sk_test_1", "OTHER=2", "--project-ref", ref]);
+    const listed = JSON.parse(await cli.ok(["secrets", "list", "--project-ref", ref, "-o", "json"]));
+    expect(listed.map((s: { name: string }) => s.name).sort()).toEqual(["OTHER", "STRIPE_KEY"]);
+    const stored = await server.controlSql(
+      "select name from platform.project_secrets where project_ref = $1 order by name",
+      [ref],
+    );
+    expect(stored.rows).toEqual([{ name: "OTHER" }, { name: "STRIPE_KEY" }]);
+    await cli.ok(["secrets", "unset", "OTHER", "--project-ref", ref, "--yes"]);
+    const left = await server.controlSql("select name from platform.project_secrets where project_ref = $1", [
+      ref,
+    ]);
+    expect(left.rows).toEqual([{ name: "STRIPE_KEY" }]);
+  });
+
+  it("deploys (--use-api), lists, downloads (--use-api) and deletes a function of several files", async () => {
+    const source = path.join(cli.dir, "supabase", "functions", "hello");
+    mkdirSync(source, { recursive: true });
+    const files = {
+      "index.ts": 'import { greet } from "./greet.ts";\nDeno.serve(() => new Response(greet("cli")));\n',
+      "greet.ts": "export const greet = (who: string) => `hello ${who}`;\n",
+    };
+    for (const [name, content] of Object.entries(files)) writeFileSync(path.join(source, name), content);
+    await cli.ok(["functions", "deploy", "hello", "--use-api", "--no-verify-jwt", "--project-ref", ref]);
+    expect(await (await fetch(`${server.url}/functions/v1/hello`)).text()).toBe("hello cli");
+
+    const listed = JSON.parse(await cli.ok(["functions", "list", "--project-ref", ref, "-o", "json"]));
+    expect(listed).toEqual([
+      expect.objectContaining({
+        slug: "hello",
+        entrypoint_path: expect.stringMatching(/^file:\/\/.*\/index\.ts$/),
+      }),
+    ]);
+
+    const elsewhere = await platformCli(server);
+    await elsewhere.ok(["functions", "download", "hello", "--use-api", "--project-ref", ref]);
+    for (const [name, content] of Object.entries(files)) {
+      expect(readFileSync(path.join(elsewhere.dir, "supabase", "functions", "hello", name), "utf8")).toBe(
+        content,
+      );
+    }
+
+    await cli.ok(["functions", "delete", "hello", "--project-ref", ref]);
+    expect((await fetch(`${server.url}/functions/v1/hello`)).status).toBe(404);
+    expect(JSON.parse(await cli.ok(["functions", "list", "--project-ref", ref, "-o", "json"]))).toEqual([]);
+  });
+
+  it("generates TypeScript types as postgres-meta does", async () => {
+    const types = await cli.ok(["gen", "types", "--project-id", ref]);
+    expect(types).toContain("export type Database = {");
+    const items = types.slice(types.indexOf("items: {"));
+    const section = (name: string) =>
+      items.slice(items.indexOf(`${name}: {`), items.indexOf("}", items.indexOf(`${name}: {`)));
+    expect(section("Row")).toMatch(/id: number\s+name: string\s+total: number \| null/);
+    expect(section("Insert")).toMatch(/id\?: never\s+name: string\s+total\?: never/);
+    expect(section("Update")).toMatch(/id\?: never\s+name\?: string\s+total\?: never/);
+    expect(types).not.toMatch(/_strata/);
+  });
+
+  it("inspects the database (inspect db) with pg_stat_statements in extensions", async () => {
+    await asOwner("select count(*) from public.items where name = 'inspect-me'");
+    const inspect = (command: string) => cli.ok(["inspect", "db", command, "--db-url", ownerUrl]);
+    expect(await inspect("outliers")).toMatch(/inspect-me|public\.items/);
+    expect(await inspect("calls")).toMatch(/public\.items/);
+    expect(await inspect("table-stats")).toMatch(/public\.items/);
+    expect(await inspect("index-stats")).toMatch(/items_pkey/);
+    for (const command of [
+      "locks",
+      "blocking",
+      "long-running-queries",
+      "bloat",
+      "vacuum-stats",
+      "role-stats",
+      "replication-slots",
+      "traffic-profile",
+    ]) {
+      await inspect(command);
+    }
+  });
+
+  it("reports the user's security advisories and none of Strata's own objects (db advisors)", async () => {
+    // The CLI lints with its own SQL here (splinter): Strata's functions have pinned search paths, so none is
+    // reported as the user's. Its performance lints still see Strata's tables in `_strata` (README).
+    const lints = JSON.parse(
+      await cli.ok(["db", "advisors", "--db-url", ownerUrl, "--type", "security", "--level", "info"]),
+    );
+    expect(lints).toContainEqual(
+      expect.objectContaining({
+        name: "rls_disabled_in_public",
+        cache_key: "rls_disabled_in_public_public_items",
+      }),
+    );
+    expect(JSON.stringify(lints)).not.toMatch(/_strata|strata_/);
+    const api = await mgmt(server, "GET", `/v1/projects/${ref}/advisors/security`);
+    expect(JSON.stringify(api.body)).not.toMatch(/_strata|strata_/);
+  });
+});
