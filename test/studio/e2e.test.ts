@@ -11,7 +11,7 @@ import { buildStudio, launchChromium, VIEWPORT } from "./browser";
  * key, SQL as the superuser, the control plane's rows).
  */
 
-jest.setTimeout(240_000);
+jest.setTimeout(300_000);
 
 /** A 1×1 PNG. */
 const PNG = Buffer.from(
@@ -30,7 +30,7 @@ describe("Studio in a browser", () => {
     server = await startTestServer();
     browser = await launchChromium();
     page = await browser.newPage({ viewport: VIEWPORT });
-    page.setDefaultTimeout(20_000);
+    page.setDefaultTimeout(60_000);
     // A fault of the page's own shows in the test's output.
     page.on("pageerror", (e) => console.error("page error:", e));
   });

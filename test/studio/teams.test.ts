@@ -20,7 +20,7 @@ describe("Studio's email and password sign-in", () => {
     server = await startTestServer();
     browser = await launchChromium();
     page = await browser.newPage({ viewport: VIEWPORT });
-    page.setDefaultTimeout(20_000);
+    page.setDefaultTimeout(60_000);
     page.on("pageerror", (e) => console.error("page error:", e));
   });
   afterAll(async () => {
