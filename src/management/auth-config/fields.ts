@@ -1,5 +1,56 @@
 /** The auth config fields of the spec, by type (PATCH body); the GET response adds GET_ONLY_FIELDS. */
 
+/**
+ * The identity-provider slots of the spec (`external_<slot>_*`): each has enabled, client_id and secret,
+ * and email_optional but workos; four take a base URL, two more client ids, one skips the nonce check.
+ */
+export const PROVIDER_SLOTS = [
+  "apple",
+  "azure",
+  "bitbucket",
+  "discord",
+  "facebook",
+  "figma",
+  "github",
+  "gitlab",
+  "google",
+  "kakao",
+  "keycloak",
+  "linkedin_oidc",
+  "slack_oidc",
+  "notion",
+  "slack",
+  "spotify",
+  "twitch",
+  "twitter",
+  "x",
+  "workos",
+  "zoom",
+] as const;
+const URL_SLOTS = ["azure", "gitlab", "keycloak", "workos"];
+const ADDITIONAL_CLIENT_ID_SLOTS = ["apple", "google"];
+const SKIP_NONCE_CHECK_SLOTS = ["google"];
+
+const providerFields = (kind: "string" | "boolean") =>
+  PROVIDER_SLOTS.flatMap((slot) => {
+    const field = (name: string) => `external_${slot}_${name}`;
+    return kind === "string"
+      ? [
+          field("client_id"),
+          field("secret"),
+          ...(URL_SLOTS.includes(slot) ? [field("url")] : []),
+          ...(ADDITIONAL_CLIENT_ID_SLOTS.includes(slot) ? [field("additional_client_ids")] : []),
+        ]
+      : [
+          field("enabled"),
+          ...(slot === "workos" ? [] : [field("email_optional")]),
+          ...(SKIP_NONCE_CHECK_SLOTS.includes(slot) ? [field("skip_nonce_check")] : []),
+        ];
+  });
+
+/** The provider slots' base URL fields: checked as http(s) URLs. */
+export const PROVIDER_URL_FIELDS = URL_SLOTS.map((slot) => `external_${slot}_url`);
+
 export const STRING_FIELDS = [
   "site_url",
   "uri_allow_list",
@@ -8,9 +59,6 @@ export const STRING_FIELDS = [
   "smtp_port",
   "smtp_user",
   "smtp_pass",
-  "external_keycloak_client_id",
-  "external_keycloak_secret",
-  "external_keycloak_url",
   "smtp_sender_name",
   "mailer_subjects_confirmation",
   "mailer_templates_confirmation_content",
@@ -78,12 +126,12 @@ export const STRING_FIELDS = [
   "sms_vonage_api_secret",
   "sms_vonage_from",
   "oauth_server_authorization_path",
-] as const;
+  ...providerFields("string"),
+];
 
 export const BOOLEAN_FIELDS = [
   "disable_signup",
   "external_anonymous_users_enabled",
-  "external_keycloak_enabled",
   "external_email_enabled",
   "external_phone_enabled",
   "mailer_allow_unverified_email_sign_ins",
@@ -122,7 +170,8 @@ export const BOOLEAN_FIELDS = [
   "oauth_server_enabled",
   "oauth_server_allow_dynamic_registration",
   "custom_oauth_enabled",
-] as const;
+  ...providerFields("boolean"),
+];
 
 export const INTEGER_FIELDS = [
   "jwt_exp",

@@ -17,6 +17,7 @@ import {
   GET_ONLY_FIELDS,
   INTEGER_FIELDS,
   NUMBER_FIELDS,
+  PROVIDER_URL_FIELDS,
   STRING_FIELDS,
 } from "./fields";
 
@@ -61,6 +62,9 @@ const patchBody = z.strictObject({
   sms_test_otp_valid_until: z.iso.datetime({ offset: true }).nullable().optional(),
 });
 
+/** Fields holding a URL: http(s) or empty. */
+const URL_FIELDS = ["saml_external_url", ...PROVIDER_URL_FIELDS];
+
 const ALL_FIELDS = [
   ...STRING_FIELDS,
   ...BOOLEAN_FIELDS,
@@ -87,9 +91,10 @@ async function checkedChanges(
   body: z.infer<typeof patchBody>,
 ): Promise<Record<string, unknown>> {
   const changes = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
-  if (typeof changes.saml_external_url === "string" && changes.saml_external_url !== "") {
-    if (!/^https?:\/\//.test(changes.saml_external_url) || !URL.canParse(changes.saml_external_url)) {
-      throw new HttpError(400, "saml_external_url must be an http(s) URL");
+  for (const field of URL_FIELDS) {
+    const value = changes[field];
+    if (typeof value === "string" && value !== "" && !(/^https?:\/\//.test(value) && URL.canParse(value))) {
+      throw new HttpError(400, `${field} must be an http(s) URL`);
     }
   }
   // As the platform's auth server validates its config: CAPTCHA on needs a provider secret.
