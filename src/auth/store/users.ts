@@ -307,3 +307,12 @@ export async function refreshSsoUser(
     [id, JSON.stringify(metadata), email],
   );
 }
+
+/** The users (but SSO ones) whose address is one of `emails` (lower case), held for the transaction. */
+export async function lockUsersWithEmails(db: Db, emails: string[]): Promise<UserRow[]> {
+  const { rows } = await db.query(
+    "select * from auth.users where lower(email) = any($1::text[]) and is_sso_user = false for update",
+    [emails],
+  );
+  return rows;
+}
