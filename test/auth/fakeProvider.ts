@@ -36,7 +36,10 @@ export interface FakeProvider {
   /** Form of each token request, with its Authorization header. */
   tokenRequests: { form: URLSearchParams; authorization: string | undefined }[];
   /** An ID token of this provider (its key unless `key` is another's), for signInWithIdToken. */
-  sign(claims: Record<string, unknown>, options?: { key?: KeyLike; expiresIn?: string }): Promise<string>;
+  sign(
+    claims: Record<string, unknown>,
+    options?: { key?: KeyLike; expiresIn?: string | number },
+  ): Promise<string>;
   otherKey: KeyLike;
   close(): Promise<void>;
 }
