@@ -311,7 +311,7 @@ export async function refreshSsoUser(
 /** The users (but SSO ones) whose address is one of `emails` (lower case), held for the transaction. */
 export async function lockUsersWithEmails(db: Db, emails: string[]): Promise<UserRow[]> {
   const { rows } = await db.query(
-    "select * from auth.users where lower(email) = any($1::text[]) and is_sso_user = false for update",
+    "select * from auth.users where email = any($1::text[]) and is_sso_user = false for update",
     [emails],
   );
   return rows;
