@@ -196,6 +196,32 @@ describe("signInWithIdToken", () => {
     ).toBeNull();
   });
 
+  it("finds the provider by the issuer the request names (the generic OIDC slot's realm URL, Google's)", async () => {
+    const token = await fakes.keycloak.sign({
+      sub: "kc-by-issuer",
+      email: "kci@example.test",
+      email_verified: true,
+    });
+    const res = await fetch(`${server.url}/auth/v1/token?grant_type=id_token`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({
+        id_token: token,
+        issuer: fakes.keycloak.issuer,
+        client_id: clientOf("keycloak"),
+      }),
+    });
+    expect(res.status).toBe(200);
+    expect(await identityOf("keycloak", "kc-by-issuer")).toHaveLength(1);
+    const unknown = await fetch(`${server.url}/auth/v1/token?grant_type=id_token`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ id_token: token, issuer: "https://issuer.example.test", client_id: "x" }),
+    });
+    expect(unknown.status).toBe(400);
+    expect((await unknown.json()).msg).toBe('Custom OIDC provider "https://issuer.example.test" not allowed');
+  });
+
   it("refuses a provider that is off or has no ID token sign-in, and an Azure token of another tenant", async () => {
     await management(server, "PATCH", "/config/auth", { external_kakao_enabled: false });
     const kakao = await client().auth.signInWithIdToken({

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import type { JWTPayload } from "jose";
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
+import type { AuthSettings } from "../authConfig";
 import type { AuthCall } from "../call";
 import { AuthApiError } from "../errors";
 import { linkExternal, signInExternal } from "../externalAccounts";
@@ -60,20 +61,27 @@ interface Verifier {
 }
 
 /** The provider an ID token is for: named by `provider`, or by the issuer the request names. */
-function providerName(params: z.infer<typeof body>): string {
+function providerName(settings: AuthSettings, params: z.infer<typeof body>): string {
   if (params.provider) return params.provider;
+  // The generic OIDC slot's issuer is its realm URL.
+  const keycloak = String(settings.external_keycloak_url ?? "").replace(/\/+$/, "");
+  if (keycloak && params.issuer?.replace(/\/+$/, "") === keycloak) return "keycloak";
   if (params.issuer && APPLE_ISSUERS.includes(params.issuer)) return "apple";
   if (params.issuer === "https://accounts.google.com") return "google";
   if (params.issuer && AZURE_ISSUER_PREFIXES.some((prefix) => params.issuer!.startsWith(prefix)))
     return "azure";
   if (params.issuer === "https://www.facebook.com") return "facebook";
   if (params.issuer === "https://kauth.kakao.com") return "kakao";
-  throw new AuthApiError(400, "validation_failed", "provider or client_id and issuer required");
+  if (!params.issuer || !params.client_id) {
+    throw new AuthApiError(400, "validation_failed", "provider or client_id and issuer required");
+  }
+  // The platform's operator-allowed issuers (GOTRUE_EXTERNAL_ALLOWED_ID_TOKEN_ISSUERS) are not built.
+  throw new AuthApiError(400, "validation_failed", `Custom OIDC provider "${params.issuer}" not allowed`);
 }
 
 /** How to verify the request's ID token: the provider's configuration and the issuer it must come from. */
 function verifierOf(call: AuthCall, params: z.infer<typeof body>): Verifier {
-  const name = providerName(params);
+  const name = providerName(call.settings, params);
   const spec = Object.hasOwn(PROVIDERS, name) ? PROVIDERS[name] : undefined;
   if (!spec || (!spec.idToken && name !== "azure")) {
     throw new AuthApiError(400, "validation_failed", `Custom OIDC provider "${name}" not allowed`);
