@@ -68,6 +68,8 @@ interface ProviderSpec {
   authorizeParams?: Record<string, string>;
   /** The client's credentials sent in the token request's body instead of Basic authentication. */
   credentialsInBody?: true;
+  /** The provider requires PKCE of its own client (X): a verifier per sign-in, kept in the sealed state. */
+  requiresPkce?: true;
   user(x: Exchange): Promise<ProviderUser>;
   /** Signing in with the provider's ID token (grant_type=id_token): its issuer and claim mapping. */
   idToken?: { issuer(p: ConfiguredProvider): string; mapping: IdTokenMapping };
@@ -548,6 +550,36 @@ export const PROVIDERS: Record<string, ProviderSpec> = {
       };
     },
   },
+  x: {
+    scopes: ["users.email", "tweet.read", "users.read", "offline.access"],
+    requiresPkce: true,
+    endpoints: (p) => ({
+      authorize: `${host(p, "x.com")}/i/oauth2/authorize`,
+      token: `${host(p, "api.x.com")}/2/oauth2/token`,
+    }),
+    async user(x) {
+      const api = host(x.p, "api.x.com");
+      const fields = "id,name,username,confirmed_email,profile_image_url,url,created_at";
+      const u = (await x.get(`${api}/2/users/me?user.fields=${fields}`))?.data ?? {};
+      return {
+        emails: primary(u.confirmed_email, true),
+        claims: {
+          iss: api,
+          sub: u.id,
+          name: u.name,
+          preferred_username: u.username,
+          picture: u.profile_image_url,
+          profile: u.username ? `https://x.com/${u.username}` : undefined,
+          website: u.url,
+          custom_claims: u.created_at ? { created_at: u.created_at } : undefined,
+          avatar_url: u.profile_image_url,
+          full_name: u.name,
+          provider_id: u.id,
+          user_name: u.username,
+        },
+      };
+    },
+  },
   workos: {
     urlSlot: "optional",
     scopes: [],
@@ -645,7 +677,14 @@ export function configuredProvider(
 export async function authorizeUrl(
   spec: ProviderSpec,
   p: ConfiguredProvider,
-  options: { redirectUri: string; state: string; scopes: string; extra: Record<string, string> },
+  options: {
+    redirectUri: string;
+    state: string;
+    scopes: string;
+    extra: Record<string, string>;
+    /** The provider's own PKCE challenge (requiresPkce). */
+    codeChallenge?: string;
+  },
 ): Promise<string> {
   const scopes = [...spec.scopes, ...(spec.fixedScopes ? [] : list(options.scopes.replace(/ /g, ",")))];
   const url = new URL((await spec.endpoints(p)).authorize);
@@ -656,6 +695,10 @@ export async function authorizeUrl(
   url.searchParams.set("response_type", "code");
   if (scopes.length) url.searchParams.set("scope", [...new Set(scopes)].join(" "));
   url.searchParams.set("state", options.state);
+  if (options.codeChallenge) {
+    url.searchParams.set("code_challenge", options.codeChallenge);
+    url.searchParams.set("code_challenge_method", "S256");
+  }
   return url.href;
 }
 
@@ -674,8 +717,10 @@ export async function exchangeCode(
   p: ConfiguredProvider,
   code: string,
   redirectUri: string,
+  codeVerifier?: string,
 ): Promise<ProviderTokens> {
   const form = new URLSearchParams({ grant_type: "authorization_code", code, redirect_uri: redirectUri });
+  if (codeVerifier) form.set("code_verifier", codeVerifier);
   const headers: Record<string, string> = {
     "content-type": "application/x-www-form-urlencoded",
     accept: "application/json",

@@ -7,8 +7,9 @@ import { exportJWK, generateKeyPair, SignJWT, type JWK, type KeyLike } from "jos
  * A local OAuth 2.0 / OpenID Connect provider for the tests, speaking any provider's endpoints by shape:
  *   - a GET with `response_type=code` is the authorize endpoint: it answers the browser at once with a code
  *     for `redirect_uri` (or, with response_mode=form_post, a JSON description of the form to post);
- *   - a POST is the token endpoint: the client's credentials (Basic, or in the body) and the code's
- *     redirect_uri checked, it answers an access and refresh token, an ID token when `idToken` is on;
+ *   - a POST is the token endpoint: the client's credentials (Basic, or in the body), the code's
+ *     redirect_uri and (when its authorize request had a challenge) PKCE verifier checked, it answers an
+ *     access and refresh token, an ID token when `idToken` is on;
  *   - `<issuer>/.well-known/openid-configuration` and `/jwks` publish the discovery document and a key made
  *     by jose, which signs the ID tokens;
  *   - every other GET answers `api[pathname]` to a bearer of an access token it gave.
@@ -48,7 +49,7 @@ export async function startFakeProvider(options: FakeProviderOptions): Promise<F
   const { privateKey, publicKey } = await generateKeyPair("RS256");
   const other = await generateKeyPair("RS256");
   const jwk: JWK = { ...(await exportJWK(publicKey)), kid: "fake-1", alg: "RS256", use: "sig" };
-  const codes = new Map<string, { redirectUri: string; nonce: string | null }>();
+  const codes = new Map<string, { redirectUri: string; nonce: string | null; challenge: string | null }>();
   const accessTokens = new Set<string>();
   const authorizeRequests: URL[] = [];
   const tokenRequests: FakeProvider["tokenRequests"] = [];
@@ -74,7 +75,7 @@ export async function startFakeProvider(options: FakeProviderOptions): Promise<F
     if (query.get("client_id") !== options.clientId) return json(res, 400, { error: "invalid_client" });
     const code = randomUUID();
     const redirectUri = query.get("redirect_uri")!;
-    codes.set(code, { redirectUri, nonce: query.get("nonce") });
+    codes.set(code, { redirectUri, nonce: query.get("nonce"), challenge: query.get("code_challenge") });
     if (query.get("response_mode") === "form_post") {
       return json(res, 200, { form_post: redirectUri, fields: { code, state: query.get("state") } });
     }
@@ -97,6 +98,16 @@ export async function startFakeProvider(options: FakeProviderOptions): Promise<F
     if (!grant || grant.redirectUri !== form.get("redirect_uri"))
       return json(res, 400, { error: "invalid_grant" });
     codes.delete(form.get("code")!);
+    // A provider's own PKCE (X): the verifier of the challenge its authorize request had.
+    const verifier = form.get("code_verifier");
+    if (
+      grant.challenge &&
+      createHash("sha256")
+        .update(verifier ?? "")
+        .digest("base64url") !== grant.challenge
+    ) {
+      return json(res, 400, { error: "invalid_grant", error_description: "code_verifier" });
+    }
     const accessToken = `at-${randomUUID()}`;
     accessTokens.add(accessToken);
     const answer: Record<string, unknown> = {

@@ -288,6 +288,20 @@ const CASES: Record<string, ProviderCase> = {
     claim: { full_name: "No Tion" },
     authorizePath: "/v1/oauth/authorize",
   },
+  x: {
+    fake: {
+      api: {
+        "/2/users/me": {
+          data: { id: "x-1", name: "Ex", username: "ex", confirmed_email: "ex@example.test" },
+        },
+      },
+    },
+    sub: "x-1",
+    email: "ex@example.test",
+    claim: { user_name: "ex", profile: "https://x.com/ex" },
+    authorizePath: "/i/oauth2/authorize",
+    scope: "users.email tweet.read users.read offline.access",
+  },
   figma: {
     fake: { api: { "/v1/me": { id: "fi-1", handle: "figgy", email: "fig@example.test" } } },
     sub: "fi-1",

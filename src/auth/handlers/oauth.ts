@@ -1,5 +1,5 @@
-import { createHash } from "node:crypto";
-import { jwtVerify, SignJWT } from "jose";
+import { createHash, randomBytes } from "node:crypto";
+import { EncryptJWT, jwtDecrypt } from "jose";
 import { withAdminTransaction } from "../../db/transaction";
 import type { ProjectRuntime } from "../../projects/runtime";
 import type { AuthCall } from "../call";
@@ -55,9 +55,14 @@ interface OAuthState {
   flow_state_id?: string;
   /** linkIdentity: the signed-in user the identity is linked to. */
   link_user_id?: string;
+  /** The verifier of the provider's own PKCE (X). */
+  code_verifier?: string;
 }
 
-/** The key of the signed `state` a provider hands back: derived from the project's JWT secret. */
+/**
+ * The key of the `state` a provider hands back, derived from the project's JWT secret: the state is an
+ * encrypted JWT (it carries the provider's PKCE verifier, which only Strata may read).
+ */
 const stateKey = (project: ProjectRuntime) =>
   createHash("sha256").update(`oauth-state:${project.record.jwtSecret}`).digest();
 
@@ -95,21 +100,24 @@ export async function providerRedirect(call: AuthCall, linkUserId?: string): Pro
       authenticationMethod: "oauth",
     });
   }
+  const codeVerifier = spec.requiresPkce ? randomBytes(32).toString("base64url") : undefined;
   const claims: OAuthState = {
     provider: p.name,
     redirect_to: redirectTo,
     flow_state_id: flowStateId,
     link_user_id: linkUserId,
+    code_verifier: codeVerifier,
   };
-  const state = await new SignJWT({ ...claims })
-    .setProtectedHeader({ alg: "HS256" })
+  const state = await new EncryptJWT({ ...claims })
+    .setProtectedHeader({ alg: "dir", enc: "A256GCM" })
     .setExpirationTime(`${STATE_SECONDS}s`)
-    .sign(stateKey(project));
+    .encrypt(stateKey(project));
   return authorizeUrl(spec, p, {
     redirectUri: `${apiUrl}/callback`,
     state,
     scopes: String(req.query.scopes ?? ""),
     extra: passedOn(req.query),
+    codeChallenge: codeVerifier && createHash("sha256").update(codeVerifier).digest("base64url"),
   });
 }
 
@@ -136,8 +144,12 @@ export async function callback(call: AuthCall) {
   const params = callbackParams(call);
   let state: OAuthState;
   try {
-    state = (await jwtVerify(String(params.state ?? ""), stateKey(project), { algorithms: ["HS256"] }))
-      .payload as unknown as OAuthState;
+    state = (
+      await jwtDecrypt(String(params.state ?? ""), stateKey(project), {
+        keyManagementAlgorithms: ["dir"],
+        contentEncryptionAlgorithms: ["A256GCM"],
+      })
+    ).payload as unknown as OAuthState;
   } catch {
     throw new AuthApiError(400, "bad_oauth_state", "OAuth state parameter is invalid or has expired");
   }
@@ -158,7 +170,13 @@ export async function callback(call: AuthCall) {
   let tokens: ProviderTokens;
   let user: ProviderUser;
   try {
-    tokens = await exchangeCode(spec, p, String(params.code ?? ""), `${call.apiUrl}/callback`);
+    tokens = await exchangeCode(
+      spec,
+      p,
+      String(params.code ?? ""),
+      `${call.apiUrl}/callback`,
+      state.code_verifier,
+    );
     user = await providerUser(spec, p, tokens, params);
   } catch {
     return fail("bad_oauth_callback", "Error getting user profile from external provider");
