@@ -124,7 +124,7 @@ export function azureIssuerAllowed(p: ConfiguredProvider, issuer: string): boole
 async function discovered(issuer: string): Promise<Endpoints> {
   const doc = await discoveryDocument(issuer);
   if (!doc.authorization_endpoint || !doc.token_endpoint) {
-    throw new AuthApiError(500, "unexpected_failure", "The provider's discovery document has no endpoints");
+    throw new Error("The provider's discovery document has no endpoints");
   }
   return { authorize: doc.authorization_endpoint, token: doc.token_endpoint };
 }
@@ -687,7 +687,14 @@ export async function authorizeUrl(
   },
 ): Promise<string> {
   const scopes = [...spec.scopes, ...(spec.fixedScopes ? [] : list(options.scopes.replace(/ /g, ",")))];
-  const url = new URL((await spec.endpoints(p)).authorize);
+  let endpoints: Endpoints;
+  try {
+    endpoints = await spec.endpoints(p);
+  } catch {
+    // An OIDC provider whose discovery document cannot be read, as the platform refuses it.
+    throw new AuthApiError(400, "validation_failed", `Unsupported provider: ${p.name} discovery failed`);
+  }
+  const url = new URL(endpoints.authorize);
   for (const [k, v] of Object.entries({ ...options.extra, ...spec.authorizeParams }))
     url.searchParams.set(k, v);
   url.searchParams.set("client_id", p.clientId);
