@@ -664,3 +664,28 @@ describe("flows, redirects and refusals", () => {
     }
   });
 });
+
+describe("a project's provider URL slots under the outbound policy", () => {
+  it("never exchanges a code with, or asks a user of, a private or link-local address", async () => {
+    const usersBefore = (await server.sql("select count(*)::int as n from auth.users")).rows[0].n;
+    for (const name of ["gitlab", "workos", "azure", "keycloak"]) {
+      for (const internal of ["http://169.254.169.254/latest", "http://10.0.0.1", "http://[fd00::1]"]) {
+        await enable(name, { [`external_${name}_url`]: internal });
+        const started = await fetch(`${server.url}/auth/v1/authorize?provider=${name}&redirect_to=${DONE}`, {
+          redirect: "manual",
+        });
+        expect(started.status).toBe(302);
+        const authorize = new URL(started.headers.get("location")!);
+        expect(authorize.origin).toBe(new URL(internal).origin);
+        // The browser would go there; Strata's own requests may not.
+        const back = await fetch(
+          `${server.url}/auth/v1/callback?code=c&state=${encodeURIComponent(authorize.searchParams.get("state")!)}`,
+          { redirect: "manual" },
+        );
+        expect(paramsOf(back.headers.get("location")!).error_code).toBe("bad_oauth_callback");
+      }
+      await enable(name);
+    }
+    expect((await server.sql("select count(*)::int as n from auth.users")).rows[0].n).toBe(usersBefore);
+  });
+});
