@@ -786,6 +786,3 @@ export function identityData(user: ProviderUser): Record<string, unknown> {
   }
   return data;
 }
-
-/** The providers whose ID tokens sign in (grant_type=id_token), by name. */
-export const ID_TOKEN_PROVIDERS = ["apple", "azure", "facebook", "google", "kakao", "keycloak"] as const;
