@@ -26,6 +26,8 @@ export interface FakeProviderOptions {
   issuerPath?: string;
   /** More members of the token answer (WorkOS's profile). */
   tokenExtra?: Record<string, unknown>;
+  /** More fields of a form_post answer (Apple's `user`). */
+  formExtra?: Record<string, string>;
 }
 
 export interface FakeProvider {
@@ -77,7 +79,10 @@ export async function startFakeProvider(options: FakeProviderOptions): Promise<F
     const redirectUri = query.get("redirect_uri")!;
     codes.set(code, { redirectUri, nonce: query.get("nonce"), challenge: query.get("code_challenge") });
     if (query.get("response_mode") === "form_post") {
-      return json(res, 200, { form_post: redirectUri, fields: { code, state: query.get("state") } });
+      return json(res, 200, {
+        form_post: redirectUri,
+        fields: { ...options.formExtra, code, state: query.get("state") },
+      });
     }
     const back = new URL(redirectUri);
     back.searchParams.set("code", code);

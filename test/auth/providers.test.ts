@@ -199,10 +199,14 @@ const CASES: Record<string, ProviderCase> = {
     authorizePath: "/dialog/oauth",
   },
   apple: {
-    fake: { idToken: { sub: "ap-1", email: "ap@privaterelay.example.test", is_private_email: "true" } },
+    fake: {
+      idToken: { sub: "ap-1", email: "ap@privaterelay.example.test", is_private_email: "true" },
+      // Apple names the user only in its first callback's form.
+      formExtra: { user: JSON.stringify({ name: { firstName: "Ap", lastName: "Ple" } }) },
+    },
     sub: "ap-1",
     email: "ap@privaterelay.example.test",
-    claim: { custom_claims: { is_private_email: "true" } },
+    claim: { custom_claims: { is_private_email: "true" }, name: "Ap Ple", full_name: "Ap Ple" },
     authorizePath: "/authorize",
     scope: "email name",
   },
