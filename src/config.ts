@@ -137,6 +137,13 @@ export interface StrataConfig {
   >;
   /** siteverify URL of each CAPTCHA provider (a proxy or a local receiver); unset: the provider's own. */
   captchaUrls: Partial<Record<"hcaptcha" | "turnstile", string>>;
+  /**
+   * Base URL of an external sign-in provider that has no URL slot in the auth config
+   * (`STRATA_AUTH_PROVIDER_BASE_<PROVIDER>`, e.g. `..._GITHUB` for GitHub Enterprise, a proxy or a local
+   * provider), by provider name in lower case: every host of the provider, and its ID token issuer, is then
+   * this URL. Unset: the provider's public hosts.
+   */
+  authProviderBases: Record<string, string>;
   /** Limits of edge function workers. */
   functions: {
     /** Continuous CPU time a worker may spend without answering before it is stopped (546). */
@@ -319,6 +326,24 @@ const schema = z.object({
   FUNCTIONS_IDLE_MS: positiveInt("FUNCTIONS_IDLE_MS").default(60_000),
 });
 
+const AUTH_PROVIDER_BASE = /^STRATA_AUTH_PROVIDER_BASE_([A-Z0-9_]+)$/;
+
+/** The STRATA_AUTH_PROVIDER_BASE_<PROVIDER> variables that are set, by provider name; each an http(s) URL. */
+function authProviderBases(env: NodeJS.ProcessEnv): Record<string, string> {
+  const bases: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) {
+    const m = AUTH_PROVIDER_BASE.exec(key);
+    if (!m || !value) continue;
+    if (!/^https?:\/\//.test(value) || !URL.canParse(value)) {
+      throw new ConfigError(
+        `Invalid configuration: ${key} must be an http(s) URL (got ${JSON.stringify(value)})`,
+      );
+    }
+    bases[m[1].toLowerCase()] = value.replace(/\/+$/, "");
+  }
+  return bases;
+}
+
 /** The entries of `values` that are set. */
 function definedOnly<T extends object>(values: T): Partial<T> {
   return Object.fromEntries(Object.entries(values).filter(([, v]) => v !== undefined)) as Partial<T>;
@@ -429,6 +454,7 @@ export function loadConfig(
       hcaptcha: c.STRATA_CAPTCHA_HCAPTCHA_URL,
       turnstile: c.STRATA_CAPTCHA_TURNSTILE_URL,
     },
+    authProviderBases: authProviderBases(env),
     functions: {
       cpuMs: c.FUNCTIONS_CPU_MS,
       wallMs: c.FUNCTIONS_WALL_MS,

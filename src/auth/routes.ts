@@ -7,6 +7,7 @@ import * as adminLinks from "./handlers/adminLinks";
 import * as adminUsers from "./handlers/adminUsers";
 import * as factors from "./handlers/factors";
 import { health } from "./handlers/health";
+import * as identities from "./handlers/identities";
 import { logout } from "./handlers/logout";
 import * as oauth from "./handlers/oauth";
 import { sendOtp } from "./handlers/otp";
@@ -76,6 +77,8 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
   { method: "put", path: "/user", access: "user", handler: user.updateUser },
   { method: "get", path: "/reauthenticate", access: "user", handler: reauthenticate },
   { method: "post", path: "/logout", access: "user", handler: logout },
+  { method: "get", path: "/user/identities/authorize", access: "user", handler: identities.linkAuthorize },
+  { method: "delete", path: "/user/identities/:id", access: "user", handler: identities.unlink },
 
   { method: "post", path: "/factors", access: "session", handler: factors.enroll },
   { method: "post", path: "/factors/:id/challenge", access: "session", handler: factors.challenge },
@@ -84,6 +87,7 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
 
   { method: "get", path: "/authorize", access: "public", handler: oauth.authorize },
   { method: "get", path: "/callback", access: "public", handler: oauth.callback },
+  { method: "post", path: "/callback", access: "public", body: "form", handler: oauth.callback },
 
   { method: "post", path: "/sso", access: "key", captcha: true, handler: sso.startSso },
   { method: "get", path: "/sso/saml/metadata", access: "public", handler: sso.metadata },

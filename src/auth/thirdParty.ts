@@ -18,7 +18,7 @@ export interface ThirdPartyRow {
 }
 
 const remoteSets = new Map<string, JWTVerifyGetKey>();
-const discovered = new Map<string, { jwksUri: string; at: number }>();
+const discovered = new Map<string, { doc: DiscoveryDocument; at: number }>();
 
 async function fetchKeySet(url: string): Promise<JSONWebKeySet> {
   const set = (await fetchPublicJson(url)) as JSONWebKeySet;
@@ -49,16 +49,34 @@ function remoteSet(url: string): JWTVerifyGetKey {
   return set;
 }
 
-/** The `jwks_uri` of an OIDC issuer, from its discovery document. */
-export async function discoverJwksUri(issuer: string): Promise<string> {
+/** What Strata reads of an OIDC issuer's discovery document. */
+export interface DiscoveryDocument {
+  jwks_uri: string;
+  authorization_endpoint?: string;
+  token_endpoint?: string;
+  userinfo_endpoint?: string;
+}
+
+/** An OIDC issuer's discovery document (`<issuer>/.well-known/openid-configuration`), kept 10 minutes. */
+export async function discoveryDocument(issuer: string): Promise<DiscoveryDocument> {
   const cached = discovered.get(issuer);
-  if (cached && Date.now() - cached.at < DISCOVERY_MAX_AGE_MS) return cached.jwksUri;
+  if (cached && Date.now() - cached.at < DISCOVERY_MAX_AGE_MS) return cached.doc;
   const doc = (await fetchPublicJson(
     new URL(".well-known/openid-configuration", issuer.replace(/\/?$/, "/")).href,
-  )) as { jwks_uri?: unknown };
+  )) as DiscoveryDocument;
   if (typeof doc?.jwks_uri !== "string") throw new Error("OIDC discovery document has no jwks_uri");
-  discovered.set(issuer, { jwksUri: doc.jwks_uri, at: Date.now() });
-  return doc.jwks_uri;
+  discovered.set(issuer, { doc, at: Date.now() });
+  return doc;
+}
+
+/** The `jwks_uri` of an OIDC issuer, from its discovery document. */
+export async function discoverJwksUri(issuer: string): Promise<string> {
+  return (await discoveryDocument(issuer)).jwks_uri;
+}
+
+/** The key resolver of an OIDC issuer: its discovered JWKS, cached and refetched for an unknown kid. */
+export async function issuerKeySet(issuer: string): Promise<JWTVerifyGetKey> {
+  return remoteSet(await discoverJwksUri(issuer));
 }
 
 /** The key resolver of an integration: its custom JWKS, its JWKS URL or its issuer's JWKS. */

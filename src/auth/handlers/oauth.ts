@@ -1,72 +1,90 @@
-import { createHash } from "node:crypto";
-import { jwtVerify, SignJWT } from "jose";
+import { createHash, randomBytes } from "node:crypto";
+import { EncryptJWT, jwtDecrypt } from "jose";
 import { withAdminTransaction } from "../../db/transaction";
-import { fetchPublicJson } from "../../net/outbound";
 import type { ProjectRuntime } from "../../projects/runtime";
-import type { AuthSettings } from "../authConfig";
 import type { AuthCall } from "../call";
-import { AuthApiError, signupDisabled } from "../errors";
+import { AuthApiError } from "../errors";
+import { linkExternal, signInExternal } from "../externalAccounts";
+import {
+  authorizeUrl,
+  configuredProvider,
+  exchangeCode,
+  identityData,
+  providerUser,
+  type ProviderTokens,
+} from "../externalProviders";
 import { afterUserCreated, beforeUserCreated } from "../hook";
+import type { ProviderUser } from "../idTokens";
 import { redirectTarget, withParams } from "../redirects";
 import { sessionFragment, sessionResponse, type Session } from "../signIn";
-import { issueAuthCode, startFlow } from "../store/flowState";
-import { linkIdentity, userIdOfIdentity } from "../store/identities";
+import { issueAuthCode, saveProviderTokens, startFlow } from "../store/flowState";
 import { startSession } from "../store/sessions";
-import {
-  insertExternalUser,
-  setProviders,
-  setUser,
-  userByEmail,
-  userById,
-  type UserRow,
-} from "../store/users";
+import { userById, type UserRow } from "../store/users";
 
-/** OAuth sign-in (auth-js signInWithOAuth): /authorize sends the browser to the provider, /callback signs in. */
+/**
+ * OAuth sign-in (auth-js signInWithOAuth) and linking (linkIdentity): /authorize, or /user/identities/authorize
+ * for a signed-in user, sends the browser to the provider with a signed state; /callback exchanges the
+ * provider's code for its user and signs that user in (or links the identity), answering the browser with a
+ * session, or the PKCE flow's code, and the provider's tokens.
+ */
 
-/** The OAuth providers Strata signs in with: the generic OpenID Connect slot whose URL is configurable. */
-const PROVIDERS = ["keycloak"] as const;
-type Provider = (typeof PROVIDERS)[number];
 /** A sign-in started at /authorize comes back to /callback within 10 minutes. */
 const STATE_SECONDS = 600;
 
-interface Claims {
-  sub?: unknown;
-  email?: unknown;
-  email_verified?: unknown;
-  name?: unknown;
-  [claim: string]: unknown;
+/** Parameters of the provider's authorize URL that Strata sets: a caller's are not passed on. */
+const RESERVED_PARAMS = new Set([
+  "provider",
+  "scopes",
+  "redirect_to",
+  "code_challenge",
+  "code_challenge_method",
+  "skip_http_redirect",
+  "invite_token",
+  "client_id",
+  "redirect_uri",
+  "response_type",
+  "response_mode",
+  "scope",
+  "state",
+  "apikey",
+]);
+
+interface OAuthState {
+  provider: string;
+  redirect_to: string;
+  flow_state_id?: string;
+  /** linkIdentity: the signed-in user the identity is linked to. */
+  link_user_id?: string;
+  /** The verifier of the provider's own PKCE (X). */
+  code_verifier?: string;
 }
 
-/** The key of the signed `state` a provider hands back: derived from the project's JWT secret. */
+/**
+ * The key of the `state` a provider hands back, derived from the project's JWT secret: the state is an
+ * encrypted JWT (it carries the provider's PKCE verifier, which only Strata may read).
+ */
 const stateKey = (project: ProjectRuntime) =>
   createHash("sha256").update(`oauth-state:${project.record.jwtSecret}`).digest();
 
-function providerConfig(settings: AuthSettings, provider: string) {
-  if (
-    !(PROVIDERS as readonly string[]).includes(provider) ||
-    settings[`external_${provider}_enabled`] !== true
-  ) {
-    throw new AuthApiError(400, "validation_failed", "Unsupported provider: provider is not enabled");
+/** The caller's extra query parameters (auth-js queryParams), passed on to the provider. */
+function passedOn(query: AuthCall["req"]["query"]): Record<string, string> {
+  const extra: Record<string, string> = {};
+  for (const [key, value] of Object.entries(query)) {
+    if (typeof value !== "string" || RESERVED_PARAMS.has(key.toLowerCase())) continue;
+    // WorkOS names its connection's provider `provider`, which Strata's own parameter takes.
+    extra[key === "workos_provider" ? "provider" : key] = value;
   }
-  const base = String(settings[`external_${provider}_url`] ?? "").replace(/\/+$/, "");
-  const clientId = String(settings[`external_${provider}_client_id`] ?? "");
-  if (!base || !clientId) {
-    throw new AuthApiError(400, "validation_failed", `Unsupported provider: ${provider} is not configured`);
-  }
-  // Keycloak's endpoints under the realm URL.
-  return {
-    provider: provider as Provider,
-    clientId,
-    secret: String(settings[`external_${provider}_secret`] ?? ""),
-    authorize: `${base}/protocol/openid-connect/auth`,
-    token: `${base}/protocol/openid-connect/token`,
-    userinfo: `${base}/protocol/openid-connect/userinfo`,
-  };
+  return extra;
 }
 
-/** GET /authorize: the browser sent to the provider, with a signed state (and a PKCE flow when asked). */
-export async function authorize({ project, req, res, settings, apiUrl }: AuthCall) {
-  const p = providerConfig(settings, String(req.query.provider ?? ""));
+/** The provider's authorize URL of a sign-in (or a link to `linkUserId`) the request starts. */
+export async function providerRedirect(call: AuthCall, linkUserId?: string): Promise<string> {
+  const { project, req, settings, apiUrl } = call;
+  const { spec, p } = configuredProvider(
+    settings,
+    call.ctx.config.authProviderBases,
+    String(req.query.provider ?? ""),
+  );
   const redirectTo = redirectTarget(settings, req.query.redirect_to);
   let flowStateId: string | undefined;
   const challenge = req.query.code_challenge;
@@ -78,28 +96,34 @@ export async function authorize({ project, req, res, settings, apiUrl }: AuthCal
     flowStateId = await startFlow(project.authPool, {
       challenge,
       challengeMethod: method,
-      providerType: p.provider,
+      providerType: p.name,
       authenticationMethod: "oauth",
     });
   }
-  const state = await new SignJWT({
-    provider: p.provider,
+  const codeVerifier = spec.requiresPkce ? randomBytes(32).toString("base64url") : undefined;
+  const claims: OAuthState = {
+    provider: p.name,
     redirect_to: redirectTo,
     flow_state_id: flowStateId,
-  })
-    .setProtectedHeader({ alg: "HS256" })
+    link_user_id: linkUserId,
+    code_verifier: codeVerifier,
+  };
+  const state = await new EncryptJWT({ ...claims })
+    .setProtectedHeader({ alg: "dir", enc: "A256GCM" })
     .setExpirationTime(`${STATE_SECONDS}s`)
-    .sign(stateKey(project));
-  const scopes = new Set(["openid", "email", "profile", ...String(req.query.scopes ?? "").split(/[ ,]+/)]);
-  const url = new URL(p.authorize);
-  url.search = new URLSearchParams({
-    client_id: p.clientId,
-    redirect_uri: `${apiUrl}/callback`,
-    response_type: "code",
-    scope: [...scopes].filter(Boolean).join(" "),
+    .encrypt(stateKey(project));
+  return authorizeUrl(spec, p, {
+    redirectUri: `${apiUrl}/callback`,
     state,
-  }).toString();
-  res.redirect(302, url.href);
+    scopes: String(req.query.scopes ?? ""),
+    extra: passedOn(req.query),
+    codeChallenge: codeVerifier && createHash("sha256").update(codeVerifier).digest("base64url"),
+  });
+}
+
+/** GET /authorize: the browser sent to the provider. */
+export async function authorize(call: AuthCall) {
+  call.res.redirect(302, await providerRedirect(call));
 }
 
 type Outcome =
@@ -107,16 +131,25 @@ type Outcome =
   | { kind: "session"; user: UserRow; session: Session }
   | { kind: "error"; error: AuthApiError };
 
+/** The callback's parameters: the query, or the form a provider posts (Apple's response_mode=form_post). */
+const callbackParams = (call: AuthCall): Record<string, unknown> =>
+  call.req.method === "POST" ? { ...(call.req.body ?? {}) } : { ...call.req.query };
+
 /**
- * GET /callback: the provider's code exchanged for its user's claims, the user found (by identity, or by a
- * verified address) or made, and the browser sent back with a session or the PKCE flow's code.
+ * GET or POST /callback: the provider's code exchanged for its user, who is signed in (or linked), and the
+ * browser sent back with a session or the PKCE flow's code.
  */
 export async function callback(call: AuthCall) {
   const { project, req, res, settings } = call;
-  let state: { provider: string; redirect_to: string; flow_state_id?: string };
+  const params = callbackParams(call);
+  let state: OAuthState;
   try {
-    state = (await jwtVerify(String(req.query.state ?? ""), stateKey(project), { algorithms: ["HS256"] }))
-      .payload as typeof state;
+    state = (
+      await jwtDecrypt(String(params.state ?? ""), stateKey(project), {
+        keyManagementAlgorithms: ["dir"],
+        contentEncryptionAlgorithms: ["A256GCM"],
+      })
+    ).payload as unknown as OAuthState;
   } catch {
     throw new AuthApiError(400, "bad_oauth_state", "OAuth state parameter is invalid or has expired");
   }
@@ -130,76 +163,59 @@ export async function callback(call: AuthCall) {
         "fragment",
       ),
     );
-  if (typeof req.query.error === "string") {
-    return fail("provider_error", String(req.query.error_description ?? req.query.error));
+  if (typeof params.error === "string") {
+    return fail("provider_error", String(params.error_description ?? params.error));
   }
-  const p = providerConfig(settings, state.provider);
-  let claims: Claims;
+  const { spec, p } = configuredProvider(settings, call.ctx.config.authProviderBases, state.provider);
+  let tokens: ProviderTokens;
+  let user: ProviderUser;
   try {
-    claims = await providerClaims(p, String(req.query.code ?? ""), `${call.apiUrl}/callback`);
+    tokens = await exchangeCode(
+      spec,
+      p,
+      String(params.code ?? ""),
+      `${call.apiUrl}/callback`,
+      state.code_verifier,
+    );
+    user = await providerUser(spec, p, tokens, params);
   } catch {
     return fail("bad_oauth_callback", "Error getting user profile from external provider");
   }
-  if (typeof claims.sub !== "string" || !claims.sub) {
+  if (!user.emails.length && !p.emailOptional) {
+    return fail("unexpected_failure", "Error getting user email from external provider");
+  }
+  const data = identityData(user);
+  if (typeof data.sub !== "string" || !data.sub) {
     return fail("bad_oauth_callback", "The provider's user has no subject");
   }
-  const subject = claims.sub;
+  const identity = { provider: p.name, user, data, emailOptional: p.emailOptional };
   let created: UserRow | undefined;
   const outcome: Outcome = await withAdminTransaction(project.authPool, async (db): Promise<Outcome> => {
-    const identityData = {
-      ...claims,
-      iss: p.authorize.replace(/\/protocol\/openid-connect\/auth$/, ""),
-      provider_id: subject,
-      full_name: claims.name,
-    };
-    const email = typeof claims.email === "string" ? claims.email.toLowerCase() : null;
-    const verified = claims.email_verified === true;
-    const linked = await userIdOfIdentity(db, p.provider, subject);
-    let user: UserRow | undefined = linked ? await userById(db, linked) : undefined;
-    if (!user && email && verified) user = await userByEmail(db, email);
-    if (!user) {
-      if (settings.disable_signup) throw signupDisabled();
-      user = await insertExternalUser(db, {
-        email,
-        confirmed: verified,
-        sso: false,
-        provider: p.provider,
-        metadata: identityData,
-      });
-      await beforeUserCreated(project.authPool, settings, user, req.ip);
-      created = user;
+    let signedIn: UserRow;
+    if (state.link_user_id) {
+      const linkTarget = await userById(db, state.link_user_id);
+      if (!linkTarget) throw new AuthApiError(404, "user_not_found", "User not found");
+      signedIn = await linkExternal(db, linkTarget, identity);
     } else {
-      const providers = new Set([...((user.raw_app_meta_data.providers as string[]) ?? []), p.provider]);
-      await setProviders(db, user.id, [...providers]);
-      if (verified && !user.email_confirmed_at)
-        await setUser(db, user.id, { email_confirmed_at: new Date() });
-    }
-    await linkIdentity(db, { provider: p.provider, subject, userId: user.id, data: identityData });
-    // As the platform: an address the provider has not verified is confirmed by mailer_autoconfirm;
-    // else its user (kept, with the identity) signs in only with mailer_allow_unverified_email_sign_ins.
-    if (email && !(await userById(db, user.id))!.email_confirmed_at) {
-      if (settings.mailer_autoconfirm === true) {
-        await setUser(db, user.id, { email_confirmed_at: new Date() });
-      } else if (settings.mailer_allow_unverified_email_sign_ins !== true) {
-        return {
-          kind: "error",
-          error: new AuthApiError(
-            422,
-            "provider_email_needs_verification",
-            `Unverified email with ${p.provider}. Verify the email with ${p.provider} in order to sign in`,
-          ),
-        };
+      const result = await signInExternal(db, settings, identity);
+      if (result.created) {
+        await beforeUserCreated(project.authPool, settings, result.user, req.ip);
+        created = result.user;
       }
+      // Refused with the user (and identity) kept: committed all the same.
+      if (result.refused) return { kind: "error", error: result.refused };
+      signedIn = result.user;
     }
     if (state.flow_state_id) {
-      const code = await issueAuthCode(db, state.flow_state_id, user.id);
-      if (code) return { kind: "code", code };
+      const code = await issueAuthCode(db, state.flow_state_id, signedIn.id, { unclaimed: true });
+      if (!code) throw new AuthApiError(400, "flow_state_already_used", "State has already been used");
+      await saveProviderTokens(db, state.flow_state_id, {
+        access: tokens.access_token,
+        refresh: tokens.refresh_token ?? null,
+      });
+      return { kind: "code", code };
     }
-    return {
-      kind: "session",
-      user: (await userById(db, user.id))!,
-      session: await startSession(db, user.id, "oauth"),
-    };
+    return { kind: "session", user: signedIn, session: await startSession(db, signedIn.id, "oauth") };
   }).catch((e: unknown) => {
     if (e instanceof AuthApiError && e.status < 500) return { kind: "error" as const, error: e };
     throw e;
@@ -223,26 +239,7 @@ export async function callback(call: AuthCall) {
     return res.redirect(303, withParams(target, { code: outcome.code }, "query"));
   }
   const s = await sessionResponse(call, outcome.user, outcome.session, "oauth");
-  return res.redirect(303, withParams(target, sessionFragment(s, { provider_token: "" }), "fragment"));
-}
-
-/** The provider's claims of its user: the code exchanged at its token endpoint, then its userinfo. */
-async function providerClaims(p: ReturnType<typeof providerConfig>, code: string, redirectUri: string) {
-  const basic = Buffer.from(`${encodeURIComponent(p.clientId)}:${encodeURIComponent(p.secret)}`).toString(
-    "base64",
-  );
-  const tokens = (await fetchPublicJson(p.token, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded", authorization: `Basic ${basic}` },
-    body: new URLSearchParams({
-      grant_type: "authorization_code",
-      code,
-      redirect_uri: redirectUri,
-    }).toString(),
-  })) as { access_token?: string };
-  if (!tokens.access_token) throw new Error("no access token");
-  return (await fetchPublicJson(p.userinfo, {
-    method: "GET",
-    headers: { authorization: `Bearer ${tokens.access_token}` },
-  })) as Claims;
+  const providerTokens: Record<string, string> = { provider_token: tokens.access_token };
+  if (tokens.refresh_token) providerTokens.provider_refresh_token = tokens.refresh_token;
+  return res.redirect(303, withParams(target, sessionFragment(s, providerTokens), "fragment"));
 }

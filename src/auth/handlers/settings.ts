@@ -11,13 +11,38 @@ export async function jwks({ project, res }: AuthCall) {
   return { keys: await publishedJwks(project.platformPool, project.ref) };
 }
 
+/** The providers the platform's settings name under `external`, each switched by `external_<name>_enabled`. */
+const SETTINGS_PROVIDERS = [
+  "apple",
+  "azure",
+  "bitbucket",
+  "discord",
+  "facebook",
+  "snapchat",
+  "figma",
+  "fly",
+  "github",
+  "gitlab",
+  "google",
+  "keycloak",
+  "kakao",
+  "linkedin",
+  "linkedin_oidc",
+  "notion",
+  "spotify",
+  "slack",
+  "slack_oidc",
+  "workos",
+  "twitch",
+  "twitter",
+  "zoom",
+];
+
 /** GET /settings: which sign-in methods the project allows, as auth-js reads them. */
 export async function publicSettings({ settings: s }: AuthCall) {
-  const external: Record<string, boolean> = {};
-  for (const [field, value] of Object.entries(s)) {
-    const m = /^external_([a-z0-9]+)_enabled$/.exec(field);
-    if (m && m[1] !== "anonymous") external[m[1]] = value === true;
-  }
+  const external = Object.fromEntries(
+    SETTINGS_PROVIDERS.map((name) => [name, s[`external_${name}_enabled`] === true]),
+  );
   return {
     external: {
       ...external,

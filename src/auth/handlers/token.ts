@@ -4,6 +4,7 @@ import { withAdminTransaction } from "../../db/transaction";
 import type { AuthCall } from "../call";
 import { AuthApiError, emailOrPhoneOnly } from "../errors";
 import { checkVerificationAttempt } from "../hook";
+import { idTokenGrant } from "./idToken";
 import { email, parse } from "../input";
 import { passwordWeakness, verifyPassword } from "../passwords";
 import { requireEmailProvider, requirePhoneProvider } from "../providers";
@@ -13,7 +14,10 @@ import { deleteFlow, flowByAuthCode } from "../store/flowState";
 import { refreshSession, startSession } from "../store/sessions";
 import { userByEmail, userById, userByPhone, type UserRow } from "../store/users";
 
-/** POST /token: a session for a password (grant_type=password), a refresh token, or a PKCE auth code. */
+/**
+ * POST /token: a session for a password (grant_type=password), a refresh token, a PKCE auth code, or a
+ * provider's ID token (handlers/idToken.ts).
+ */
 
 /** A PKCE auth code is exchanged within 5 minutes of being issued. */
 const AUTH_CODE_SECONDS = 300;
@@ -28,6 +32,7 @@ export async function token(call: AuthCall) {
   if (grant === "password") return passwordGrant(call);
   if (grant === "refresh_token") return refreshGrant(call);
   if (grant === "pkce") return pkceGrant(call);
+  if (grant === "id_token") return idTokenGrant(call);
   throw new AuthApiError(400, "unsupported_grant_type", "unsupported_grant_type");
 }
 
@@ -105,7 +110,7 @@ async function refreshGrant(call: AuthCall) {
 /** A PKCE flow's auth code and the verifier of its challenge, exchanged once for a session. */
 async function pkceGrant(call: AuthCall) {
   const body = parse(pkceBody, call.req.body);
-  const { user, session } = await withAdminTransaction(call.project.authPool, async (db) => {
+  const { user, session, flow } = await withAdminTransaction(call.project.authPool, async (db) => {
     const flow = await flowByAuthCode(db, body.auth_code);
     if (!flow)
       throw new AuthApiError(404, "flow_state_not_found", "invalid flow state, no valid flow state found");
@@ -129,7 +134,13 @@ async function pkceGrant(call: AuthCall) {
     const method = ["magiclink", "oauth", "sso/saml"].includes(flow.authentication_method)
       ? flow.authentication_method
       : "otp";
-    return { user, session: await startSession(db, user.id, method) };
+    return { user, flow, session: await startSession(db, user.id, method) };
   });
-  return sessionResponse(call, user, session, "pkce");
+  const response = await sessionResponse(call, user, session, "pkce");
+  // An OAuth flow answers the provider's tokens as well.
+  return {
+    ...response,
+    ...(flow.provider_access_token ? { provider_token: flow.provider_access_token } : {}),
+    ...(flow.provider_refresh_token ? { provider_refresh_token: flow.provider_refresh_token } : {}),
+  };
 }

@@ -41,6 +41,8 @@ export interface IssuedFlow {
   code_challenge: string;
   code_challenge_method: string;
   authentication_method: string;
+  provider_access_token: string | null;
+  provider_refresh_token: string | null;
   /** Seconds since its auth code was issued. */
   age: string;
 }
@@ -91,4 +93,16 @@ export async function issueAuthCode(
     [flowId, userId, Boolean(options.unclaimed)],
   );
   return rows[0]?.auth_code;
+}
+
+/** Keeps the provider's tokens of an OAuth flow until its auth code is exchanged (answered then). */
+export async function saveProviderTokens(
+  db: Db,
+  flowId: string,
+  tokens: { access: string; refresh: string | null },
+): Promise<void> {
+  await db.query(
+    "update auth.flow_state set provider_access_token = $2, provider_refresh_token = $3 where id = $1",
+    [flowId, tokens.access, tokens.refresh],
+  );
 }

@@ -100,3 +100,74 @@ export async function linkIdentity(
     [identity.subject, identity.userId, JSON.stringify(identity.data), identity.provider],
   );
 }
+
+export interface IdentityRow {
+  id: string;
+  user_id: string;
+  provider: string;
+  provider_id: string;
+  email: string | null;
+  identity_data: Record<string, unknown>;
+  created_at: Date;
+}
+
+/** A provider's identity of `subject`, held for the transaction. */
+export async function lockIdentity(
+  db: Db,
+  provider: string,
+  subject: string,
+): Promise<IdentityRow | undefined> {
+  const { rows } = await db.query(
+    "select * from auth.identities where provider = $1 and provider_id = $2 for update",
+    [provider, subject],
+  );
+  return rows[0];
+}
+
+/** The user's identities, oldest first. */
+export async function identityRowsOf(db: Db, userId: string): Promise<IdentityRow[]> {
+  const { rows } = await db.query(
+    "select * from auth.identities where user_id = $1 order by created_at, id",
+    [userId],
+  );
+  return rows;
+}
+
+/** Identities (but SSO ones) whose data names one of `emails` (lower case): automatic linking candidates. */
+export async function identitiesWithEmails(db: Db, emails: string[]): Promise<IdentityRow[]> {
+  const { rows } = await db.query(
+    "select * from auth.identities where email = any($1::text[]) and provider not like 'sso:%'",
+    [emails],
+  );
+  return rows;
+}
+
+/** A new identity of a user, signed in now; answers its id. */
+export async function insertIdentity(
+  db: Db,
+  identity: { provider: string; subject: string; userId: string; data: Record<string, unknown> },
+): Promise<string> {
+  const { rows } = await db.query(
+    `insert into auth.identities (provider_id, user_id, identity_data, provider, last_sign_in_at)
+     values ($1, $2, $3, $4, now()) returning id`,
+    [identity.subject, identity.userId, JSON.stringify(identity.data), identity.provider],
+  );
+  return rows[0].id;
+}
+
+/** An identity's data replaced, as signed in now. */
+export async function refreshIdentity(db: Db, id: string, data: Record<string, unknown>): Promise<void> {
+  await db.query(
+    "update auth.identities set identity_data = $2, last_sign_in_at = now(), updated_at = now() where id = $1",
+    [id, JSON.stringify(data)],
+  );
+}
+
+export async function deleteIdentity(db: Db, id: string): Promise<void> {
+  await db.query("delete from auth.identities where id = $1", [id]);
+}
+
+/** Every identity of the user but `keepId`. */
+export async function deleteOtherIdentities(db: Db, userId: string, keepId: string): Promise<void> {
+  await db.query("delete from auth.identities where user_id = $1 and id <> $2", [userId, keepId]);
+}

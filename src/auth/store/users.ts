@@ -276,14 +276,6 @@ export async function insertExternalUser(
   return rows[0];
 }
 
-/** Sets the providers `app_metadata` names for the user. */
-export async function setProviders(db: Db, id: string, providers: string[]): Promise<void> {
-  await db.query("update auth.users set raw_app_meta_data = raw_app_meta_data || $2::jsonb where id = $1", [
-    id,
-    JSON.stringify({ providers }),
-  ]);
-}
-
 /** An anonymous user who confirmed an address becomes an email user. */
 export async function makeEmailUser(db: Db, id: string): Promise<void> {
   await db.query(
@@ -306,4 +298,13 @@ export async function refreshSsoUser(
       where id = $1`,
     [id, JSON.stringify(metadata), email],
   );
+}
+
+/** The users (but SSO ones) whose address is one of `emails` (lower case), held for the transaction. */
+export async function lockUsersWithEmails(db: Db, emails: string[]): Promise<UserRow[]> {
+  const { rows } = await db.query(
+    "select * from auth.users where email = any($1::text[]) and is_sso_user = false for update",
+    [emails],
+  );
+  return rows;
 }

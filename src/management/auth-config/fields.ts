@@ -1,5 +1,56 @@
 /** The auth config fields of the spec, by type (PATCH body); the GET response adds GET_ONLY_FIELDS. */
 
+/**
+ * The identity-provider slots of the spec (`external_<slot>_*`): each has enabled, client_id and secret,
+ * and email_optional but workos; four take a base URL, two more client ids, one skips the nonce check.
+ */
+export const PROVIDER_SLOTS = [
+  "apple",
+  "azure",
+  "bitbucket",
+  "discord",
+  "facebook",
+  "figma",
+  "github",
+  "gitlab",
+  "google",
+  "kakao",
+  "keycloak",
+  "linkedin_oidc",
+  "slack_oidc",
+  "notion",
+  "slack",
+  "spotify",
+  "twitch",
+  "twitter",
+  "x",
+  "workos",
+  "zoom",
+] as const;
+const URL_SLOTS = ["azure", "gitlab", "keycloak", "workos"];
+const ADDITIONAL_CLIENT_ID_SLOTS = ["apple", "google"];
+const SKIP_NONCE_CHECK_SLOTS = ["google"];
+
+const providerFields = (kind: "string" | "boolean") =>
+  PROVIDER_SLOTS.flatMap((slot) => {
+    const field = (name: string) => `external_${slot}_${name}`;
+    return kind === "string"
+      ? [
+          field("client_id"),
+          field("secret"),
+          ...(URL_SLOTS.includes(slot) ? [field("url")] : []),
+          ...(ADDITIONAL_CLIENT_ID_SLOTS.includes(slot) ? [field("additional_client_ids")] : []),
+        ]
+      : [
+          field("enabled"),
+          ...(slot === "workos" ? [] : [field("email_optional")]),
+          ...(SKIP_NONCE_CHECK_SLOTS.includes(slot) ? [field("skip_nonce_check")] : []),
+        ];
+  });
+
+/** The provider slots' base URL fields: checked as http(s) URLs. */
+export const PROVIDER_URL_FIELDS = URL_SLOTS.map((slot) => `external_${slot}_url`);
+
 export const STRING_FIELDS = [
   "site_url",
   "uri_allow_list",
@@ -8,9 +59,6 @@ export const STRING_FIELDS = [
   "smtp_port",
   "smtp_user",
   "smtp_pass",
-  "external_keycloak_client_id",
-  "external_keycloak_secret",
-  "external_keycloak_url",
   "smtp_sender_name",
   "mailer_subjects_confirmation",
   "mailer_templates_confirmation_content",
@@ -78,12 +126,12 @@ export const STRING_FIELDS = [
   "sms_vonage_api_secret",
   "sms_vonage_from",
   "oauth_server_authorization_path",
-] as const;
+  ...providerFields("string"),
+];
 
 export const BOOLEAN_FIELDS = [
   "disable_signup",
   "external_anonymous_users_enabled",
-  "external_keycloak_enabled",
   "external_email_enabled",
   "external_phone_enabled",
   "mailer_allow_unverified_email_sign_ins",
@@ -122,7 +170,8 @@ export const BOOLEAN_FIELDS = [
   "oauth_server_enabled",
   "oauth_server_allow_dynamic_registration",
   "custom_oauth_enabled",
-] as const;
+  ...providerFields("boolean"),
+];
 
 export const INTEGER_FIELDS = [
   "jwt_exp",
@@ -163,59 +212,21 @@ export const ENUM_FIELDS = {
 } as const;
 
 /**
- * The platform's sign-in providers Strata does not provide. Their switch `external_<provider>_enabled` is
- * answered false and accepted as false or null, which changes nothing (the CLI's `config push` sends the switch
- * of every provider its config.toml names); switching one on is refused.
+ * The platform's sign-in providers Strata does not provide (web3 wallets). Their switch
+ * `external_<provider>_enabled` is answered false and accepted as false or null, which changes nothing (the CLI's
+ * `config push` sends the switch of every provider its config.toml names); switching one on is refused.
  */
-export const UNPROVIDED_PROVIDERS = [
-  "apple",
-  "azure",
-  "bitbucket",
-  "discord",
-  "facebook",
-  "figma",
-  "github",
-  "gitlab",
-  "google",
-  "kakao",
-  "linkedin_oidc",
-  "notion",
-  "slack",
-  "slack_oidc",
-  "spotify",
-  "twitch",
-  "twitter",
-  "workos",
-  "x",
-  "zoom",
-  "web3_solana",
-  "web3_ethereum",
-] as const;
+export const UNPROVIDED_PROVIDERS = ["web3_solana", "web3_ethereum"] as const;
 
 export const UNPROVIDED_SWITCHES: readonly string[] = UNPROVIDED_PROVIDERS.map(
   (p) => `external_${p}_enabled`,
 );
 
-const OAUTH_PROVIDER_OPTIONS: Partial<Record<(typeof UNPROVIDED_PROVIDERS)[number], string[]>> = {
-  apple: ["additional_client_ids"],
-  azure: ["url"],
-  gitlab: ["url"],
-  google: ["additional_client_ids", "skip_nonce_check"],
-  workos: ["url"],
-};
-
 /**
  * Fields of the platform's auth config that Strata has no setting for, answered null as the platform answers an
- * unset one (its clients require every field in the answer): the options of the providers above and of
- * providers Strata has no such option for.
+ * unset one (its clients require every field in the answer).
  */
 export const UNSET_FIELDS: readonly string[] = [
-  ...UNPROVIDED_PROVIDERS.filter((p) => !p.startsWith("web3_")).flatMap((p) =>
-    ["client_id", "secret", "email_optional", ...(OAUTH_PROVIDER_OPTIONS[p] ?? [])].map(
-      (option) => `external_${p}_${option}`,
-    ),
-  ),
-  "external_keycloak_email_optional",
   "nimbus_oauth_client_id",
   "nimbus_oauth_client_secret",
   "nimbus_oauth_email_optional",

@@ -17,6 +17,7 @@ import {
   GET_ONLY_FIELDS,
   INTEGER_FIELDS,
   NUMBER_FIELDS,
+  PROVIDER_URL_FIELDS,
   STRING_FIELDS,
   UNPROVIDED_PROVIDERS,
   UNPROVIDED_SWITCHES,
@@ -73,6 +74,9 @@ const patchBody = z.strictObject({
   ),
 });
 
+/** Fields holding a URL: http(s) or empty. */
+const URL_FIELDS = ["saml_external_url", ...PROVIDER_URL_FIELDS];
+
 const ALL_FIELDS = [
   ...STRING_FIELDS,
   ...BOOLEAN_FIELDS,
@@ -111,9 +115,10 @@ async function checkedChanges(
   const changes = Object.fromEntries(
     Object.entries(body).filter(([k, v]) => v !== undefined && !UNPROVIDED_SWITCHES.includes(k)),
   );
-  if (typeof changes.saml_external_url === "string" && changes.saml_external_url !== "") {
-    if (!/^https?:\/\//.test(changes.saml_external_url) || !URL.canParse(changes.saml_external_url)) {
-      throw new HttpError(400, "saml_external_url must be an http(s) URL");
+  for (const field of URL_FIELDS) {
+    const value = changes[field];
+    if (typeof value === "string" && value !== "" && !(/^https?:\/\//.test(value) && URL.canParse(value))) {
+      throw new HttpError(400, `${field} must be an http(s) URL`);
     }
   }
   // As the platform's auth server validates its config: CAPTCHA on needs a provider secret.
