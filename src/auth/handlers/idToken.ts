@@ -6,13 +6,9 @@ import type { AuthSettings } from "../authConfig";
 import type { AuthCall } from "../call";
 import { AuthApiError } from "../errors";
 import { linkExternal, signInExternal } from "../externalAccounts";
-import {
-  azureIssuerAllowed,
-  configuredProvider,
-  identityData,
-  PROVIDERS,
-  type ConfiguredProvider,
-} from "../externalProviders";
+import { configuredProvider, identityData } from "../externalProviders";
+import { azureIssuerAllowed, type ConfiguredProvider } from "../providerSpec";
+import { PROVIDERS } from "../providerTable";
 import { afterUserCreated, beforeUserCreated } from "../hook";
 import {
   claimedIssuer,

@@ -11,8 +11,8 @@ import {
   exchangeCode,
   identityData,
   providerUser,
-  type ProviderTokens,
 } from "../externalProviders";
+import type { ProviderTokens } from "../providerSpec";
 import { afterUserCreated, beforeUserCreated } from "../hook";
 import type { ProviderUser } from "../idTokens";
 import { redirectTarget, withParams } from "../redirects";
