@@ -214,16 +214,10 @@ describe("Cluster-wide state belongs to the installation's administrators", () =
       const p = `/v1/projects/${tenant.ref}/config/database/postgres`;
       const current = (await call(tenant.token, "GET", p)).body;
       const own = await databaseSettings(await databaseOf(tenant.ref));
-      for (const field of clusterFields) {
-        // Even the value it already has: the field is not the tenant's to set.
-        const res = await call(tenant.token, "PUT", p, { [field]: current[field] });
-        expect({ plan: tenant.plan, field, status: res.status }).toEqual({
-          plan: tenant.plan,
-          field,
-          status: 403,
-        });
-        expect(res.body.message).toContain(field);
-      }
+      // The value it already has is no change (the platform's CLI sends back every field it read): accepted,
+      // and nothing is applied (checked below).
+      const unchanged = Object.fromEntries(clusterFields.map((field) => [field, current[field]]));
+      expect((await call(tenant.token, "PUT", p, unchanged)).status).toBe(200);
       for (const body of [
         { checkpoint_timeout: "7min" },
         { log_checkpoints: !current.log_checkpoints, wal_sender_timeout: "61s" },

@@ -34,8 +34,8 @@ describe("project transfers", () => {
     });
     // The caller must administer the target organization.
     await server.controlSql(
-      "update platform.organization_members set role_name = 'Developer' where organization_id = $1",
-      [target.id],
+      "update platform.organization_members set role_name = 'Developer' where organization_id = (select id from platform.organizations where slug = $1)",
+      [target.slug],
     );
     const developer = await mgmt(server, "POST", `/v2/projects/${ref}/transfers/previews`, to(target.slug));
     expect(developer.body.data.attributes.errors.map((e: any) => e.key)).toEqual([
@@ -43,8 +43,8 @@ describe("project transfers", () => {
     ]);
     expect((await mgmt(server, "POST", `/v2/projects/${ref}/transfers`, to(target.slug))).status).toBe(403);
     await server.controlSql(
-      "update platform.organization_members set role_name = 'Owner' where organization_id = $1",
-      [target.id],
+      "update platform.organization_members set role_name = 'Owner' where organization_id = (select id from platform.organizations where slug = $1)",
+      [target.slug],
     );
 
     const bad = [
