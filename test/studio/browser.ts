@@ -1,9 +1,7 @@
 import { execFileSync } from "node:child_process";
 import path from "node:path";
 import { chromium, type Browser } from "playwright-core";
-
-/** Debian's chromium (`.ci/run` installs it when missing); no browser is downloaded. */
-const CHROMIUM = process.env.STRATA_TEST_CHROMIUM ?? "/usr/bin/chromium";
+import { CHROMIUM } from "../setup/chromium";
 
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({
