@@ -143,7 +143,15 @@ globalThis.addEventListener("error", (e) => {
 });
 
 // A module may also export its handler (\`export default { fetch(req) {...} }\`) instead of serving it.
-const module = await import(entrypoint);
+// A module that fails while it loads is a boot error: the worker says why and exits (the supervisor pipe
+// would keep it alive, serving nothing).
+let module;
+try {
+  module = await import(entrypoint);
+} catch (e) {
+  console.error(e);
+  exit(1);
+}
 if (!serving && typeof module.default?.fetch === "function") {
   Deno.serve((req, info) => module.default.fetch(req, info));
 }

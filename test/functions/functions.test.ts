@@ -246,6 +246,26 @@ describe("Edge functions", () => {
     expect(data).toBe("kept in a scratch file");
   });
 
+  it("answers 503 BOOT_ERROR at once when the module throws while it loads", async () => {
+    await deploy(server, server.ref, "boot-fails", {
+      "index.ts": [
+        "const settings: { greeting: string } = JSON.parse('{\"greeting\": ')",
+        "Deno.serve(() => new Response(settings.greeting))",
+      ].join("\n"),
+    });
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${server.url}/functions/v1/boot-fails`, {
+        headers: { authorization: `Bearer ${server.anonKey}` },
+        signal: AbortSignal.timeout(15_000),
+      });
+      expect(res.status).toBe(503);
+      expect(await res.json()).toEqual({
+        code: "BOOT_ERROR",
+        message: "Worker failed to boot (please check logs)",
+      });
+    }
+  });
+
   it("sandboxes what a function answers, so a page it serves cannot act as the API's origin", async () => {
     await deploy(server, server.ref, "page", {
       "index.ts": [
