@@ -127,13 +127,15 @@ export function createApp(ctx: AppContext): {
       res.status(503).json({ status: "starting", database: "starting" });
       return;
     }
-    // The embedded cluster's supervisor knows why it is down; a cluster of DATABASE_URL is probed.
-    const down = ctx.databaseDown?.();
+    // The database is probed; when it does not answer, the embedded cluster's supervisor says why. (Its own
+    // state may lag a moment behind a postmaster that already accepts connections: the probe decides.)
+    const reachable = await databaseReachable(ctx);
+    const down = reachable ? undefined : ctx.databaseDown?.();
     if (down) {
       res.status(503).json({ status: "database_restarting", database: "restarting", reason: down });
       return;
     }
-    if (!(await databaseReachable(ctx))) {
+    if (!reachable) {
       res.status(503).json({ status: "unavailable", database: "unreachable" });
       return;
     }
