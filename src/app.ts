@@ -232,6 +232,23 @@ export async function prepareDatabase(
   }
 }
 
+/** The context's parts that come from a prepared database: the server's and the command line's alike. */
+export function databaseContext(
+  config: StrataConfig,
+  log: Logger,
+  db: Awaited<ReturnType<typeof prepareDatabase>>,
+  registry: ProjectRegistry,
+) {
+  return {
+    config,
+    log,
+    platformPool: db.platformPool,
+    adminUrl: db.adminUrl,
+    controlUrl: db.controlUrl,
+    registry,
+  };
+}
+
 /** The last steps of a stop (flushes, pools) get at least this long, even when the drain took the whole grace. */
 const ENDING_MIN_MS = 2000;
 
@@ -295,12 +312,7 @@ export async function startStrata(
   if (access) readPostgresLogs(access);
   const drains = new DrainForwarder(db.platformPool, kekOf(db.platformPool), log, () => logs.flush());
   const ctx: AppContext = {
-    config,
-    log,
-    platformPool: db.platformPool,
-    adminUrl: db.adminUrl,
-    controlUrl: db.controlUrl,
-    registry,
+    ...databaseContext(config, log, db, registry),
     usage,
     logs,
     storage: backendOf(config),

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { readSettings } from "../projects/settings";
 
 /**
  * A project's realtime configuration (`/v1/projects/{ref}/config/realtime`), stored in
@@ -21,9 +22,5 @@ export const REALTIME_DEFAULTS = {
 export type RealtimeConfig = typeof REALTIME_DEFAULTS;
 
 export async function realtimeConfigOf(platformPool: pg.Pool, ref: string): Promise<RealtimeConfig> {
-  const { rows } = await platformPool.query(
-    "select value from platform.project_settings where project_ref = $1 and kind = 'realtime'",
-    [ref],
-  );
-  return { ...REALTIME_DEFAULTS, ...(rows[0]?.value ?? {}) };
+  return readSettings({ platformPool }, ref, "realtime", REALTIME_DEFAULTS);
 }

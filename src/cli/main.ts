@@ -1,7 +1,14 @@
 // First: sets the production mode before the libraries below read it.
 import "./productionMode";
 import v8 from "node:v8";
-import { describeDefaultProject, prepareDatabase, startStrata, StartupError, type StrataInfo } from "../app";
+import {
+  databaseContext,
+  describeDefaultProject,
+  prepareDatabase,
+  startStrata,
+  StartupError,
+  type StrataInfo,
+} from "../app";
 import { ConfigError, loadConfig, type StrataConfig } from "../config";
 import { createLogger, maskDatabaseUrl } from "../log";
 import { ProjectRegistry } from "../projects/registry";
@@ -115,17 +122,7 @@ async function withDatabase<T>(
   const db = await prepareDatabase(config, log);
   const registry = new ProjectRegistry(db.platformPool, db.defaultRef, log);
   try {
-    return await work(
-      {
-        config,
-        log,
-        platformPool: db.platformPool,
-        adminUrl: db.adminUrl,
-        controlUrl: db.controlUrl,
-        registry,
-      },
-      db.managementToken,
-    );
+    return await work(databaseContext(config, log, db, registry), db.managementToken);
   } finally {
     await registry.closeAll();
     await db.platformPool.end();

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { processAlive } from "../processAlive";
 
 /**
  * Scratch directories are `strata-fn-<owner>-XXXXXX` under the system's temporary directory, the owner being
@@ -23,15 +24,6 @@ export function claimOwner(): { owner: string; release: () => void } {
   const token = randomBytes(4).toString("hex");
   livePools.add(token);
   return { owner: `${process.pid}-${token}`, release: () => livePools.delete(token) };
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /**

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { readSettings } from "../projects/settings";
 
 /** The storage configuration of `/v1/projects/{ref}/config/storage`, over the platform's defaults. */
 export const STORAGE_DEFAULTS = {
@@ -19,9 +20,5 @@ export type StorageSettings = typeof STORAGE_DEFAULTS;
 
 /** Read per request (one indexed row), so a PATCH of the config applies to the next upload. */
 export async function storageSettingsOf(platformPool: pg.Pool, ref: string): Promise<StorageSettings> {
-  const { rows } = await platformPool.query(
-    "select value from platform.project_settings where project_ref = $1 and kind = 'storage'",
-    [ref],
-  );
-  return { ...STORAGE_DEFAULTS, ...(rows[0]?.value ?? {}) };
+  return readSettings({ platformPool }, ref, "storage", STORAGE_DEFAULTS);
 }

@@ -13,6 +13,7 @@ import {
   type ObjectBackend,
   type StoredBytes,
 } from "./types";
+import { processAlive } from "../../processAlive";
 
 /** A Transform that hashes and counts what passes through it. */
 export function measuring(): { stream: Transform; result: () => StoredBytes } {
@@ -37,15 +38,6 @@ const WRITER = `${HOST}-${process.pid}`;
 /** `<version>.<host>-<pid>.part`, or `<version>.<uuid>.part` as writes named them before. */
 const PARTIAL = /^[0-9a-f-]{36}\.(?:([0-9a-f]{12})-(\d+)|[0-9a-f-]{36})\.part$/;
 const OBJECT = /^[0-9a-f-]{36}$/;
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 /** Whether a partial file's writer is known to be gone: another process of this host that no longer runs. */
 function writerGone(name: string): boolean {
