@@ -8,10 +8,10 @@ import type { Metas, PresenceDiff } from "./presence";
 /**
  * One project's link between the Strata nodes of an installation, all on the project's database:
  * - messages (broadcasts, presence diffs, shutdown) go out with NOTIFY on one channel, in the order they were
- *   sent; one too large for NOTIFY's 8000 bytes is stored in `_strata.realtime_relay` and notified by id;
- * - every presence tracked on this node is a row of `_strata.realtime_presences`, written in the same
+ *   sent; one too large for NOTIFY's 8000 bytes is stored in `extensions.strata_realtime_relay` and notified by id;
+ * - every presence tracked on this node is a row of `extensions.strata_realtime_presences`, written in the same
  *   transaction as its diff's NOTIFY, so a joiner on any node reads the other nodes' presences there;
- * - the node beats in `_strata.realtime_nodes` (with its socket count) every third of the timeout; on each
+ * - the node beats in `extensions.strata_realtime_nodes` (with its socket count) every third of the timeout; on each
  *   beat it removes the presences of nodes silent longer than the timeout and sends their leaves. One node
  *   gets each dead row (DELETE ... RETURNING), so each leave is sent once. A node found deleted on its own
  *   beat (it stalled) writes its presences again and sends their joins.
@@ -83,7 +83,7 @@ export class NodeLink {
     let payload = JSON.stringify({ node: this.id, ...message });
     if (Buffer.byteLength(payload) >= NOTIFY_MAX) {
       const { rows } = await client.query(
-        "insert into _strata.realtime_relay (payload) values ($1) returning id::text",
+        "insert into extensions.strata_realtime_relay (payload) values ($1) returning id::text",
         [payload],
       );
       payload = JSON.stringify({ node: this.id, relay: rows[0].id });
@@ -103,7 +103,7 @@ export class NodeLink {
     void this.enqueue(() =>
       this.inTransaction(async (client) => {
         await client.query(
-          `insert into _strata.realtime_presences (session, node, topic, key, meta) values ($1, $2, $3, $4, $5)
+          `insert into extensions.strata_realtime_presences (session, node, topic, key, meta) values ($1, $2, $3, $4, $5)
            on conflict (session) do update set node = excluded.node, topic = excluded.topic,
              key = excluded.key, meta = excluded.meta`,
           [session, this.id, key, presenceKey, meta],
@@ -116,7 +116,7 @@ export class NodeLink {
   untrack(session: string, key: string, diff: PresenceDiff): void {
     void this.enqueue(() =>
       this.inTransaction(async (client) => {
-        await client.query("delete from _strata.realtime_presences where session = $1", [session]);
+        await client.query("delete from extensions.strata_realtime_presences where session = $1", [session]);
         await this.notify({ key, diff }, client);
       }),
     );
@@ -125,8 +125,8 @@ export class NodeLink {
   /** The presences of `key` tracked on the other live nodes. */
   async othersState(key: string): Promise<Metas> {
     const { rows } = await this.project.adminPool.query(
-      `select p.key, p.meta from _strata.realtime_presences p
-         join _strata.realtime_nodes n on n.node = p.node
+      `select p.key, p.meta from extensions.strata_realtime_presences p
+         join extensions.strata_realtime_nodes n on n.node = p.node
         where p.topic = $1 and p.node <> $2 and n.seen_at >= now() - $3 * interval '1 millisecond'`,
       [key, this.id, this.timeoutMs],
     );
@@ -143,7 +143,7 @@ export class NodeLink {
     if (this.closed) return;
     const pool = this.project.adminPool;
     const { rows } = await pool.query(
-      `insert into _strata.realtime_nodes (node, seen_at, connections) values ($1, now(), $2)
+      `insert into extensions.strata_realtime_nodes (node, seen_at, connections) values ($1, now(), $2)
        on conflict (node) do update set seen_at = now(), connections = excluded.connections
        returning (xmax = 0) as inserted`,
       [this.id, this.on.connections()],
@@ -154,7 +154,7 @@ export class NodeLink {
         const diff: PresenceDiff = { joins: { [p.presenceKey]: { metas: [p.meta] } }, leaves: {} };
         await this.inTransaction(async (client) => {
           await client.query(
-            `insert into _strata.realtime_presences (session, node, topic, key, meta) values ($1, $2, $3, $4, $5)
+            `insert into extensions.strata_realtime_presences (session, node, topic, key, meta) values ($1, $2, $3, $4, $5)
              on conflict (session) do update set node = excluded.node, meta = excluded.meta`,
             [p.session, this.id, p.key, p.presenceKey, p.meta],
           );
@@ -165,10 +165,10 @@ export class NodeLink {
     // Dead nodes' presences, and rows of nodes already gone (a stalled node's late write): one node gets each.
     const gone = await pool.query(
       `with dead as (
-         delete from _strata.realtime_nodes where seen_at < now() - $1 * interval '1 millisecond' returning node)
-       delete from _strata.realtime_presences p
+         delete from extensions.strata_realtime_nodes where seen_at < now() - $1 * interval '1 millisecond' returning node)
+       delete from extensions.strata_realtime_presences p
         where p.node in (select node from dead)
-           or not exists (select from _strata.realtime_nodes n where n.node = p.node)
+           or not exists (select from extensions.strata_realtime_nodes n where n.node = p.node)
        returning p.topic, p.key, p.meta`,
       [this.timeoutMs],
     );
@@ -183,13 +183,13 @@ export class NodeLink {
       await this.notify({ key, diff });
     }
     const others = await pool.query(
-      `select coalesce(sum(connections), 0)::int as n from _strata.realtime_nodes
+      `select coalesce(sum(connections), 0)::int as n from extensions.strata_realtime_nodes
         where node <> $1 and seen_at >= now() - $2 * interval '1 millisecond'`,
       [this.id, this.timeoutMs],
     );
     this.othersConnections = others.rows[0]?.n ?? 0;
     await pool.query(
-      `delete from _strata.realtime_relay where created_at < now() - interval '${RELAY_KEEP}'`,
+      `delete from extensions.strata_realtime_relay where created_at < now() - interval '${RELAY_KEEP}'`,
     );
   }
 
@@ -227,7 +227,7 @@ export class NodeLink {
     if (m.node === this.id) return;
     if (typeof m.relay === "string") {
       const { rows } = await this.project.adminPool.query(
-        "select payload from _strata.realtime_relay where id = $1",
+        "select payload from extensions.strata_realtime_relay where id = $1",
         [m.relay],
       );
       if (rows[0]) await this.receive(rows[0].payload);
@@ -244,12 +244,14 @@ export class NodeLink {
     clearInterval(this.beat);
     await this.enqueue(async () => {
       const gone = await this.project.adminPool.query(
-        "delete from _strata.realtime_presences where node = $1 returning topic, key, meta",
+        "delete from extensions.strata_realtime_presences where node = $1 returning topic, key, meta",
         [this.id],
       );
       for (const r of gone.rows)
         await this.notify({ key: r.topic, diff: { joins: {}, leaves: { [r.key]: { metas: [r.meta] } } } });
-      await this.project.adminPool.query("delete from _strata.realtime_nodes where node = $1", [this.id]);
+      await this.project.adminPool.query("delete from extensions.strata_realtime_nodes where node = $1", [
+        this.id,
+      ]);
     });
     this.closed = true;
     const listener = this.listener;

@@ -105,7 +105,50 @@ describe("the platform's MCP server against Strata", () => {
     });
     const { branches } = await mcp.call("list_branches", { project_id: ref });
     expect(branches).toContainEqual(expect.objectContaining({ id: branch.id, name: "agent-branch" }));
+    // A branch serves once its database is made: then a migration applied on it merges into the parent, and
+    // the branch rebases onto and resets to the parent's history.
+    for (let i = 0; i < 300; i++) {
+      const listed = (await mcp.call("list_branches", { project_id: ref })).branches;
+      if (listed.find((b: { id: string }) => b.id === branch.id)?.preview_project_status === "ACTIVE_HEALTHY")
+        break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await mcp.call("apply_migration", {
+      project_id: branch.project_ref,
+      name: "made_on_branch",
+      query: "create table public.made_on_branch (id int primary key)",
+    });
+    expect(await mcp.call("merge_branch", { branch_id: branch.id })).toEqual({ success: true });
+    for (
+      let i = 0;
+      i < 300 && (await server.sql("select to_regclass('public.made_on_branch') as t")).rows[0].t === null;
+      i++
+    )
+      await new Promise((r) => setTimeout(r, 200));
+    const { migrations } = await mcp.call("list_migrations", { project_id: ref });
+    expect(migrations).toContainEqual(expect.objectContaining({ name: "made_on_branch" }));
+    expect(await mcp.call("rebase_branch", { branch_id: branch.id })).toEqual({ success: true });
+    expect(await mcp.call("reset_branch", { branch_id: branch.id })).toEqual({ success: true });
     expect(await mcp.call("delete_branch", { branch_id: branch.id })).toEqual({ success: true });
+  });
+
+  it("lists extensions and reads every service's logs (list_extensions, get_logs)", async () => {
+    const { extensions } = await mcp.call("list_extensions", { project_id: ref });
+    expect(extensions).toContainEqual(
+      expect.objectContaining({ name: "pg_stat_statements", schema: "extensions" }),
+    );
+    for (const service of [
+      "api",
+      "branch-action",
+      "postgres",
+      "edge-function",
+      "auth",
+      "storage",
+      "realtime",
+    ]) {
+      const logs = untrusted((await mcp.call("get_logs", { project_id: ref, service })).result);
+      expect(logs).toMatchObject({ result: expect.any(Array) });
+    }
   });
 
   it("generates TypeScript types with never-written identity columns", async () => {
