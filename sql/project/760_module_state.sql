@@ -60,8 +60,8 @@ end
 $$;
 
 -- 739's grant_modules, with cron's bookkeeping readable by the owner (with grant option, as the rest of
--- cron's tables): the platform's docs grant "all privileges on all tables in schema cron", which needs a grant
--- option on each of them.
+-- cron's tables: the platform's docs grant "all privileges on all tables in schema cron", which needs a grant
+-- option on each of them), and vault's session functions for the owner's own sessions too.
 create or replace function _strata.grant_modules(ref text) returns void
 language plpgsql set search_path = pg_catalog, pg_temp as $$
 declare
@@ -104,8 +104,10 @@ begin
     execute format('grant select, delete on vault.secrets, vault.decrypted_secrets to %I with grant option', owner_role);
     execute format('grant execute on function vault.create_secret(text, text, text, uuid),
       vault.update_secret(uuid, text, text, text, uuid), vault._decrypt(text, uuid) to %I with grant option', owner_role);
-    execute format('grant execute on function vault._strata_session_open(), vault._strata_session_seal() to %I',
-      sql_role);
+    -- Strata's sessions of the owner get the vault key: those of its SQL login, and the owner's own through the
+    -- database listener (src/pooler/vaultSession.ts).
+    execute format('grant execute on function vault._strata_session_open(), vault._strata_session_seal() to %I, %I',
+      sql_role, owner_role);
   end if;
 
   if pgss is not null and to_regprocedure('_strata.project_statements(boolean)') is not null then
