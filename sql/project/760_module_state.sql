@@ -61,7 +61,8 @@ $$;
 
 -- 739's grant_modules, with cron's bookkeeping readable by the owner (with grant option, as the rest of
 -- cron's tables: the platform's docs grant "all privileges on all tables in schema cron", which needs a grant
--- option on each of them), and vault's session functions for the owner's own sessions too.
+-- option on each of them), the real pg_cron's functions whatever their signatures, and vault's session functions
+-- for the owner's own sessions too.
 create or replace function _strata.grant_modules(ref text) returns void
 language plpgsql set search_path = pg_catalog, pg_temp as $$
 declare
@@ -77,9 +78,14 @@ begin
 
   if to_regnamespace('cron') is not null then
     execute format('grant usage on schema cron to %I with grant option', owner_role);
-    execute format('grant execute on function cron.schedule(text, text), cron.schedule(text, text, text),
-      cron.unschedule(bigint), cron.unschedule(text), cron.alter_job(bigint, text, text, text, text, boolean),
-      cron.schedule_in_database(text, text, text, text, text, boolean) to %I with grant option', owner_role);
+    if exists (select from pg_extension where extname = 'pg_cron') then
+      -- The extension's own signatures (pg_cron 1.4 names its jobs with type name), as the platform grants them.
+      execute format('grant execute on all functions in schema cron to %I with grant option', owner_role);
+    else
+      execute format('grant execute on function cron.schedule(text, text), cron.schedule(text, text, text),
+        cron.unschedule(bigint), cron.unschedule(text), cron.alter_job(bigint, text, text, text, text, boolean),
+        cron.schedule_in_database(text, text, text, text, text, boolean) to %I with grant option', owner_role);
+    end if;
     execute format('grant select, insert, update, delete on cron.job_run_details to %I with grant option', owner_role);
     execute format('grant usage, select on all sequences in schema cron to %I with grant option', owner_role);
     if exists (select from pg_extension where extname = 'pg_cron') then
