@@ -286,6 +286,53 @@ limit 3;`);
     expect((await example("select * from pgmq.metrics_all();")).length).toBe(3);
     expect(await example("select * from pgmq.drop_queue('my_unlogged');")).toEqual([{ drop_queue: true }]);
   });
+
+  it("Broadcast from the database: the trigger recipe and realtime.send", async () => {
+    await example(`create policy "Authenticated users can receive broadcasts"
+on "realtime"."messages"
+for select
+to authenticated
+using ( true );`);
+    await example(`create table public.your_table (id bigint primary key, topic text);
+create or replace function public.your_table_changes()
+returns trigger
+security definer
+language plpgsql
+as $$
+begin
+  perform realtime.broadcast_changes(
+    'topic:' || coalesce(NEW.topic, OLD.topic) ::text, -- topic - the topic to which you're broadcasting where you can use the topic id to build the topic name
+    TG_OP,                                             -- event - the event that triggered the function
+    TG_OP,                                             -- operation - the operation that triggered the function
+    TG_TABLE_NAME,                                     -- table - the table that caused the trigger
+    TG_TABLE_SCHEMA,                                   -- schema - the schema of the table that caused the trigger
+    NEW,                                               -- new record - the record after the change
+    OLD                                                -- old record - the record before the change
+  );
+  return null;
+end;
+$$;
+create trigger handle_your_table_changes
+after insert or update or delete
+on public.your_table
+for each row
+execute function your_table_changes ();
+insert into public.your_table values (1, 'room-1');`);
+    await example(`select
+  realtime.send(
+    jsonb_build_object('hello', 'world'), -- JSONB Payload
+    'event', -- Event name
+    'topic', -- Topic
+    false -- Public / Private flag
+  );`);
+    const { rows } = await server.sql(
+      "select topic, event, private, payload->'record' as record from realtime.messages order by inserted_at",
+    );
+    expect(rows).toEqual([
+      { topic: "topic:room-1", event: "INSERT", private: true, record: { id: 1, topic: "room-1" } },
+      { topic: "topic", event: "event", private: false, record: null },
+    ]);
+  });
 });
 
 it("turns only whole statements that create a module's extension into notices", async () => {
