@@ -160,12 +160,16 @@ export async function openVaultSession(client: pg.ClientBase, project: ProjectRu
     }
     provided.add(project);
   }
-  const { privateKey } = await vaultKeyPair(project.platformPool, project.ref);
   await client.query("select vault._strata_session_open()");
-  await copyRowsInto(
-    client,
-    "copy pg_temp.strata_vault_session (key) from stdin",
-    Readable.from([`\\\\x${privateKey.toString("hex")}\n`]),
-  );
+  await copyRowsInto(client, VAULT_SESSION_COPY, Readable.from([await vaultSessionRow(project)]));
   await client.query("select vault._strata_session_seal()");
+}
+
+/** The COPY that fills a session's key table, between `_strata_session_open` and `_strata_session_seal`. */
+export const VAULT_SESSION_COPY = "copy pg_temp.strata_vault_session (key) from stdin";
+
+/** The row of VAULT_SESSION_COPY: the project's private key as COPY text of a bytea. */
+export async function vaultSessionRow(project: ProjectRuntime): Promise<string> {
+  const { privateKey } = await vaultKeyPair(project.platformPool, project.ref);
+  return `\\\\x${privateKey.toString("hex")}\n`;
 }

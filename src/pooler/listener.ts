@@ -6,6 +6,7 @@ import type { Logger } from "../log";
 import { banAddress } from "../projects/access";
 import type { ProjectRecord } from "../projects/runtime";
 import { refusal } from "./admission";
+import { openOwnerVaultSession, protocolMessage } from "./vaultSession";
 import {
   errorCode,
   fatalError,
@@ -209,22 +210,39 @@ class Connection {
     const access = this.ctx.accessOf?.(record.clusterId);
     const relayed = access?.relaying(upstream.localPort!);
     upstream.write(startupMessage(startup.version, params));
-    this.relay(upstream, target, (code) => {
-      if (code === "28P01") access?.relayedLoginFailure(this.address, database, login);
-    });
+    // The owner's session gets the project's vault key before the client has it (vaultSession.ts).
+    const prepare =
+      login === record.ownerRole
+        ? async (session: net.Socket) => {
+            if (!(await openOwnerVaultSession(session, project)))
+              this.log.debug({ ref: record.ref }, "database listener: the owner's session has no vault key");
+          }
+        : undefined;
+    this.relay(
+      upstream,
+      target,
+      (code) => {
+        if (code === "28P01") access?.relayedLoginFailure(this.address, database, login);
+      },
+      prepare,
+    );
     upstream.once("close", () => relayed?.());
   }
 
   /**
    * Pipes the two sides; the server's messages are read until the session is ready (or refused): a failed login
-   * is reported by its SQLSTATE, and the session's cancel key is noted.
+   * is reported by its SQLSTATE, and the session's cancel key is noted. With `prepare`, the listener runs its
+   * own steps on the ready session before the client gets its ReadyForQuery; until then the client may send
+   * only its password messages, so nothing of its own runs in between.
    */
   private relay(
     upstream: net.Socket,
     target: { host: string; port: number },
     failed: (code?: string) => void,
+    prepare?: (session: net.Socket) => Promise<void>,
   ) {
     const reader = new ServerMessageReader();
+    const passClient = prepare ? this.passPasswordMessages(upstream) : undefined;
     const watch = (chunk: Buffer) => {
       let messages;
       try {
@@ -232,28 +250,66 @@ class Connection {
       } catch {
         return this.close();
       }
-      this.client.write(chunk);
+      if (!prepare) this.client.write(chunk);
       for (const m of messages) {
         if (m.type === "E") failed(errorCode(m.body));
         else if (m.type === "K" && m.body.length >= 8) {
           this.cancelKey = m.body.toString("hex");
           this.cancelTargets.set(this.cancelKey, target);
-        } else if (m.type === "Z") {
+        }
+        if (m.type === "Z") {
           // Ready for queries: from here on the bytes only pass.
           upstream.off("data", watch);
-          upstream.pipe(this.client);
+          if (!prepare) return void upstream.pipe(this.client);
+          prepare(upstream).then(
+            () => {
+              passClient!();
+              this.client.write(protocolMessage(m.type, m.body));
+              upstream.pipe(this.client);
+            },
+            (e: Error) => {
+              this.log.debug({ err: e.message }, "database listener: preparing the session failed");
+              this.close();
+            },
+          );
           return;
         }
+        if (prepare) this.client.write(protocolMessage(m.type, m.body));
       }
     };
     upstream.on("data", watch);
-    this.client.pipe(upstream);
+    if (!prepare) this.client.pipe(upstream);
     this.client.resume();
     const end = () => this.close();
     upstream.once("close", end);
     upstream.on("error", end);
     this.client.once("close", end);
     this.client.on("error", end);
+  }
+
+  /**
+   * Relays the client's password messages (the authentication exchange) to `upstream` and closes the connection
+   * on any other message; answers the function that, once the session is ready, lets everything pass.
+   */
+  private passPasswordMessages(upstream: net.Socket): () => void {
+    const reader = new ServerMessageReader();
+    const onData = (chunk: Buffer) => {
+      let messages;
+      try {
+        messages = reader.push(chunk);
+      } catch {
+        return this.close();
+      }
+      for (const m of messages) {
+        if (m.type !== "p") return this.close();
+        upstream.write(protocolMessage(m.type, m.body));
+      }
+    };
+    this.client.on("data", onData);
+    return () => {
+      this.client.off("data", onData);
+      this.client.pipe(upstream);
+    };
   }
 
   /** A cancel request goes to the cluster of the session it names, if the listener relays it. */

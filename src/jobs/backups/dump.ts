@@ -20,8 +20,9 @@ import type { Writable } from "node:stream";
  * unlogged, replica identity), functions and procedures, views, materialized views, constraints, indexes,
  * triggers, RLS and policies, owners, grants, default privileges, comments, realtime publication
  * membership and extensions (the migration history, supabase_migrations, is one of the owner's schemas); of
- * the platform's schemas (auth, storage, realtime, supabase_functions) the rows, triggers and policies. Not
- * covered: aggregates, operators, casts, rules, foreign tables, event triggers and large objects.
+ * the platform's schemas (auth, storage, realtime, supabase_functions) the rows, triggers and policies; of the
+ * database modules, the rows that are the project's (MODULE_TABLES). Not covered: aggregates, operators, casts,
+ * rules, foreign tables, event triggers and large objects.
  *
  * Strata's restore applies it as the project's owner (restore.ts), so the dump leaves out what only a
  * superuser could bring back and the tenant never had: owners and default privileges of a superuser (objects
@@ -55,6 +56,22 @@ export const INTERNAL_SCHEMAS = [
   "vault",
   "extensions",
 ];
+
+/**
+ * The database modules' tables whose rows are the project's: its cron jobs and their runs, net's queued
+ * requests and answers, vault's secrets (encrypted for the project's own key). Strata's tables, so their rows
+ * are loaded by Strata's part of a restore (sql/project/760_module_state.sql); cron's slot bookkeeping
+ * (`cron._job_state`, which refers to cron.job) is emptied with them and starts again. The real extensions'
+ * tables are theirs, not dumped.
+ */
+export const MODULE_TABLES = [
+  "cron.job",
+  "cron.job_run_details",
+  "net.http_request_queue",
+  "net._http_response",
+  "vault.secrets",
+];
+const EMPTIED_WITH_MODULE_TABLES: Record<string, string> = { "cron.job": "cron._job_state" };
 
 export type Section = "pre" | "post";
 
@@ -415,6 +432,14 @@ export async function writeDump(
     );
     const tableOids = tenantTables.map((t) => t.oid);
     const managedTables = allTables.filter((t) => MANAGED_SCHEMAS.includes(t.nspname));
+    const { rows: moduleTables } = await client.query(
+      `select c.oid, format('%I.%I', n.nspname, c.relname) as name, 'r' as relkind,
+              format('%s.%s', n.nspname, c.relname) as plain
+         from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where format('%s.%s', n.nspname, c.relname) = any($1) and c.relkind = 'r' and ${notExtension("pg_class", "c.oid")}
+        order by c.oid`,
+      [MODULE_TABLES],
+    );
 
     // Constraints of the user's tables (the platform's tables keep theirs), foreign keys last.
     const { rows: cons } = await client.query(
@@ -520,11 +545,15 @@ export async function writeDump(
     for (const v of rels.filter((r) => r.relkind === "m"))
       statement(post, "post", `refresh materialized view ${v.name}`);
 
-    // Sequence positions.
+    // Sequence positions (the modules' tables' sequences too: new ids follow the restored ones).
     const { rows: positions } = await client.query(
-      `select format('%I.%I', schemaname, sequencename) as name, last_value, start_value
-         from pg_sequences where schemaname = any($1)`,
-      [dumped],
+      `select format('%I.%I', s.schemaname, s.sequencename) as name, s.last_value, s.start_value
+         from pg_sequences s
+        where s.schemaname = any($1)
+           or format('%I.%I', s.schemaname, s.sequencename)::regclass in (
+                select d.objid from pg_depend d where d.classid = 'pg_class'::regclass
+                   and d.refclassid = 'pg_class'::regclass and d.refobjid = any($2::oid[]) and d.deptype in ('a', 'i'))`,
+      [dumped, moduleTables.map((t) => t.oid)],
     );
     for (const s of positions) {
       statement(
@@ -538,8 +567,14 @@ export async function writeDump(
 
     await write(pre.join(""));
     // The platform's tables are emptied before their rows are loaded (a fresh project's are empty anyway).
-    const loaded = allTables.filter((t) => t.relkind === "r");
-    const managedNames = managedTables.filter((t) => t.relkind === "r").map((t) => t.name);
+    const loaded = [...allTables.filter((t) => t.relkind === "r"), ...moduleTables];
+    const managedNames = [
+      ...managedTables.filter((t) => t.relkind === "r").map((t) => t.name),
+      ...moduleTables.flatMap((t) => {
+        const alongside = EMPTIED_WITH_MODULE_TABLES[t.plain];
+        return alongside ? [t.name, alongside.split(".").map(q).join(".")] : [t.name];
+      }),
+    ];
     if (managedNames.length) {
       const sql = `truncate table ${managedNames.join(", ")}`;
       await write(`-- strata:truncate ${Buffer.byteLength(sql) + 1}\n${sql};\n`);

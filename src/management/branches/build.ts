@@ -3,6 +3,7 @@ import { to as copyTo } from "pg-copy-streams";
 import { withAdminTransaction, withSnapshotTransaction } from "../../db/transaction";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { copyRowsInto, quoteIdent, withOwnerLoad, type StrataLoad } from "../../projects/ownerLoad";
+import { withBuiltInExtensions } from "../../modules/extensions";
 import { withProjectSqlClient } from "../database/sqlRunner";
 import { ensureHistory } from "../../projects/migrationHistory";
 import { withHistory } from "../database/store";
@@ -65,7 +66,7 @@ export async function applyMigrations(
       for (const m of migrations) {
         await log(`applying migration ${m.version}${m.name ? ` (${m.name})` : ""} to ${target.ref}`);
         for (const statement of m.statements) {
-          await client.query(statement).catch((e: Error) => {
+          await client.query(await withBuiltInExtensions(client, statement)).catch((e: Error) => {
             throw new MigrationFailed(`migration ${m.version} failed: ${e.message}`);
           });
         }

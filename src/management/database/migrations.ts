@@ -7,6 +7,7 @@ import { found, HttpError } from "../http";
 import { routeTable } from "../route";
 import { withAdminTransaction } from "../../db/transaction";
 import { ensureHistory } from "../../projects/migrationHistory";
+import { withBuiltInExtensions } from "../../modules/extensions";
 import { withProjectSqlClient } from "./sqlRunner";
 import {
   deleteMigration,
@@ -78,7 +79,7 @@ export function migrationRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       await inTransaction(project, async (client) => {
-        await client.query(body.query);
+        await client.query(await withBuiltInExtensions(client, body.query));
         await recordMigration(client, recorded(body));
       });
       project.invalidateSchema("migration applied");

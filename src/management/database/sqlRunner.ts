@@ -3,6 +3,7 @@ import { runUtilityStatement } from "../../db/utility";
 import type { ProjectRuntime } from "../../projects/runtime";
 import { HttpError } from "../http";
 import { oneOffClient } from "../../db/client";
+import { withBuiltInExtensions } from "../../modules/extensions";
 import { openVaultSession } from "../../modules/vault";
 
 /** Runs SQL from the Management API in a project's database and answers rows as JSON objects. */
@@ -83,10 +84,9 @@ export interface SqlRequest {
 export async function runSql(project: ProjectRuntime, req: SqlRequest): Promise<unknown[]> {
   return withProjectSqlClient(project, req.readOnly, async (client) => {
     const params = req.parameters ?? [];
+    const text = req.readOnly ? req.query : await withBuiltInExtensions(client, req.query);
     const result = await (
-      params.length
-        ? client.query({ text: req.query, values: params, types })
-        : client.query({ text: req.query, types })
+      params.length ? client.query({ text, values: params, types }) : client.query({ text, types })
     ).catch((e: { message: string; code?: string; position?: string }) => {
       // The SQLSTATE and, for an error in the text, where it is (a 1-based character offset into `query`).
       if (e.code)
