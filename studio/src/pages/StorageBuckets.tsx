@@ -42,6 +42,29 @@ function upload(
   });
 }
 
+/** How many of a bucket's top-level files and folders its row names. */
+const FIRST_FILES = 5;
+
+/** The buckets, each with the first names at its top level (one list call per bucket, in parallel). */
+async function withFirstFiles(api: ProjectApi): Promise<Row[]> {
+  const { data: buckets } = await api.call<Row[]>("/storage/v1/bucket");
+  return Promise.all(
+    buckets.map(async (bucket) => {
+      const { data } = await api.call<Row[]>(
+        `/storage/v1/object/list/${encodeURIComponent(String(bucket.name))}`,
+        {
+          method: "POST",
+          body: { prefix: "", limit: FIRST_FILES + 1, offset: 0, sortBy: { column: "name", order: "asc" } },
+        },
+      );
+      const names = data
+        .slice(0, FIRST_FILES)
+        .map((o) => (o.id === null ? `${String(o.name)}/` : String(o.name)));
+      return { ...bucket, files: names.join(", ") + (data.length > FIRST_FILES ? ", …" : "") };
+    }),
+  );
+}
+
 function NewBucket({ api, onDone }: { api: ProjectApi; onDone: () => void }) {
   const [name, setName] = useState("");
   const [isPublic, setPublic] = useState(false);
@@ -251,8 +274,7 @@ export default function StorageBuckets() {
   const navigate = useNavigate();
   const [adding, setAdding] = useState(false);
   const buckets = useAsync(
-    async () =>
-      api.data ? (await api.data.call<Row[]>("/storage/v1/bucket")).data : (undefined as unknown as Row[]),
+    async () => (api.data ? withFirstFiles(api.data) : (undefined as unknown as Row[])),
     [api.data],
   );
   const bucket = rest ? decodeURIComponent(rest.replace(/\/$/, "")) : undefined;
@@ -264,7 +286,7 @@ export default function StorageBuckets() {
     <ListPage
       title="Storage buckets"
       list={{ ...buckets, error: buckets.error ?? api.error }}
-      columns={["name", "public", "file_size_limit", "allowed_mime_types", "created_at"]}
+      columns={["name", "public", "files", "file_size_limit", "allowed_mime_types", "created_at"]}
       empty="No buckets yet."
       onRowClick={(row) =>
         navigate(`/project/${ref}/storage/buckets/${encodeURIComponent(String(row.name))}`)
