@@ -4,6 +4,7 @@ import type { Row } from "../components/DataGrid";
 import { ErrorBox } from "../components/Feedback";
 import { ListPage } from "../components/ListPage";
 import { useProjectApi, type ProjectApi } from "../projectApi";
+import { uploadResumably, uploadTuning, type ResumableUpload } from "../resumableUpload";
 import { useAsync } from "../useAsync";
 
 const SIGNED_URL_SECONDS = 3600;
@@ -110,6 +111,11 @@ function BucketFolder({ api, bucket, isPublic }: { api: ProjectApi; bucket: stri
   const [params, setParams] = useSearchParams();
   const prefix = params.get("prefix") ?? "";
   const [progress, setProgress] = useState<number>();
+  const [resumable, setResumable] = useState<{
+    upload: ResumableUpload;
+    paused: boolean;
+    resumed: boolean;
+  }>();
   const [selected, setSelected] = useState<{ row: Row; index: number }>();
   const [preview, setPreview] = useState<{ url: string; type: string }>();
   const [error, setError] = useState<Error>();
@@ -163,14 +169,34 @@ function BucketFolder({ api, bucket, isPublic }: { api: ProjectApi; bucket: stri
     try {
       for (const file of Array.from(files)) {
         setProgress(0);
-        await upload(api, bucket, `${prefix}${file.name}`, file, setProgress);
+        const path = `${prefix}${file.name}`;
+        if (file.size > uploadTuning().resumableAboveBytes) await sendResumably(path, file);
+        else await upload(api, bucket, path, file, setProgress);
       }
       objects.reload();
     } catch (e) {
       setError(e as Error);
     } finally {
       setProgress(undefined);
+      setResumable(undefined);
     }
+  }
+
+  /** A large file, through the resumable endpoint: pause and resume while it goes. */
+  async function sendResumably(path: string, file: File) {
+    const transfer = uploadResumably(api, { bucket, path }, file, {
+      onProgress: (sent, total) => setProgress(Math.floor((sent / total) * 100)),
+      onResumed: () => setResumable((r) => r && { ...r, resumed: true }),
+    });
+    setResumable({ upload: transfer, paused: false, resumed: false });
+    await transfer.done;
+  }
+
+  function pauseOrResume() {
+    if (!resumable) return;
+    if (resumable.paused) resumable.upload.resume();
+    else resumable.upload.pause();
+    setResumable({ ...resumable, paused: !resumable.paused });
   }
 
   async function remove(row: Row) {
@@ -232,6 +258,16 @@ function BucketFolder({ api, bucket, isPublic }: { api: ProjectApi; bucket: stri
       {progress !== undefined && (
         <div className="upload-progress">
           <progress aria-label="Upload progress" max={100} value={progress} /> {progress}%
+          {resumable && (
+            <>
+              <button className="button" onClick={pauseOrResume}>
+                {resumable.paused ? "Resume upload" : "Pause upload"}
+              </button>
+              <span className="muted small" role="note">
+                {resumable.resumed ? "Resumed an earlier upload of this file" : "Resumable upload"}
+              </span>
+            </>
+          )}
         </div>
       )}
       <ErrorBox error={error} />
