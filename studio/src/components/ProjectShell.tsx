@@ -19,7 +19,10 @@ const SECTIONS: [string, string][] = [
   ["database/roles", "Roles"],
   ["database/backups/scheduled", "Backups"],
   ["api", "API docs"],
+  ["api/graphiql", "GraphiQL"],
   ["settings/api", "API settings"],
+  ["settings/database", "Database settings"],
+  ["settings/infrastructure", "Read replicas"],
   ["settings/jwt", "JWT keys"],
   ["settings/general", "Project settings"],
 ];
