@@ -43,7 +43,8 @@ export function ProjectShell() {
         </div>
         <nav aria-label="Project sections">
           {SECTIONS.map(([path, label]) => (
-            <NavLink key={path} to={`/project/${ref}/${path}`} className="sidebar-link">
+            // "api" is also the start of "api/graphiql": it is current on its own path only.
+            <NavLink key={path} to={`/project/${ref}/${path}`} end={path === "api"} className="sidebar-link">
               {label}
             </NavLink>
           ))}
