@@ -85,6 +85,7 @@ export const mgmt = {
   get: <T>(path: string) => studio<T>(`/studio/api${path}`),
   post: <T>(path: string, body?: unknown) => studio<T>(`/studio/api${path}`, "POST", body ?? {}),
   patch: <T>(path: string, body: unknown) => studio<T>(`/studio/api${path}`, "PATCH", body),
+  put: <T>(path: string, body: unknown) => studio<T>(`/studio/api${path}`, "PUT", body),
   delete: <T>(path: string) => studio<T>(`/studio/api${path}`, "DELETE"),
 };
 

@@ -52,6 +52,14 @@ maybe("Studio's screenshots", () => {
         await page.getByRole("cell", { name: "Ada Lovelace" }).waitFor();
         await page.keyboard.press("Escape");
       }
+      if (name === "graphiql") {
+        await page.locator(".graphiql-query-editor .monaco-editor").first().click();
+        await page.keyboard.press("ControlOrMeta+A");
+        await page.keyboard.press("Delete");
+        await page.keyboard.insertText("{ authorsCollection(first: 3) { edges { node { name born } } } }");
+        await page.keyboard.press("ControlOrMeta+Enter");
+        await page.locator(".graphiql-response").filter({ hasText: "Ada Lovelace" }).waitFor();
+      }
       await shoot(name);
     }
   });

@@ -1,11 +1,20 @@
-import http, { type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http";
+import http, {
+  type IncomingHttpHeaders,
+  type OutgoingHttpHeaders,
+  type RequestListener,
+  type Server,
+} from "node:http";
+import type { Socket } from "node:net";
+import { duplexPair } from "node:stream";
 import type { Request, Response } from "express";
-import type { AppContext } from "../../context";
 
 /**
- * The dashboard is a client of Strata's public Management API: its calls travel over loopback to this
- * server's own listener, with the session's token as `Authorization: Bearer` and nothing else added, so the
- * API's access checks, rate limits and logs treat them as any other client's.
+ * The dashboard is a client of Strata's public Management API. Its calls are dispatched in process, with no
+ * network address: each one is an HTTP request written on one end of a socket pair whose other end is handed
+ * to a server that never listens, serving the very Express app the API's listener serves. The call then goes
+ * through everything the API's own clients go through (request log, metrics, caller identification, rate
+ * limits, access checks), with the session's token as `Authorization: Bearer`, the browser's Host, and the
+ * browser's address as the socket's (what the API counts an unidentified caller by).
  */
 
 /** What a dashboard request may pass on: the body's type and length, and what answer it accepts. */
@@ -20,19 +29,49 @@ const HOP_BY_HOP = new Set([
   "set-cookie",
 ]);
 
-function requestTo(ctx: AppContext, method: string, path: string, headers: OutgoingHttpHeaders) {
-  return http.request({ host: "127.0.0.1", port: ctx.config.port, method, path, headers });
+/** The server that serves an app's in-process calls (one per app; it never listens). */
+const inProcessServers = new WeakMap<RequestListener, Server>();
+
+function serverOf(app: RequestListener): Server {
+  let server = inProcessServers.get(app);
+  if (!server) {
+    server = http.createServer(app);
+    inProcessServers.set(app, server);
+  }
+  return server;
+}
+
+/** One end of a new socket pair, the other end served by `app` as a connection from `remoteAddress`. */
+function connectionTo(app: RequestListener, remoteAddress: string | undefined): Socket {
+  const [client, served] = duplexPair();
+  Object.defineProperty(served, "remoteAddress", { value: remoteAddress });
+  // A pair's sides do not end each other: the caller going away ends the served request too.
+  client.once("close", () => served.destroy());
+  serverOf(app).emit("connection", served);
+  // http.request writes on any duplex stream; its types name a net.Socket.
+  return client as unknown as Socket;
+}
+
+/** A request to the Management API of the app serving `from`, as the browser that sent `from`. */
+function requestTo(from: Request, method: string, path: string, headers: OutgoingHttpHeaders) {
+  const app = from.app as unknown as RequestListener;
+  return http.request({
+    method,
+    path,
+    headers: { ...headers, host: from.headers.host },
+    createConnection: () => connectionTo(app, from.socket.remoteAddress),
+  });
 }
 
 /** One JSON call to the Management API as `token`: its status and parsed body. */
 export function callPublicApi(
-  ctx: AppContext,
+  from: Request,
   method: string,
   path: string,
   token: string,
 ): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
-    const req = requestTo(ctx, method, path, {
+    const req = requestTo(from, method, path, {
       authorization: `Bearer ${token}`,
       accept: "application/json",
     });
@@ -61,19 +100,13 @@ function answerHeaders(headers: IncomingHttpHeaders): IncomingHttpHeaders {
 }
 
 /** Streams `req` to the Management API at `path` as `token`, and the API's answer back, status and body as they are. */
-export function forwardToPublicApi(
-  ctx: AppContext,
-  req: Request,
-  res: Response,
-  path: string,
-  token: string,
-) {
+export function forwardToPublicApi(req: Request, res: Response, path: string, token: string) {
   const headers: OutgoingHttpHeaders = { authorization: `Bearer ${token}` };
   for (const name of FORWARDED_REQUEST_HEADERS) {
     const value = req.headers[name];
     if (value !== undefined) headers[name] = value;
   }
-  const upstream = requestTo(ctx, req.method, path, headers);
+  const upstream = requestTo(req, req.method, path, headers);
   upstream.on("response", (answer) => {
     res.writeHead(answer.statusCode ?? 502, answerHeaders(answer.headers));
     answer.pipe(res);

@@ -38,7 +38,7 @@ function isApiPath(url: string): boolean {
 /**
  * How a browser proves who it is: a token of the Management API, either a personal access token the user typed
  * or the session token the browser got from `POST /v1/account/sign-in` with email and password (called by the
- * browser itself, so that endpoint's per-address limits count the user's address, not this server's loopback).
+ * browser itself, so that endpoint's per-address limits count the request the user sent).
  */
 type Credentials = { access_token: string };
 
@@ -50,8 +50,8 @@ function credentialsOf(body: unknown): Credentials | undefined {
 }
 
 /** The Management API token a sign-in yields, checked by the API itself (`GET /v1/profile`), or undefined. */
-async function tokenFor(ctx: AppContext, credentials: Credentials): Promise<string | undefined> {
-  const profile = await callPublicApi(ctx, "GET", "/v1/profile", credentials.access_token);
+async function tokenFor(req: Request, credentials: Credentials): Promise<string | undefined> {
+  const profile = await callPublicApi(req, "GET", "/v1/profile", credentials.access_token);
   return profile.status === 200 ? credentials.access_token : undefined;
 }
 
@@ -109,7 +109,7 @@ export function studioRouter(ctx: AppContext): Router {
         res.status(400).json({ message: "Bad request: access_token is required" });
         return;
       }
-      const token = await tokenFor(ctx, credentials);
+      const token = await tokenFor(req, credentials);
       if (!token) {
         res.status(401).json({ message: "Unauthorized: the access token is not valid" });
         return;
@@ -122,8 +122,8 @@ export function studioRouter(ctx: AppContext): Router {
   router.get(
     "/studio/session",
     requireSession(ctx),
-    asyncRoute(async (_req, res) => {
-      const profile = await callPublicApi(ctx, "GET", "/v1/profile", res.locals.token as string);
+    asyncRoute(async (req, res) => {
+      const profile = await callPublicApi(req, "GET", "/v1/profile", res.locals.token as string);
       // The projects' data APIs answer at <ref>.<domain> on this server's port.
       res.json({ signed_in: true, profile: profile.body, project_domain: ctx.config.domain });
     }),
@@ -135,7 +135,7 @@ export function studioRouter(ctx: AppContext): Router {
       // A token from an email and password sign-in ends with Studio's session (a personal access token answers
       // 400 there and stays: it is the user's to delete).
       const token = await sessionToken(ctx.platformPool, cookie);
-      if (token) await callPublicApi(ctx, "POST", "/v1/account/sign-out", token);
+      if (token) await callPublicApi(req, "POST", "/v1/account/sign-out", token);
       await endSession(ctx.platformPool, cookie);
       res.setHeader("Set-Cookie", cookieHeader(req, "", 0));
       res.status(204).end();
@@ -147,7 +147,7 @@ export function studioRouter(ctx: AppContext): Router {
       res.status(404).json({ message: "Not found" });
       return;
     }
-    forwardToPublicApi(ctx, req, res, req.url, res.locals.token as string);
+    forwardToPublicApi(req, res, req.url, res.locals.token as string);
   });
 
   router.get(PAGE_PATH, studioPage(ctx));

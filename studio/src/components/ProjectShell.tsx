@@ -19,7 +19,10 @@ const SECTIONS: [string, string][] = [
   ["database/roles", "Roles"],
   ["database/backups/scheduled", "Backups"],
   ["api", "API docs"],
+  ["api/graphiql", "GraphiQL"],
   ["settings/api", "API settings"],
+  ["settings/database", "Database settings"],
+  ["settings/infrastructure", "Read replicas"],
   ["settings/jwt", "JWT keys"],
   ["settings/general", "Project settings"],
 ];
@@ -40,7 +43,8 @@ export function ProjectShell() {
         </div>
         <nav aria-label="Project sections">
           {SECTIONS.map(([path, label]) => (
-            <NavLink key={path} to={`/project/${ref}/${path}`} className="sidebar-link">
+            // "api" is also the start of "api/graphiql": it is current on its own path only.
+            <NavLink key={path} to={`/project/${ref}/${path}`} end={path === "api"} className="sidebar-link">
               {label}
             </NavLink>
           ))}

@@ -5,6 +5,21 @@ import { forgetProjectApis } from "../projectApi";
 import { SessionContext } from "../session";
 import { ErrorBox, Spinner } from "./Feedback";
 
+/**
+ * The session's check starts as Studio loads on one of this layout's pages, beside the page's bundle (the
+ * router renders this layout only once that bundle is in); that first mount takes its answer, later ones ask
+ * again. Loaded on the sign-in or join page, Studio asks when this layout first mounts (after a sign-in).
+ */
+let early: Promise<Session> | undefined = /^\/(?:sign-in|join)\/?$/.test(window.location.pathname)
+  ? undefined
+  : sessionApi.get();
+early?.catch(() => {});
+function loadSession(): Promise<Session> {
+  const answer = early ?? sessionApi.get();
+  early = undefined;
+  return answer;
+}
+
 /** Every page but sign-in: loads the session, or sends the visitor to sign in and back here afterwards. */
 export function SignedIn() {
   const [session, setSession] = useState<Session>();
@@ -19,9 +34,9 @@ export function SignedIn() {
   );
   useEffect(() => {
     if (session) return;
-    sessionApi
-      .get()
-      .then(setSession, (e: Error) => (e instanceof ApiError && e.status === 401 ? toSignIn() : setError(e)));
+    loadSession().then(setSession, (e: Error) =>
+      e instanceof ApiError && e.status === 401 ? toSignIn() : setError(e),
+    );
   }, [session, toSignIn]);
   useEffect(() => onSignedOut(() => void toSignIn()), [toSignIn]);
 

@@ -26,7 +26,7 @@ function rolesSql(roles: string): string {
 }
 
 /**
- * A table's definition: columns (add, drop), row level security (on, off) and its policies (create, drop).
+ * A table's definition: columns (add, rename, change type, drop), row level security (on, off) and its policies (create, drop).
  * Every change is shown as the SQL it runs, and runs only when confirmed, through the Management API.
  */
 export function TableStructure({
@@ -58,6 +58,7 @@ export function TableStructure({
     [projectRef, schema, table],
   );
   const [column, setColumn] = useState({ name: "", type: "text", default: "", nullable: true });
+  const [change, setChange] = useState({ column: "", name: "", type: "" });
   const [policy, setPolicy] = useState({
     name: "",
     command: "SELECT",
@@ -73,6 +74,7 @@ export function TableStructure({
     try {
       await runSql(projectRef, pending);
       setPending(undefined);
+      setChange({ column: "", name: "", type: "" });
       policies.reload();
       onChanged();
     } catch (e) {
@@ -88,6 +90,21 @@ export function TableStructure({
     if (column.default.trim()) parts.push(`default ${column.default.trim()}`);
     if (!column.nullable) parts.push("not null");
     setPending(`${parts.join(" ")};`);
+  }
+
+  /** A rename, then a type change with the cast from the old type (`using`), as one change to run. */
+  function changeColumn(e: FormEvent) {
+    e.preventDefault();
+    const from = change.column || columns[0]?.name;
+    if (!from) return;
+    const to = change.name.trim() || from;
+    const statements: string[] = [];
+    if (to !== from) statements.push(`alter table ${target} rename column ${ident(from)} to ${ident(to)};`);
+    if (change.type)
+      statements.push(
+        `alter table ${target} alter column ${ident(to)} type ${change.type} using ${ident(to)}::${change.type};`,
+      );
+    if (statements.length) setPending(statements.join("\n"));
   }
 
   function createPolicy(e: FormEvent) {
@@ -191,6 +208,35 @@ export function TableStructure({
           </span>
           <button className="button" type="submit">
             Add column
+          </button>
+        </form>
+        <form className="form-row" aria-label="Change column" onSubmit={changeColumn}>
+          <label className="field">
+            <span>Column</span>
+            <select
+              value={change.column || columns[0]?.name}
+              onChange={(e) => setChange({ ...change, column: e.target.value })}
+            >
+              {columns.map((c) => (
+                <option key={c.name}>{c.name}</option>
+              ))}
+            </select>
+          </label>
+          <label className="field">
+            <span>New name</span>
+            <input value={change.name} onChange={(e) => setChange({ ...change, name: e.target.value })} />
+          </label>
+          <label className="field">
+            <span>New type</span>
+            <select value={change.type} onChange={(e) => setChange({ ...change, type: e.target.value })}>
+              <option value="">(unchanged)</option>
+              {COLUMN_TYPES.filter((t) => !t.includes(" generated ")).map((t) => (
+                <option key={t}>{t}</option>
+              ))}
+            </select>
+          </label>
+          <button className="button" type="submit">
+            Change column
           </button>
         </form>
       </section>

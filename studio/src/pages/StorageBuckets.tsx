@@ -4,6 +4,7 @@ import type { Row } from "../components/DataGrid";
 import { ErrorBox } from "../components/Feedback";
 import { ListPage } from "../components/ListPage";
 import { useProjectApi, type ProjectApi } from "../projectApi";
+import { uploadResumably, uploadTuning, type ResumableUpload } from "../resumableUpload";
 import { useAsync } from "../useAsync";
 
 const SIGNED_URL_SECONDS = 3600;
@@ -40,6 +41,29 @@ function upload(
     xhr.onerror = () => reject(new Error("Upload failed: the storage API did not answer"));
     xhr.send(file);
   });
+}
+
+/** How many of a bucket's top-level files and folders its row names. */
+const FIRST_FILES = 5;
+
+/** The buckets, each with the first names at its top level (one list call per bucket, in parallel). */
+async function withFirstFiles(api: ProjectApi): Promise<Row[]> {
+  const { data: buckets } = await api.call<Row[]>("/storage/v1/bucket");
+  return Promise.all(
+    buckets.map(async (bucket) => {
+      const { data } = await api.call<Row[]>(
+        `/storage/v1/object/list/${encodeURIComponent(String(bucket.name))}`,
+        {
+          method: "POST",
+          body: { prefix: "", limit: FIRST_FILES + 1, offset: 0, sortBy: { column: "name", order: "asc" } },
+        },
+      );
+      const names = data
+        .slice(0, FIRST_FILES)
+        .map((o) => (o.id === null ? `${String(o.name)}/` : String(o.name)));
+      return { ...bucket, files: names.join(", ") + (data.length > FIRST_FILES ? ", …" : "") };
+    }),
+  );
 }
 
 function NewBucket({ api, onDone }: { api: ProjectApi; onDone: () => void }) {
@@ -87,6 +111,11 @@ function BucketFolder({ api, bucket, isPublic }: { api: ProjectApi; bucket: stri
   const [params, setParams] = useSearchParams();
   const prefix = params.get("prefix") ?? "";
   const [progress, setProgress] = useState<number>();
+  const [resumable, setResumable] = useState<{
+    upload: ResumableUpload;
+    paused: boolean;
+    resumed: boolean;
+  }>();
   const [selected, setSelected] = useState<{ row: Row; index: number }>();
   const [preview, setPreview] = useState<{ url: string; type: string }>();
   const [error, setError] = useState<Error>();
@@ -140,14 +169,34 @@ function BucketFolder({ api, bucket, isPublic }: { api: ProjectApi; bucket: stri
     try {
       for (const file of Array.from(files)) {
         setProgress(0);
-        await upload(api, bucket, `${prefix}${file.name}`, file, setProgress);
+        const path = `${prefix}${file.name}`;
+        if (file.size > uploadTuning().resumableAboveBytes) await sendResumably(path, file);
+        else await upload(api, bucket, path, file, setProgress);
       }
       objects.reload();
     } catch (e) {
       setError(e as Error);
     } finally {
       setProgress(undefined);
+      setResumable(undefined);
     }
+  }
+
+  /** A large file, through the resumable endpoint: pause and resume while it goes. */
+  async function sendResumably(path: string, file: File) {
+    const transfer = uploadResumably(api, { bucket, path }, file, {
+      onProgress: (sent, total) => setProgress(Math.floor((sent / total) * 100)),
+      onResumed: () => setResumable((r) => r && { ...r, resumed: true }),
+    });
+    setResumable({ upload: transfer, paused: false, resumed: false });
+    await transfer.done;
+  }
+
+  function pauseOrResume() {
+    if (!resumable) return;
+    if (resumable.paused) resumable.upload.resume();
+    else resumable.upload.pause();
+    setResumable({ ...resumable, paused: !resumable.paused });
   }
 
   async function remove(row: Row) {
@@ -209,6 +258,16 @@ function BucketFolder({ api, bucket, isPublic }: { api: ProjectApi; bucket: stri
       {progress !== undefined && (
         <div className="upload-progress">
           <progress aria-label="Upload progress" max={100} value={progress} /> {progress}%
+          {resumable && (
+            <>
+              <button className="button" onClick={pauseOrResume}>
+                {resumable.paused ? "Resume upload" : "Pause upload"}
+              </button>
+              <span className="muted small" role="note">
+                {resumable.resumed ? "Resumed an earlier upload of this file" : "Resumable upload"}
+              </span>
+            </>
+          )}
         </div>
       )}
       <ErrorBox error={error} />
@@ -251,8 +310,7 @@ export default function StorageBuckets() {
   const navigate = useNavigate();
   const [adding, setAdding] = useState(false);
   const buckets = useAsync(
-    async () =>
-      api.data ? (await api.data.call<Row[]>("/storage/v1/bucket")).data : (undefined as unknown as Row[]),
+    async () => (api.data ? withFirstFiles(api.data) : (undefined as unknown as Row[])),
     [api.data],
   );
   const bucket = rest ? decodeURIComponent(rest.replace(/\/$/, "")) : undefined;
@@ -264,7 +322,7 @@ export default function StorageBuckets() {
     <ListPage
       title="Storage buckets"
       list={{ ...buckets, error: buckets.error ?? api.error }}
-      columns={["name", "public", "file_size_limit", "allowed_mime_types", "created_at"]}
+      columns={["name", "public", "files", "file_size_limit", "allowed_mime_types", "created_at"]}
       empty="No buckets yet."
       onRowClick={(row) =>
         navigate(`/project/${ref}/storage/buckets/${encodeURIComponent(String(row.name))}`)

@@ -608,6 +608,11 @@ export default function TableEditor() {
     );
   const info = tables.data?.find((t) => t.name === table);
   useEffect(() => setCreating(false), [schema, table]);
+  // No table named in the link: the schema's first one opens, as the link then says.
+  const first = tables.data?.[0]?.name;
+  useEffect(() => {
+    if (!table && first) setParams({ schema, table: first }, { replace: true });
+  }, [table, first, schema, setParams]);
 
   return (
     <div className="editor">
