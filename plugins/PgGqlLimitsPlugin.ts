@@ -51,10 +51,17 @@ export const PG_GQL_LIMITS: PgGqlLimits = {
   maxFields: 1_000,
 };
 
+/** Each resolved preset's limits, read once (every request asks). */
+const presetLimits = new WeakMap<GraphileConfig.ResolvedPreset, PgGqlLimits>();
+
 /** The limits a resolved preset sets, the defaults for the others. */
 export function limitsOf(preset: GraphileConfig.ResolvedPreset): PgGqlLimits {
-  const { maxTokens, maxDepth, maxAliases, maxFields } = { ...PG_GQL_LIMITS, ...preset.pgGraphql };
-  return { maxTokens, maxDepth, maxAliases, maxFields };
+  let limits = presetLimits.get(preset);
+  if (limits === undefined) {
+    const { maxTokens, maxDepth, maxAliases, maxFields } = { ...PG_GQL_LIMITS, ...preset.pgGraphql };
+    presetLimits.set(preset, (limits = { maxTokens, maxDepth, maxAliases, maxFields }));
+  }
+  return limits;
 }
 
 /**

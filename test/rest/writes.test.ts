@@ -98,6 +98,41 @@ describe("REST writes through the JavaScript client", () => {
     expect(removed).toMatchObject({ status: 204, count: 2 });
   });
 
+  it("writes each request's own payload when it repeats another write's URL and columns", async () => {
+    const players = () => clientFor(server).from("players");
+    for (const [name, rating] of [
+      ["Kept1", 1101],
+      ["Kept2", 1102],
+    ] as const) {
+      const { data } = await players().insert({ name, team_id: 1, rating }).select("name, rating");
+      expect(data).toEqual([{ name, rating }]);
+    }
+    // The same columns in another order, and other columns: statements of their own.
+    await players().insert({ rating: 1103, name: "Kept3", team_id: 2 });
+    await players().insert({ name: "Kept4" });
+    for (const rating of [1201, 1202]) {
+      const { data } = await players().update({ rating }).like("name", "Kept%").select("name");
+      expect(data).toHaveLength(4);
+      const written = await server.sql("select distinct rating from players where name like 'Kept%'");
+      expect(written.rows).toEqual([{ rating }]);
+    }
+    // A filter value equal to the payload's JSON: the payload is bound, not the filter's value.
+    const json = JSON.stringify({ name: "Kept1" });
+    for (let i = 0; i < 2; i++) {
+      const res = await rest(server, `/players?name=eq.${encodeURIComponent(json)}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json", prefer: "return=representation" },
+        body: json,
+      });
+      expect(await res.json()).toEqual([]);
+    }
+    const removed = await players().delete({ count: "exact" }).like("name", "Kept%");
+    expect(removed).toMatchObject({ status: 204, count: 4 });
+    const left = await players().delete({ count: "exact" }).like("name", "Kept%");
+    expect(left).toMatchObject({ status: 204, count: 0 });
+    expect((await server.sql("select 1 from players where name like 'Kept%'")).rows).toEqual([]);
+  });
+
   it("rolls a singular write back when it touches other than one row", async () => {
     const res = await rest(server, "/players?team_id=eq.1", {
       method: "PATCH",

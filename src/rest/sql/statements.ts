@@ -42,6 +42,11 @@ function mutationEnvelope(dml: SQL, root: ReadNode, inserted = false): SQL {
     )}`;
 }
 
+/** Whether an insert needs a VALUES row per payload row, so that an absent key can be DEFAULT. */
+function valuesPerRow(spec: InsertSpec): boolean {
+  return spec.missingDefault && spec.rows.some((r) => spec.columns.some((c) => !(c in r)));
+}
+
 function insertStatement(root: ReadNode, spec: InsertSpec): SQL {
   const rel = root.relation;
   const target = sql`${relationSql(rel)} as ${sql.identifier(root.alias)}`;
@@ -52,8 +57,7 @@ function insertStatement(root: ReadNode, spec: InsertSpec): SQL {
   let source: SQL;
   if (spec.columns.length === 0) {
     source = sql`default values`;
-  } else if (spec.missingDefault && spec.rows.some((r) => spec.columns.some((c) => !(c in r)))) {
-    // Per-row VALUES so an absent key can be DEFAULT.
+  } else if (valuesPerRow(spec)) {
     const rows = spec.rows.map((r) => {
       const rowJson = sql.value(JSON.stringify(r));
       const cells = spec.columns.map((c) =>
@@ -65,7 +69,7 @@ function insertStatement(root: ReadNode, spec: InsertSpec): SQL {
     });
     source = sql`values ${sql.join(rows, ", ")}`;
   } else {
-    source = sql`select ${cols} from json_populate_recordset(null::${relationSql(rel)}, ${sql.value(JSON.stringify(spec.rows))}::json)`;
+    source = sql`select ${cols} from json_populate_recordset(null::${relationSql(rel)}, ${sql.value(payloadJson(spec.rows))}::json)`;
   }
   let conflict: SQL = sql.blank;
   if (spec.onConflict) {
@@ -105,7 +109,7 @@ function updateStatement(
   const limited = limitedTarget(root, page);
   const where = whereSql(limited ? [limited] : whereConditions(root));
   const dml = sql`update ${relationSql(rel)} as ${alias} set ${sql.join(sets, ", ")}
-    from (select * from json_populate_record(null::${relationSql(rel)}, ${sql.value(JSON.stringify(payload))}::json)) as pgrst_body
+    from (select * from json_populate_record(null::${relationSql(rel)}, ${sql.value(payloadJson(payload))}::json)) as pgrst_body
     ${where} returning ${alias}.*`;
   return mutationEnvelope(dml, root);
 }
@@ -180,6 +184,32 @@ function setCallSource(fn: RestFunction, args: Record<string, unknown>, fromQuer
 function scalarSetStatement(source: SQL, page: Page): SQL {
   return sql`select null::bigint as total, count(*) as page, coalesce(json_agg(pgrst_v), '[]')::text as body, null::bigint as inserted
     from (select pgrst_v from ${source} as pgrst_v(pgrst_v) ${pageSql(page.limit, page.offset)}) as pgrst_s`;
+}
+
+/** The one parameter of a write's statement that carries its payload: the rows (insert) or the values to set (update). */
+const payloadJson = (payload: unknown): string => JSON.stringify(payload);
+
+/**
+ * What a write's statement binds of its payload, when that is all it takes of it: the statement's text then
+ * depends on the plan's columns but not on the payload's values, and the one parameter `json` (null for a
+ * delete, which has no payload) is the only one that changes with them. Undefined for other plans (reads,
+ * calls, an insert with a VALUES row per payload row).
+ */
+export function writePayloadOf(plan: Plan): { columns: readonly string[]; json: string | null } | undefined {
+  switch (plan.kind) {
+    case "insert":
+      if (plan.insert.rows.length === 0 || plan.insert.columns.length === 0 || valuesPerRow(plan.insert))
+        return undefined;
+      return { columns: plan.insert.columns, json: payloadJson(plan.insert.rows) };
+    case "update":
+      return plan.columns.length === 0
+        ? undefined
+        : { columns: plan.columns, json: payloadJson(plan.payload) };
+    case "delete":
+      return { columns: [], json: null };
+    default:
+      return undefined;
+  }
 }
 
 /** The one statement a plan runs, or undefined when it affects nothing (no rows to insert, no columns to set). */
