@@ -1,0 +1,91 @@
+import { createClient, type SupabaseClient } from "@supabase/supabase-js";
+import type { Browser, Page } from "playwright-core";
+import { withDatabase } from "../../src/db/urls";
+import { adminQuery } from "../helpers/db";
+import { startTestServer, type TestServer } from "../helpers/server";
+import { buildStudio, launchChromium, VIEWPORT } from "./browser";
+
+/**
+ * Studio's actions on one object of a page, each checked through a second channel: banning and unbanning an auth
+ * user (auth.users.banned_until by SQL, the user's password sign-in refused).
+ */
+
+jest.setTimeout(180_000);
+
+describe("Studio's object actions", () => {
+  let server: TestServer;
+  let browser: Browser;
+  let page: Page;
+  let supabase: SupabaseClient;
+
+  beforeAll(async () => {
+    buildStudio();
+    server = await startTestServer();
+    supabase = createClient(server.url, server.serviceKey, {
+      auth: { persistSession: false, autoRefreshToken: false },
+    });
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: VIEWPORT });
+    page.setDefaultTimeout(60_000);
+    page.on("pageerror", (e) => console.error("page error:", e));
+    await page.goto(`${server.url}/projects`);
+    await page.getByLabel("Access token").fill(server.managementToken);
+    await page.getByRole("button", { name: "Sign in with token" }).click();
+    await page.getByRole("heading", { name: "Projects", exact: true }).waitFor();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  async function projectSql(text: string, params: unknown[] = []) {
+    const { rows } = await server.controlSql("select database_name from platform.projects where ref = $1", [
+      server.ref,
+    ]);
+    return (await adminQuery(text, params, withDatabase(server.dbUrl, rows[0].database_name))).rows;
+  }
+
+  /** The user's password sign-in through the auth API, as an app signs in: its status and error code. */
+  async function signIn(email: string, password: string) {
+    const res = await fetch(`${server.url}/auth/v1/token?grant_type=password`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ email, password }),
+    });
+    return { status: res.status, code: ((await res.json()) as { error_code?: string }).error_code };
+  }
+
+  it("bans a user for a chosen time and lifts the ban", async () => {
+    const password = "a-long-password-1";
+    const made = await supabase.auth.admin.createUser({
+      email: "feyd@example.test",
+      password,
+      email_confirm: true,
+    });
+    if (made.error) throw made.error;
+    const id = made.data.user!.id;
+    const bannedUntil = async () =>
+      (await projectSql("select banned_until from auth.users where id = $1", [id]))[0]
+        .banned_until as Date | null;
+
+    await page.goto(`${server.url}/project/${server.ref}/auth/users`);
+    await page.getByRole("cell", { name: "feyd@example.test" }).click();
+    const selected = page.getByLabel("Selected user");
+    await selected.getByLabel("Ban duration").selectOption({ label: "7 days" });
+    await selected.getByRole("button", { name: "Ban user" }).click();
+    await selected.getByText("Banned until").waitFor();
+    await page.getByRole("cell", { name: /^until / }).waitFor();
+
+    const until = await bannedUntil();
+    expect(until).not.toBeNull();
+    const days = (until!.getTime() - Date.now()) / 86_400_000;
+    expect(days).toBeGreaterThan(6.9);
+    expect(days).toBeLessThanOrEqual(7);
+    expect(await signIn("feyd@example.test", password)).toEqual({ status: 400, code: "user_banned" });
+
+    await selected.getByRole("button", { name: "Unban user" }).click();
+    await selected.getByRole("button", { name: "Ban user" }).waitFor();
+    expect(await bannedUntil()).toBeNull();
+    expect((await signIn("feyd@example.test", password)).status).toBe(200);
+  });
+});
