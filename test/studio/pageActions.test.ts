@@ -7,7 +7,8 @@ import { buildStudio, launchChromium, VIEWPORT } from "./browser";
 
 /**
  * Studio's actions on one object of a page, each checked through a second channel: banning and unbanning an auth
- * user (auth.users.banned_until by SQL, the user's password sign-in refused).
+ * user (auth.users.banned_until by SQL, the user's password sign-in refused), moving and copying a stored object
+ * (the storage API and storage.objects), and a function's logs tab (a line the function printed when invoked).
  */
 
 jest.setTimeout(180_000);
@@ -87,5 +88,55 @@ describe("Studio's object actions", () => {
     await selected.getByRole("button", { name: "Ban user" }).waitFor();
     expect(await bannedUntil()).toBeNull();
     expect((await signIn("feyd@example.test", password)).status).toBe(200);
+  });
+
+  it("moves and copies an object, and shows the storage API's refusal", async () => {
+    for (const [name, isPublic] of [
+      ["maps", false],
+      ["archive", true],
+    ] as const) {
+      const made = await supabase.storage.createBucket(name, { public: isPublic });
+      if (made.error) throw made.error;
+    }
+    for (const [path, text] of [
+      ["dune.txt", "spice"],
+      ["caladan.txt", "water"],
+    ]) {
+      const up = await supabase.storage.from("maps").upload(path, text, { contentType: "text/plain" });
+      if (up.error) throw up.error;
+    }
+    const objects = async () =>
+      (await projectSql("select bucket_id || '/' || name as path from storage.objects order by 1")).map(
+        (r) => r.path as string,
+      );
+    const download = async (bucket: string, path: string) => {
+      const { data, error } = await supabase.storage.from(bucket).download(path);
+      return error ? null : await data.text();
+    };
+
+    // Moved (renamed into a folder) within the bucket: the bytes follow the new name, the old one is gone.
+    await page.goto(`${server.url}/project/${server.ref}/storage/buckets/maps`);
+    await page.getByRole("cell", { name: "dune.txt" }).click();
+    const form = page.getByRole("form", { name: "Move or copy" });
+    await form.getByLabel("Destination path").fill("desert/arrakis.txt");
+    await form.getByRole("button", { name: "Move" }).click();
+    await page.getByRole("cell", { name: "desert" }).waitFor();
+    await page.getByRole("cell", { name: "dune.txt" }).waitFor({ state: "detached" });
+    expect(await objects()).toEqual(["maps/caladan.txt", "maps/desert/arrakis.txt"]);
+    expect(await download("maps", "desert/arrakis.txt")).toBe("spice");
+    expect(await download("maps", "dune.txt")).toBeNull();
+
+    // Copied to another bucket: both copies readable, the original still selected.
+    await page.getByRole("cell", { name: "caladan.txt" }).click();
+    await form.getByLabel("Destination bucket").selectOption("archive");
+    await form.getByRole("button", { name: "Copy" }).click();
+    await form.getByText("Copied to archive/caladan.txt").waitFor();
+    expect(await download("archive", "caladan.txt")).toBe("water");
+    expect(await download("maps", "caladan.txt")).toBe("water");
+
+    // A second copy to the same name is refused: the page shows the API's message, nothing changes.
+    await form.getByRole("button", { name: "Copy" }).click();
+    await form.getByRole("alert").getByText("The resource already exists").waitFor();
+    expect(await objects()).toEqual(["archive/caladan.txt", "maps/caladan.txt", "maps/desert/arrakis.txt"]);
   });
 });
