@@ -3,6 +3,7 @@ import type { Browser, Page } from "playwright-core";
 import { withDatabase } from "../../src/db/urls";
 import { adminQuery } from "../helpers/db";
 import { startTestServer, type TestServer } from "../helpers/server";
+import { until } from "../helpers/until";
 import { buildStudio, launchChromium, VIEWPORT } from "./browser";
 
 /**
@@ -138,5 +139,68 @@ describe("Studio's object actions", () => {
     await form.getByRole("button", { name: "Copy" }).click();
     await form.getByRole("alert").getByText("The resource already exists").waitFor();
     expect(await objects()).toEqual(["archive/caladan.txt", "maps/caladan.txt", "maps/desert/arrakis.txt"]);
+  });
+
+  /** A function that prints a line naming its caller and answers the browser's preflight. */
+  const printing = (what: string) => `const cors = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Headers": "authorization, apikey, content-type",
+  };
+  Deno.serve(async (req) => {
+    if (req.method === "OPTIONS") return new Response(null, { headers: cors });
+    const { name } = await req.json().catch(() => ({ name: "nobody" }));
+    console.log("${what} for " + name);
+    return Response.json({ ok: true }, { headers: cors });
+  });`;
+
+  async function deploy(slug: string, code: string) {
+    const res = await fetch(`${server.url}/v1/projects/${server.ref}/functions?slug=${slug}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${server.managementToken}`,
+        "content-type": "application/typescript",
+      },
+      body: code,
+    });
+    expect(res.status).toBe(201);
+  }
+
+  /** The lines function `slug` printed, as platform.function_logs holds them. */
+  const printed = async (slug: string) =>
+    (
+      await server.controlSql(
+        "select message from platform.function_logs where project_ref = $1 and slug = $2 and kind = 'console'",
+        [server.ref, slug],
+      )
+    ).rows.map((r) => String(r.message).trim());
+
+  it("shows a function's invocations and printed lines in its logs tab, and no other function's", async () => {
+    await deploy("spice-report", printing("spice flows"));
+    await deploy("water-report", printing("water of life"));
+    // The other function printed first: its line is in the log store before the tab opens.
+    const other = await fetch(`${server.url}/functions/v1/water-report`, {
+      method: "POST",
+      headers: { apikey: server.serviceKey, authorization: `Bearer ${server.serviceKey}` },
+      body: JSON.stringify({ name: "Jessica" }),
+    });
+    expect(other.status).toBe(200);
+    await until(async () => ((await printed("water-report")).length ? true : undefined));
+
+    await page.goto(`${server.url}/project/${server.ref}/functions/spice-report`);
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.getByLabel("Response").filter({ hasText: '{"ok":true}' }).waitFor();
+    await page.getByRole("tab", { name: "Logs" }).click();
+    await page.waitForURL(`${server.url}/project/${server.ref}/functions/spice-report/logs`);
+    const logs = page.getByLabel("Function logs");
+    // The tab refreshes itself until the batch of log rows is written.
+    await logs.getByRole("cell", { name: "spice flows for Studio" }).waitFor();
+    await logs.getByRole("cell", { name: /^POST \S*spice-report 200$/ }).waitFor();
+    expect(await logs.getByText("water of life").count()).toBe(0);
+    // Second channel: the line as the log store holds it.
+    expect(await printed("spice-report")).toContain("spice flows for Studio");
+
+    // The tab's own path, typed or reloaded, opens the tab.
+    await page.reload();
+    await logs.getByRole("cell", { name: "spice flows for Studio" }).waitFor();
   });
 });
