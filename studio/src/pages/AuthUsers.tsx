@@ -3,6 +3,7 @@ import { useParams } from "react-router";
 import type { Row } from "../components/DataGrid";
 import { ErrorBox } from "../components/Feedback";
 import { ListPage } from "../components/ListPage";
+import { isBanned, UserBan } from "../components/UserBan";
 import { useProjectApi, type ProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
 
@@ -77,15 +78,18 @@ export default function AuthUsers() {
   const users = useAsync(async () => {
     if (!api.data) return undefined as unknown as Row[];
     const { data } = await api.data.call<{ users: Row[] }>("/auth/v1/admin/users?page=1&per_page=200");
-    return data.users.map((u) => ({
+    return data.users.map((u): Row => ({
       ...u,
       provider: (u.app_metadata as { provider?: string } | null)?.provider,
+      banned: isBanned(u) ? `until ${new Date(String(u.banned_until)).toLocaleString()}` : null,
     }));
   }, [api.data]);
   const needle = search.trim().toLowerCase();
   const shown = needle
     ? users.data?.filter((u) => `${u.email ?? ""} ${u.phone ?? ""} ${u.id}`.toLowerCase().includes(needle))
     : users.data;
+  // The selected user as the latest list shows it (a ban changes the row).
+  const current = selected && (users.data?.find((u) => u.id === selected.row.id) ?? selected.row);
 
   async function remove(user: Row) {
     if (!api.data || !window.confirm(`Delete the user ${String(user.email ?? user.id)}?`)) return;
@@ -103,7 +107,7 @@ export default function AuthUsers() {
     <ListPage
       title="Users"
       list={{ ...users, data: shown, error: users.error ?? api.error }}
-      columns={["id", "email", "phone", "provider", "created_at", "last_sign_in_at"]}
+      columns={["id", "email", "phone", "provider", "banned", "created_at", "last_sign_in_at"]}
       empty="No users yet."
       onRowClick={(row, index) => setSelected({ row, index })}
       selectedIndex={selected?.index}
@@ -131,10 +135,11 @@ export default function AuthUsers() {
           }}
         />
       )}
-      {selected && (
+      {current && api.data && (
         <div className="card form-row" aria-label="Selected user">
-          <span>{String(selected.row.email ?? selected.row.id)}</span>
-          <button className="button danger" onClick={() => void remove(selected.row)}>
+          <span>{String(current.email ?? current.id)}</span>
+          <UserBan api={api.data} user={current} onDone={users.reload} />
+          <button className="button danger" onClick={() => void remove(current)}>
             Delete user
           </button>
           <button className="button ghost" onClick={() => setSelected(undefined)}>

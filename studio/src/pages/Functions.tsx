@@ -4,6 +4,7 @@ import CodeMirror from "@uiw/react-codemirror";
 import { mgmt } from "../api";
 import type { Row } from "../components/DataGrid";
 import { ErrorBox, PageHeader, Spinner } from "../components/Feedback";
+import { FunctionLogs } from "../components/FunctionLogs";
 import { ListPage } from "../components/ListPage";
 import { useProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
@@ -99,8 +100,42 @@ function Invoke({ projectRef: ref, slug }: { projectRef: string; slug: string })
   );
 }
 
-/** One function: its code (edit and deploy a new version) and a request builder. */
-function FunctionDetail({ projectRef: ref, slug }: { projectRef: string; slug: string }) {
+/** A function's tabs, at the platform's paths: `/functions/<slug>` (details) and `/functions/<slug>/logs`. */
+function Tabs({ projectRef: ref, slug, logs }: { projectRef: string; slug: string; logs: boolean }) {
+  const navigate = useNavigate();
+  const base = `/project/${ref}/functions/${slug}`;
+  return (
+    <div className="tabs view-tabs" role="tablist">
+      {(
+        [
+          ["Code and invoke", base, !logs],
+          ["Logs", `${base}/logs`, logs],
+        ] as const
+      ).map(([label, to, active]) => (
+        <button
+          key={label}
+          role="tab"
+          aria-selected={active}
+          className={`tab${active ? " active" : ""}`}
+          onClick={() => navigate(to)}
+        >
+          {label}
+        </button>
+      ))}
+    </div>
+  );
+}
+
+/** One function: its code (edit and deploy a new version) and a request builder, or its logs. */
+function FunctionDetail({
+  projectRef: ref,
+  slug,
+  logs,
+}: {
+  projectRef: string;
+  slug: string;
+  logs: boolean;
+}) {
   const fn = useAsync(() => mgmt.get<Row>(`/v1/projects/${ref}/functions/${slug}`), [ref, slug]);
   const body = useAsync(
     () => mgmt.get<DeployedFile[]>(`/v1/projects/${ref}/functions/${slug}/body`),
@@ -137,9 +172,11 @@ function FunctionDetail({ projectRef: ref, slug }: { projectRef: string; slug: s
           {busy ? "Deploying…" : "Deploy"}
         </button>
       </PageHeader>
+      <Tabs projectRef={ref} slug={slug} logs={logs} />
       <ErrorBox error={fn.error ?? body.error ?? error} />
-      {!files && <Spinner />}
-      {files && (
+      {logs && <FunctionLogs projectRef={ref} slug={slug} />}
+      {!logs && !files && <Spinner />}
+      {!logs && files && (
         <div className="card section">
           <nav className="crumbs" aria-label="Files">
             {files.map((f, i) => (
@@ -160,9 +197,11 @@ function FunctionDetail({ projectRef: ref, slug }: { projectRef: string; slug: s
           />
         </div>
       )}
-      <section className="section">
-        <Invoke projectRef={ref} slug={slug} />
-      </section>
+      {!logs && (
+        <section className="section">
+          <Invoke projectRef={ref} slug={slug} />
+        </section>
+      )}
     </div>
   );
 }
@@ -204,8 +243,8 @@ export default function Functions() {
   const navigate = useNavigate();
   const [adding, setAdding] = useState(false);
   const functions = useAsync(() => mgmt.get<Row[]>(`/v1/projects/${ref}/functions`), [ref]);
-  const slug = rest?.replace(/\/$/, "");
-  if (slug) return <FunctionDetail key={slug} projectRef={ref} slug={slug} />;
+  const [slug, tab] = (rest ?? "").split("/");
+  if (slug) return <FunctionDetail key={slug} projectRef={ref} slug={slug} logs={tab === "logs"} />;
   return (
     <ListPage
       title="Edge functions"

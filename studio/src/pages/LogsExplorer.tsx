@@ -4,24 +4,14 @@ import { mgmt } from "../api";
 import type { Row } from "../components/DataGrid";
 import { ListPage } from "../components/ListPage";
 import { RequestsChart, TimeChart } from "../components/RequestsChart";
+import { queryLogs, RANGES } from "../logs";
 import { useAsync } from "../useAsync";
 
-const RANGES: [string, number][] = [
-  ["Last 15 minutes", 15],
-  ["Last hour", 60],
-  ["Last 24 hours", 24 * 60],
-];
 /** The log sources of the Management API's log query endpoint. */
 const SOURCES = ["edge_logs", "function_logs", "function_edge_logs", "auth_logs", "postgres_logs"];
 const sqlFor = (source: string) =>
   `select id, timestamp, event_message, metadata from ${source} order by timestamp desc limit 500`;
 const DEFAULT_SQL = sqlFor("edge_logs");
-
-/** A log timestamp (microseconds since the epoch, or an ISO string) in milliseconds. */
-function millisOf(value: unknown): number {
-  if (typeof value === "number") return value > 1e14 ? value / 1000 : value;
-  return Date.parse(String(value));
-}
 
 const SERVICES = ["rest", "auth", "storage", "realtime"];
 
@@ -57,19 +47,7 @@ export default function LogsExplorer() {
   const [minutes, setMinutes] = useState(60);
   const [draft, setDraft] = useState(DEFAULT_SQL);
   const [query, setQuery] = useState({ sql: DEFAULT_SQL, minutes: 60, at: Date.now() });
-  const logs = useAsync(() => {
-    const params = new URLSearchParams({
-      sql: query.sql,
-      iso_timestamp_start: new Date(query.at - query.minutes * 60_000).toISOString(),
-      iso_timestamp_end: new Date(query.at).toISOString(),
-    });
-    return mgmt.get<{ result: Row[] }>(`/v1/projects/${ref}/analytics/endpoints/logs?${params}`).then((r) =>
-      r.result.map((row) => ({
-        ...row,
-        timestamp: row.timestamp === undefined ? undefined : new Date(millisOf(row.timestamp)).toISOString(),
-      })),
-    );
-  }, [ref, query]);
+  const logs = useAsync(() => queryLogs(ref, query.sql, query.minutes, query.at), [ref, query]);
   const times = useMemo(
     () => (logs.data ?? []).filter((r) => r.timestamp).map((r) => Date.parse(String(r.timestamp))),
     [logs.data],

@@ -3,6 +3,7 @@ import { Link, useNavigate, useParams, useSearchParams } from "react-router";
 import type { Row } from "../components/DataGrid";
 import { ErrorBox } from "../components/Feedback";
 import { ListPage } from "../components/ListPage";
+import { ObjectTransfer } from "../components/ObjectTransfer";
 import { useProjectApi, type ProjectApi } from "../projectApi";
 import { uploadResumably, uploadTuning, type ResumableUpload } from "../resumableUpload";
 import { useAsync } from "../useAsync";
@@ -105,8 +106,18 @@ function NewBucket({ api, onDone }: { api: ProjectApi; onDone: () => void }) {
   );
 }
 
-/** One bucket's folder: its files and folders, upload with progress, preview, signed URL, delete. */
-function BucketFolder({ api, bucket, isPublic }: { api: ProjectApi; bucket: string; isPublic: boolean }) {
+/** One bucket's folder: its files and folders, upload with progress, preview, signed URL, move, copy, delete. */
+function BucketFolder({
+  api,
+  bucket,
+  isPublic,
+  buckets,
+}: {
+  api: ProjectApi;
+  bucket: string;
+  isPublic: boolean;
+  buckets: string[];
+}) {
   const { ref } = useParams() as { ref: string };
   const [params, setParams] = useSearchParams();
   const prefix = params.get("prefix") ?? "";
@@ -297,6 +308,21 @@ function BucketFolder({ api, bucket, isPublic }: { api: ProjectApi; bucket: stri
           {preview && !preview.type.startsWith("image/") && (
             <div className="muted small mono">{preview.url}</div>
           )}
+          <ObjectTransfer
+            key={pathOf(selected.row)}
+            api={api}
+            bucket={bucket}
+            path={pathOf(selected.row)}
+            buckets={buckets}
+            onDone={(how) => {
+              // A moved object is gone from here; a copy leaves the original selected.
+              if (how === "move") {
+                setSelected(undefined);
+                setPreview(undefined);
+              }
+              objects.reload();
+            }}
+          />
         </div>
       )}
     </ListPage>
@@ -316,7 +342,14 @@ export default function StorageBuckets() {
   const bucket = rest ? decodeURIComponent(rest.replace(/\/$/, "")) : undefined;
   if (bucket && api.data && buckets.data) {
     const found = buckets.data.find((b) => b.name === bucket);
-    return <BucketFolder api={api.data} bucket={bucket} isPublic={Boolean(found?.public)} />;
+    return (
+      <BucketFolder
+        api={api.data}
+        bucket={bucket}
+        isPublic={Boolean(found?.public)}
+        buckets={buckets.data.map((b) => String(b.name))}
+      />
+    );
   }
   return (
     <ListPage
