@@ -55,7 +55,9 @@ async function s3Parts(settings: S3Settings): Promise<ResumableParts> {
   const { S3Store } = await import("@tus/s3-store");
   const cache = new BoundedCache<MetadataValue>(CACHED_INFOS);
   const store = new S3Store({
-    s3ClientConfig: { ...config, bucket },
+    // A chunk is sent as it streams in: with the SDK's default checksum it would travel aws-chunked with a
+    // trailer, which S3-compatible servers that do not read such trailers store as part of the bytes.
+    s3ClientConfig: { ...config, requestChecksumCalculation: "WHEN_REQUIRED", bucket },
     // Expiry is the storage sweep's (removeExpiredUploads); tags, which many S3-compatible servers lack, unused.
     useTags: false,
     cache,
