@@ -69,8 +69,12 @@ export async function provisionProject(
     ctx,
     project,
     async (db) => {
-      // Another node may have finished it between the caller's look and this lock: its database stays.
-      if (!(await isComingUp(db, project.ref))) return;
+      // Another node may have finished it between the caller's look and this lock: its database stays, and
+      // the creator still gives the owner its password.
+      if (!(await isComingUp(db, project.ref))) {
+        if (ownerPassword !== undefined) await setOwnerLogin(project.cluster, project.ref, ownerPassword);
+        return;
+      }
       try {
         await dropProjectDatabase(project.cluster, project.database_name);
         await createProjectDatabase(project.cluster, project.database_name);
