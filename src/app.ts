@@ -48,6 +48,7 @@ import { resumeProvisioning } from "./management/projects/lifecycle";
 import { deleteDueBranches } from "./management/branches/operations";
 import { oneOffClient } from "./db/client";
 import { ControlDatabaseError, prepareControlDatabase } from "./platform/controlDatabase";
+import { claimDuty } from "./platform/duties";
 import { openDbListener } from "./pooler/start";
 
 export class StartupError extends Error {}
@@ -351,9 +352,11 @@ export async function startStrata(
   ctx.accessOf = (clusterId) => (access?.manages(clusterId) ? access : embeddedClusters?.accessOf(clusterId));
   const upgrades = new Upgrades(ctx);
   ctx.upgrades = upgrades;
-  await upgrades
-    .start()
-    .catch((e: Error) => log.error({ err: e.message }, "marking interrupted upgrades failed"));
+  // Upgrades run only on the node that runs the embedded clusters: only it may take one as interrupted.
+  if (embeddedClusters)
+    await upgrades
+      .start()
+      .catch((e: Error) => log.error({ err: e.message }, "marking interrupted upgrades failed"));
   await access
     ?.apply()
     .catch((e: Error) => log.error({ err: e.message }, "writing the cluster's access rules failed"));
@@ -364,8 +367,11 @@ export async function startStrata(
   const { listener, serverOptions } = createApp(ctx);
   const http = new HttpDrain(listener);
   void resumeProvisioning(ctx);
-  // Branches deleted with force=false go when their grace period ends.
-  const branchSweeper = setInterval(() => void deleteDueBranches(ctx).catch(() => {}), 60_000);
+  // Branches deleted with force=false go when their grace period ends (one node a minute looks).
+  const deleteBranchesOnce = async () => {
+    if (await claimDuty(db.platformPool, "delete-due-branches", 60_000)) await deleteDueBranches(ctx);
+  };
+  const branchSweeper = setInterval(() => void deleteBranchesOnce().catch(() => {}), 60_000);
   branchSweeper.unref();
   const webhooks = new WebhookDispatcher(ctx);
   ctx.webhooks = webhooks;

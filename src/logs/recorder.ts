@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { Logger } from "../log";
+import { claimDuty } from "../platform/duties";
 
 export interface EdgeEvent {
   ref: string;
@@ -11,6 +12,8 @@ export interface EdgeEvent {
 }
 
 const MAX_BUFFERED = 10_000;
+/** How often old log events are deleted (by one node). */
+const EXPIRE_EVERY_MS = 5 * 60_000;
 /**
  * API requests written as soon as this many wait (else every interval): under load, many small statements
  * instead of one large one a second, which would hold a database core for tens of milliseconds at once and
@@ -100,7 +103,7 @@ export class LogRecorder {
   ) {
     this.timer = setInterval(() => void this.flush(), intervalMs);
     this.timer.unref();
-    this.sweeper = setInterval(() => void this.expire(), 5 * 60_000);
+    this.sweeper = setInterval(() => void this.expire(), EXPIRE_EVERY_MS);
     this.sweeper.unref();
   }
 
@@ -195,12 +198,17 @@ export class LogRecorder {
     }
   }
 
+  /** Deletes the events past retention; one node of the installation does it each time. */
   async expire(): Promise<void> {
-    await this.pool
-      .query("delete from platform.log_events where timestamp < now() - make_interval(hours => $1)", [
-        this.retentionHours,
-      ])
-      .catch((e: Error) => this.log.warn({ err: e.message }, "old log events could not be deleted"));
+    try {
+      if (!(await claimDuty(this.pool, "expire-log-events", EXPIRE_EVERY_MS))) return;
+      await this.pool.query(
+        "delete from platform.log_events where timestamp < now() - make_interval(hours => $1)",
+        [this.retentionHours],
+      );
+    } catch (e) {
+      this.log.warn({ err: (e as Error).message }, "old log events could not be deleted");
+    }
   }
 
   async stop(): Promise<void> {

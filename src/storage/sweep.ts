@@ -1,5 +1,6 @@
 import type { AppContext } from "../context";
 import { withTransaction } from "../db/transaction";
+import { claimDuty } from "../platform/duties";
 import type { ObjectBackend } from "./backend";
 import { DiskBackend } from "./backend/disk";
 import { removeExpiredUploads } from "./resumable";
@@ -48,7 +49,7 @@ export async function sweepStorage(
       });
     }
   }
-  const expiredUploads = await removeExpiredUploads(ctx.config.dataDir, now);
+  const expiredUploads = await removeExpiredUploads(ctx.config, now);
   return { unfinished, withoutRow, expiredUploads };
 }
 
@@ -75,7 +76,8 @@ async function removeRowless(
 }
 
 /**
- * Sweeps the server's storage now (in the background: start-up does not wait) and then daily. Returns what
+ * Sweeps the server's storage now (in the background: start-up does not wait) and then daily; an S3 bucket
+ * only when this node claims the day's sweep. Returns what
  * stops it; a failed sweep is logged and tried again at the next turn.
  */
 export function startStorageSweeper(ctx: AppContext): () => Promise<void> {
@@ -83,10 +85,16 @@ export function startStorageSweeper(ctx: AppContext): () => Promise<void> {
   if (!backend) return async () => {};
   const stopping = new AbortController();
   let running: Promise<void> = Promise.resolve();
+  // A bucket is every node's: one node sweeps it a day. A data directory is this node's own.
+  const sweepOnce = async () =>
+    backend instanceof DiskBackend || (await claimDuty(ctx.platformPool, "storage-sweep", SWEEP_EVERY_MS))
+      ? sweepStorage(ctx, backend, { signal: stopping.signal })
+      : undefined;
   const run = () => {
-    running = sweepStorage(ctx, backend, { signal: stopping.signal }).then(
+    running = sweepOnce().then(
       (result) => {
-        if (Object.values(result).some((n) => n > 0)) ctx.log.info(result, "storage sweep removed leftovers");
+        if (result && Object.values(result).some((n) => n > 0))
+          ctx.log.info(result, "storage sweep removed leftovers");
       },
       (e: unknown) => ctx.log.warn({ err: (e as Error).message }, "storage sweep failed"),
     );

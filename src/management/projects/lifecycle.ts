@@ -69,6 +69,12 @@ export async function provisionProject(
     ctx,
     project,
     async (db) => {
+      // Another node may have finished it between the caller's look and this lock: its database stays, and
+      // the creator still gives the owner its password.
+      if (!(await isComingUp(db, project.ref))) {
+        if (ownerPassword !== undefined) await setOwnerLogin(project.cluster, project.ref, ownerPassword);
+        return;
+      }
       try {
         await dropProjectDatabase(project.cluster, project.database_name);
         await createProjectDatabase(project.cluster, project.database_name);
@@ -87,6 +93,11 @@ export async function provisionProject(
   ).catch((e) =>
     ctx.log.error({ ref: project.ref, err: (e as Error).message }, "project provisioning failed"),
   );
+}
+
+async function isComingUp(db: pg.Client, ref: string): Promise<boolean> {
+  const { rows } = await db.query("select status from platform.projects where ref = $1", [ref]);
+  return rows[0]?.status === "COMING_UP";
 }
 
 /** At start: finishes creating projects that no process is creating any more (their creator died). */

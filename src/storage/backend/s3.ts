@@ -1,5 +1,5 @@
 import { Readable } from "node:stream";
-import type { S3Client } from "@aws-sdk/client-s3";
+import type { S3Client, S3ClientConfig } from "@aws-sdk/client-s3";
 import { measuring } from "./disk";
 import {
   checkKey,
@@ -24,6 +24,19 @@ export interface S3Settings {
   forcePathStyle: boolean;
 }
 
+/** The client settings of the bucket's server (also resumable uploads' store). */
+export function s3ClientConfigOf(settings: S3Settings): S3ClientConfig {
+  return {
+    region: settings.region,
+    endpoint: settings.endpoint,
+    forcePathStyle: settings.forcePathStyle,
+    credentials:
+      settings.accessKeyId && settings.secretAccessKey
+        ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey }
+        : undefined,
+  };
+}
+
 /**
  * Bytes in an S3-compatible bucket, so several Strata nodes share one set of files. Uploads stream in parts
  * (lib-storage's Upload): a cut-off upload is aborted and leaves no object.
@@ -34,19 +47,7 @@ export class S3Backend implements ObjectBackend {
   constructor(private readonly settings: S3Settings) {}
 
   private client(): Promise<S3Client> {
-    const { settings } = this;
-    this.clientPromise ??= sdk().then(
-      ({ S3Client }) =>
-        new S3Client({
-          region: settings.region,
-          endpoint: settings.endpoint,
-          forcePathStyle: settings.forcePathStyle,
-          credentials:
-            settings.accessKeyId && settings.secretAccessKey
-              ? { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey }
-              : undefined,
-        }),
-    );
+    this.clientPromise ??= sdk().then(({ S3Client }) => new S3Client(s3ClientConfigOf(this.settings)));
     return this.clientPromise;
   }
 

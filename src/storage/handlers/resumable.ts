@@ -7,7 +7,7 @@ import { invalidRequest, refusalOf, uploadNotFound } from "../errors";
 import { storageContextOf, type StorageContext } from "../http/context";
 import type { CallerInput } from "../http/route";
 import { checkBucketId, checkObjectName } from "../names";
-import { EXPIRY_MS, partsDirOf } from "../resumable";
+import { resumablePartsOf } from "../resumable";
 import { subjectOf, type Caller, type StorageService } from "../service";
 import { cacheControlOf } from "../upload";
 
@@ -16,8 +16,9 @@ import { cacheControlOf } from "../upload";
  * (tus-js-client, Uppy). `@tus/server` speaks the protocol and keeps the parts in the data directory; when
  * the last byte arrives, the finished file goes through the same upload path as any other (limits, the
  * caller's RLS, bytes then row) and the parts are removed. Every request of an upload is keyed (the route's
- * context hook opened it) and must come from the project and the user that created it. A paused upload
- * resumes on the node that holds its parts.
+ * context hook opened it) and must come from the project and the user that created it. With an S3 bucket
+ * the parts are in it and any node takes an upload's next chunk; on disk a paused upload resumes on the node
+ * that holds its parts (`../resumable.ts`).
  */
 
 type TusRequest = Parameters<NonNullable<ServerOptions["onUploadCreate"]>>[0];
@@ -64,13 +65,9 @@ export function resumableUploads(ctx: AppContext, service: StorageService) {
 }
 
 async function makeHandler(ctx: AppContext, service: StorageService) {
-  const { FileStore } = await import("@tus/file-store");
   const { Server } = await import("@tus/server");
-  const store = new FileStore({
-    directory: partsDirOf(ctx.config.dataDir),
-    // Parts of an upload left unfinished for a day are removed by the storage sweep (removeExpiredUploads).
-    expirationPeriodInMilliseconds: EXPIRY_MS,
-  });
+  const parts = await resumablePartsOf(ctx.config);
+  const { store } = parts;
 
   const tus = new Server({
     path: ROUTE,
@@ -117,7 +114,7 @@ async function makeHandler(ctx: AppContext, service: StorageService) {
         await service.upload(
           caller,
           target,
-          { stream: store.read(upload.id), contentType, cacheControl, userMetadata: undefined },
+          { stream: await parts.read(upload.id), contentType, cacheControl, userMetadata: undefined },
           {
             mode: "create",
             upsert: upload.metadata?.upsert === "true",
@@ -128,7 +125,7 @@ async function makeHandler(ctx: AppContext, service: StorageService) {
       } catch (e) {
         throw tusError(e);
       } finally {
-        await store.remove(upload.id).catch(() => {});
+        await parts.remove(upload.id).catch(() => {});
       }
     },
   });
