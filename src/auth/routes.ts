@@ -10,6 +10,7 @@ import { health } from "./handlers/health";
 import * as identities from "./handlers/identities";
 import { logout } from "./handlers/logout";
 import * as oauth from "./handlers/oauth";
+import * as passkeys from "./handlers/passkeys";
 import { sendOtp } from "./handlers/otp";
 import { reauthenticate } from "./handlers/reauthenticate";
 import { recover } from "./handlers/recover";
@@ -42,7 +43,7 @@ import { notFound, respondWithError } from "./middleware/respond";
  * the auth server's shape by middleware/respond.ts.
  */
 
-type Method = "get" | "post" | "put" | "delete";
+type Method = "get" | "post" | "put" | "patch" | "delete";
 type Handler<C> = (call: C) => Promise<unknown>;
 
 interface RouteSpec {
@@ -84,6 +85,36 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
   { method: "post", path: "/factors/:id/challenge", access: "session", handler: factors.challenge },
   { method: "post", path: "/factors/:id/verify", access: "session", handler: factors.verify },
   { method: "delete", path: "/factors/:id", access: "session", handler: factors.unenroll },
+
+  {
+    method: "post",
+    path: "/passkeys/registration/options",
+    access: "session",
+    handler: passkeys.registrationOptions,
+  },
+  {
+    method: "post",
+    path: "/passkeys/registration/verify",
+    access: "session",
+    handler: passkeys.registrationVerify,
+  },
+  {
+    method: "post",
+    path: "/passkeys/authentication/options",
+    access: "key",
+    captcha: true,
+    limit: "passkey",
+    handler: passkeys.authenticationOptions,
+  },
+  {
+    method: "post",
+    path: "/passkeys/authentication/verify",
+    access: "key",
+    handler: passkeys.authenticationVerify,
+  },
+  { method: "get", path: "/passkeys", access: "session", handler: passkeys.list },
+  { method: "patch", path: "/passkeys/:id", access: "session", handler: passkeys.rename },
+  { method: "delete", path: "/passkeys/:id", access: "session", handler: passkeys.remove },
 
   { method: "get", path: "/authorize", access: "public", handler: oauth.authorize },
   { method: "get", path: "/callback", access: "public", handler: oauth.callback },

@@ -12,7 +12,7 @@ import { management } from "./helpers";
 
 const BUNDLE = readFileSync(require.resolve("@supabase/supabase-js/dist/umd/supabase.js"), "utf8");
 
-describe("WebAuthn MFA factors", () => {
+describe("WebAuthn: MFA factors and passkeys", () => {
   let server: TestServer;
   let browser: Browser;
   let page: Page;
@@ -20,25 +20,32 @@ describe("WebAuthn MFA factors", () => {
   let authenticatorId: string;
   let origin: string;
 
-  /** Runs `body` in the page with a fresh supabase-js client signed in as `email` (signed up if asked). */
-  const inPage = <T>(email: string, signUp: boolean, body: string): Promise<T> =>
+  /**
+   * Runs `body` in the page with a fresh supabase-js client (passkeys on) signed in as `email` (signed up
+   * if asked; none when `email` is null); `api` calls the auth API as that user.
+   */
+  const inPage = <T>(email: string | null, signUp: boolean, body: string): Promise<T> =>
     page.evaluate(
       async ([anonKey, email, signUp, body]) => {
         const w = window as any;
         const client = w.supabase.createClient(location.origin, anonKey, {
-          auth: { persistSession: false, autoRefreshToken: false },
+          auth: { persistSession: false, autoRefreshToken: false, experimental: { passkey: true } },
         });
         const credentials = { email, password: "Webauthn-pass-1234" };
-        const signedIn = signUp
-          ? await client.auth.signUp(credentials)
-          : await client.auth.signInWithPassword(credentials);
+        const signedIn =
+          email === null
+            ? { data: { session: null }, error: null }
+            : signUp
+              ? await client.auth.signUp(credentials)
+              : await client.auth.signInWithPassword(credentials);
         if (signedIn.error) throw new Error(signedIn.error.message);
+        const token = signedIn.data.session?.access_token;
         const api = (path: string, method: string, json?: unknown) =>
           fetch(`/auth/v1${path}`, {
             method,
             headers: {
               apikey: anonKey,
-              authorization: `Bearer ${signedIn.data.session.access_token}`,
+              ...(token ? { authorization: `Bearer ${token}` } : {}),
               "content-type": "application/json",
             },
             body: json === undefined ? undefined : JSON.stringify(json),
@@ -257,5 +264,122 @@ describe("WebAuthn MFA factors", () => {
     );
     expect(result).toEqual({ aal1: "insufficient_aal", aal2: null });
     expect(await factorRow(factorId)).toBeUndefined();
+  });
+
+  describe("passkeys", () => {
+    const passkeyRows = async (email: string) =>
+      (
+        await server.sql(
+          `select p.id, p.sign_count::int, p.friendly_name from auth.webauthn_credentials p
+             join auth.users u on u.id = p.user_id where u.email = $1`,
+          [email],
+        )
+      ).rows;
+    const passkeySessions = async (email: string) =>
+      (
+        await server.sql(
+          `select count(*)::int as n from auth.sessions s join auth.users u on u.id = s.user_id
+             join auth.mfa_amr_claims c on c.session_id = s.id
+            where u.email = $1 and c.authentication_method = 'passkey'`,
+          [email],
+        )
+      ).rows[0].n as number;
+
+    beforeAll(() => cdp.send("WebAuthn.clearCredentials", { authenticatorId }));
+
+    it("are off until the project enables them", async () => {
+      const off = await inPage<{ status: number; body: any }>(
+        null,
+        false,
+        `return api("/passkeys/authentication/options", "POST", {});`,
+      );
+      expect(off).toMatchObject({ status: 404, body: { error_code: "passkey_disabled" } });
+      expect((await management(server, "PATCH", "/config/auth", { passkey_enabled: true })).status).toBe(200);
+    });
+
+    it("registers a passkey and signs in with it, without a password", async () => {
+      const registered = await inPage<{ error: string | null; name: string }>(
+        "pia@example.test",
+        true,
+        `const r = await client.auth.registerPasskey();
+         return { error: r.error && r.error.message, name: r.data && r.data.friendly_name };`,
+      );
+      expect(registered).toEqual({ error: null, name: "Passkey" });
+      expect(await passkeyRows("pia@example.test")).toHaveLength(1);
+
+      const signedIn = await inPage<{ error: string | null; email: string; amr: string[]; aal: string }>(
+        null,
+        false,
+        `const r = await client.auth.signInWithPasskey();
+         if (r.error) return { error: r.error.message };
+         const claims = JSON.parse(atob(r.data.session.access_token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+         return { error: null, email: r.data.user.email, amr: claims.amr.map((m) => m.method), aal: claims.aal };`,
+      );
+      expect(signedIn).toEqual({ error: null, email: "pia@example.test", amr: ["passkey"], aal: "aal1" });
+      expect(await passkeySessions("pia@example.test")).toBe(1);
+      expect((await passkeyRows("pia@example.test"))[0].sign_count).toBeGreaterThan(0);
+    });
+
+    it("refuses replayed assertions and an assertion claiming another user", async () => {
+      const other = (await server.sql("select id from auth.users where email = 'wanda@example.test'")).rows[0]
+        .id as string;
+      const outcome = await inPage<Record<string, string | null>>(
+        null,
+        false,
+        `const ceremony = async () => {
+           const o = await client.auth.passkey.startAuthentication();
+           const cred = await navigator.credentials.get({
+             publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(o.data.options) });
+           return { id: o.data.challenge_id, credential: cred.toJSON() };
+         };
+         const verify = async (challengeId, credential) => {
+           const r = await client.auth.passkey.verifyAuthentication({ challengeId, credential });
+           return r.error ? r.error.code : "ok";
+         };
+         const first = await ceremony();
+         const otherUser = ${JSON.stringify(Buffer.from(other).toString("base64url"))};
+         const second = await ceremony();
+         const impersonating = await verify(second.id,
+           { ...second.credential, response: { ...second.credential.response, userHandle: otherUser } });
+         const genuine = await verify(first.id, first.credential);
+         const replayed = await verify(first.id, first.credential);
+         const third = await ceremony();
+         const replayedOnNewChallenge = await verify(third.id, first.credential);
+         return { impersonating, genuine, replayed, replayedOnNewChallenge };`,
+      );
+      expect(outcome).toEqual({
+        impersonating: "webauthn_verification_failed",
+        genuine: "ok",
+        replayed: "webauthn_challenge_not_found",
+        replayedOnNewChallenge: "webauthn_verification_failed",
+      });
+      expect(await passkeySessions("pia@example.test")).toBe(2);
+      const wandaPasskeySessions = await passkeySessions("wanda@example.test");
+      expect(wandaPasskeySessions).toBe(0);
+    });
+
+    it("lists, renames and deletes a passkey; a deleted one signs in no more", async () => {
+      const managed = await inPage<{
+        listed: any[];
+        renamed: string | null;
+        deleted: unknown;
+        after: string;
+      }>(
+        "pia@example.test",
+        false,
+        `const listed = (await client.auth.passkey.list()).data;
+         const renamed = (await client.auth.passkey.update({ passkeyId: listed[0].id, friendlyName: "Work key" })).data;
+         const deleted = (await client.auth.passkey.delete({ passkeyId: listed[0].id })).error;
+         const after = await client.auth.signInWithPasskey();
+         return { listed, renamed: renamed && renamed.friendly_name, deleted, after: after.error && after.error.code };`,
+      );
+      expect(managed.listed).toHaveLength(1);
+      expect(managed).toMatchObject({
+        renamed: "Work key",
+        deleted: null,
+        after: "webauthn_verification_failed",
+      });
+      expect(await passkeyRows("pia@example.test")).toEqual([]);
+    });
   });
 });

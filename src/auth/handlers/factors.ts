@@ -36,12 +36,14 @@ import {
 import { addRefreshToken, elevateSession } from "../store/sessions";
 import { userById } from "../store/users";
 import {
-  aaguidOf,
   assertionCeremony,
+  factorCredential,
   registrationCeremony,
   relyingPartyOf,
+  toStoredCredential,
   verifyAssertion,
   verifyRegistration,
+  type StoredCredential,
 } from "../webauthn";
 
 /**
@@ -267,13 +269,14 @@ async function challengeWebAuthn(call: SessionCall, factor: FactorRow) {
   const credential = factor.web_authn_credential;
   const name = caller.user.email || caller.user.phone || caller.user.id;
   const metaName = caller.user.raw_user_meta_data?.name;
+  const described = (c: StoredCredential) => ({ id: factorCredential(c).id, transports: c.transport });
   const ceremony = credential
-    ? await assertionCeremony(rp, caller.user.id, [credential], CHALLENGE_SECONDS)
+    ? await assertionCeremony(rp, caller.user.id, [described(credential)], CHALLENGE_SECONDS)
     : await registrationCeremony(
         rp,
         { id: caller.user.id, name, displayName: typeof metaName === "string" && metaName ? metaName : name },
         (await factorsOf(project.authPool, caller.user.id)).flatMap((f) =>
-          f.web_authn_credential ? [f.web_authn_credential] : [],
+          f.web_authn_credential ? [described(f.web_authn_credential)] : [],
         ),
         CHALLENGE_SECONDS,
       );
@@ -345,7 +348,7 @@ async function verifyWebAuthn(call: SessionCall, factor: FactorRow) {
     body.webauthn.type !== expected
       ? undefined
       : stored
-        ? await verifyAssertion(rp, kept, stored, response)
+        ? await verifyAssertion(rp, kept, factorCredential(stored), response)
         : await verifyRegistration(rp, kept, response);
   await verificationAttempt(call, factor, outcome !== undefined);
   const failed = () =>
@@ -357,8 +360,8 @@ async function verifyWebAuthn(call: SessionCall, factor: FactorRow) {
     await saveWebAuthnCredential(
       project.authPool,
       { id: factor.id, userId: caller.user.id },
-      outcome,
-      aaguidOf(outcome),
+      toStoredCredential(outcome),
+      outcome.aaguid,
     );
   }
   await recordLastCeremony(project.authPool, factor.id, {
