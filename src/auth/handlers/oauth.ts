@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { EncryptJWT, jwtDecrypt } from "jose";
 import { withAdminTransaction } from "../../db/transaction";
 import type { ProjectRuntime } from "../../projects/runtime";
+import { noteRefusal } from "../authLogs";
 import type { AuthCall } from "../call";
 import { AuthApiError } from "../errors";
 import { linkExternal, signInExternal } from "../externalAccounts";
@@ -154,7 +155,8 @@ export async function callback(call: AuthCall) {
     throw new AuthApiError(400, "bad_oauth_state", "OAuth state parameter is invalid or has expired");
   }
   const target = redirectTarget(settings, state.redirect_to);
-  const fail = (code: string, description: string) =>
+  const fail = (code: string, description: string) => {
+    noteRefusal(res, new AuthApiError(400, code, description));
     res.redirect(
       303,
       withParams(
@@ -163,6 +165,7 @@ export async function callback(call: AuthCall) {
         "fragment",
       ),
     );
+  };
   if (typeof params.error === "string") {
     return fail("provider_error", String(params.error_description ?? params.error));
   }

@@ -1,4 +1,5 @@
 import { withAdminTransaction } from "../../db/transaction";
+import { noteRefusal } from "../authLogs";
 import type { AuthCall } from "../call";
 import { AuthApiError, signupDisabled } from "../errors";
 import { afterUserCreated, beforeUserCreated } from "../hook";
@@ -44,6 +45,7 @@ export async function acs(call: AuthCall) {
     call.res.redirect(302, await consumeAssertion(call));
   } catch (e) {
     if (!(e instanceof AuthApiError)) throw e;
+    noteRefusal(call.res, e);
     // As the platform: errors go back to the site URL's query.
     const query = {
       error: OAUTH_ERRORS[e.status] ?? "server_error",
