@@ -5,6 +5,7 @@ import type { AuthCall, LimitBucket, SessionCall, UserCall } from "./call";
 import { AUTH_BODY_LIMIT, bodyTooLarge } from "./errors";
 import * as adminLinks from "./handlers/adminLinks";
 import * as adminUsers from "./handlers/adminUsers";
+import * as customProviders from "./handlers/customProviders";
 import * as factors from "./handlers/factors";
 import { health } from "./handlers/health";
 import * as identities from "./handlers/identities";
@@ -135,6 +136,26 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
     path: "/admin/users/:id/factors/:factorId",
     access: "admin",
     handler: adminUsers.removeFactor,
+  },
+  { method: "get", path: "/admin/custom-providers", access: "admin", handler: customProviders.list },
+  { method: "post", path: "/admin/custom-providers", access: "admin", handler: customProviders.create },
+  {
+    method: "get",
+    path: "/admin/custom-providers/:identifier",
+    access: "admin",
+    handler: customProviders.get,
+  },
+  {
+    method: "put",
+    path: "/admin/custom-providers/:identifier",
+    access: "admin",
+    handler: customProviders.update,
+  },
+  {
+    method: "delete",
+    path: "/admin/custom-providers/:identifier",
+    access: "admin",
+    handler: customProviders.remove,
   },
   { method: "post", path: "/invite", access: "admin", handler: adminLinks.invite },
   { method: "post", path: "/admin/generate_link", access: "admin", handler: adminLinks.generateLink },

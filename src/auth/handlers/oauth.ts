@@ -8,10 +8,10 @@ import { AuthApiError } from "../errors";
 import { linkExternal, signInExternal } from "../externalAccounts";
 import {
   authorizeUrl,
-  configuredProvider,
   exchangeCode,
   identityData,
   providerUser,
+  resolveProvider,
 } from "../externalProviders";
 import type { ProviderTokens } from "../providerSpec";
 import { afterUserCreated, beforeUserCreated } from "../hook";
@@ -81,7 +81,8 @@ function passedOn(query: AuthCall["req"]["query"]): Record<string, string> {
 /** The provider's authorize URL of a sign-in (or a link to `linkUserId`) the request starts. */
 export async function providerRedirect(call: AuthCall, linkUserId?: string): Promise<string> {
   const { project, req, settings, apiUrl } = call;
-  const { spec, p } = configuredProvider(
+  const { spec, p } = await resolveProvider(
+    project.authPool,
     settings,
     call.ctx.config.authProviderBases,
     String(req.query.provider ?? ""),
@@ -169,7 +170,12 @@ export async function callback(call: AuthCall) {
   if (typeof params.error === "string") {
     return fail("provider_error", String(params.error_description ?? params.error));
   }
-  const { spec, p } = configuredProvider(settings, call.ctx.config.authProviderBases, state.provider);
+  const { spec, p } = await resolveProvider(
+    project.authPool,
+    settings,
+    call.ctx.config.authProviderBases,
+    state.provider,
+  );
   let tokens: ProviderTokens;
   let user: ProviderUser;
   try {
