@@ -42,7 +42,7 @@ function actionOf(method: string, path: string, grantType: unknown, ok: boolean)
   if (path.startsWith("/passkeys/") && method === "PATCH") return "passkey_updated";
   if (path.startsWith("/passkeys/") && method === "DELETE") return "passkey_deleted";
   if (path === "/signup") return ok ? "user_signedup" : "user_signup_failed";
-  if (path === "/logout") return "logout";
+  if (path === "/logout" || path === "/sso/saml/logout" || path === "/sso/saml/slo") return "logout";
   if (path === "/recover") return "user_recovery_requested";
   if (path === "/otp" || path === "/magiclink") return "user_otp_requested";
   if (path === "/verify") return ok ? "user_verified" : "user_verification_failed";

@@ -17,6 +17,7 @@ import { reauthenticate } from "./handlers/reauthenticate";
 import { recover } from "./handlers/recover";
 import { resend } from "./handlers/resend";
 import { acs } from "./handlers/samlAcs";
+import * as samlSlo from "./handlers/samlSlo";
 import { jwks, publicSettings } from "./handlers/settings";
 import { signUp } from "./handlers/signup";
 import * as sso from "./handlers/sso";
@@ -124,6 +125,9 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
   { method: "post", path: "/sso", access: "key", captcha: true, handler: sso.startSso },
   { method: "get", path: "/sso/saml/metadata", access: "public", handler: sso.metadata },
   { method: "post", path: "/sso/saml/acs", access: "public", body: "form", handler: acs },
+  { method: "post", path: "/sso/saml/logout", access: "session", handler: samlSlo.startLogout },
+  { method: "get", path: "/sso/saml/slo", access: "public", handler: samlSlo.slo },
+  { method: "post", path: "/sso/saml/slo", access: "public", body: "form", handler: samlSlo.slo },
 
   { method: "get", path: "/admin/users", access: "admin", handler: adminUsers.list },
   { method: "post", path: "/admin/users", access: "admin", handler: adminUsers.create },

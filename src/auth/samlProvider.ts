@@ -116,6 +116,14 @@ export function serviceProvider(
     requestSignatureAlgorithm: samlify.Constants.algorithms.signature.RSA_SHA256,
     nameIDFormat: options.nameIdFormat ? [options.nameIdFormat] : [NAME_ID.persistent, NAME_ID.email],
     assertionConsumerService: [{ Binding: binding.post, Location: `${apiUrl}/sso/saml/acs` }],
+    // Single logout: either side's LogoutRequest and LogoutResponse, signed (an identity provider's are
+    // verified against its metadata's certificate).
+    singleLogoutService: [
+      { Binding: binding.redirect, Location: `${apiUrl}/sso/saml/slo` },
+      { Binding: binding.post, Location: `${apiUrl}/sso/saml/slo` },
+    ],
+    wantLogoutRequestSigned: true,
+    wantLogoutResponseSigned: true,
     relayState: options.relayState,
     // The platform allows a few seconds of clock difference between the two sides.
     clockDrifts: [-60_000, 60_000],
@@ -132,7 +140,13 @@ export function parseIdentityProvider(metadata: string, options: { encrypted?: b
   const warn = console.warn;
   console.warn = () => {};
   try {
-    return samlify.IdentityProvider({ metadata, isAssertionEncrypted: Boolean(options.encrypted) });
+    // The logout messages Strata sends it are signed.
+    return samlify.IdentityProvider({
+      metadata,
+      isAssertionEncrypted: Boolean(options.encrypted),
+      wantLogoutRequestSigned: true,
+      wantLogoutResponseSigned: true,
+    });
   } catch {
     return undefined;
   } finally {

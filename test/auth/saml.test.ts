@@ -57,6 +57,9 @@ async function makeIdentityProvider(entityID = IDP_ENTITY, options: { encrypt?: 
     privateKey: pems.private,
     signingCert: pems.cert,
     wantAuthnRequestsSigned: true,
+    // The service provider's logout messages must be signed.
+    wantLogoutRequestSigned: true,
+    wantLogoutResponseSigned: true,
     isAssertionEncrypted: Boolean(options.encrypt),
     nameIDFormat: [PERSISTENT],
     singleSignOnService: [{ Binding: binding.redirect, Location: "https://idp.example.test/saml/sso" }],
@@ -440,6 +443,92 @@ describe("SAML single sign-on through providers registered with the Management A
     const again = await post(await provider.answer(sp, acs, ada));
     expect(again.status).toBe(302);
     expect(await sessions()).toBe(before + 1);
+  });
+
+  it("single logout: the service provider's ends the SSO session; the identity provider's ends the user's SSO sessions", async () => {
+    const acs = `${server.url}/auth/v1/sso/saml/acs`;
+    const signIn = async () => paramsOf((await post(await provider.answer(sp, acs, ada))).location);
+    const ssoSessions = async () =>
+      (
+        await server.sql(
+          `select s.id::text from auth.sessions s join auth.users u on u.id = s.user_id
+            where u.email = 'ada@example.com' and u.is_sso_user and s.sso_provider_id = $1 order by s.created_at`,
+          [providerId],
+        )
+      ).rows.map((r) => r.id as string);
+    await server.sql("delete from auth.sessions where sso_provider_id = $1", [providerId]);
+    const first = await signIn();
+    const second = await signIn();
+    const [firstSession, secondSession] = await ssoSessions();
+    expect(decodeJwt(first.access_token).session_id).toBe(firstSession);
+
+    // SP-initiated: the session ends at once; the browser goes to the provider with a signed LogoutRequest.
+    const started = await fetch(`${server.url}/auth/v1/sso/saml/logout`, {
+      method: "POST",
+      headers: {
+        apikey: server.anonKey,
+        authorization: `Bearer ${first.access_token}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ redirect_to: `${SITE}/bye` }),
+    });
+    expect(started.status).toBe(200);
+    const { url } = (await started.json()) as { url: string };
+    expect(url.startsWith("https://idp.example.test/saml/slo?SAMLRequest=")).toBe(true);
+    expect(await ssoSessions()).toEqual([secondSession]);
+    const query = new URL(url);
+    const octetString = query.search
+      .slice(1)
+      .split("&")
+      .filter((part) => !part.startsWith("Signature="))
+      .join("&");
+    const logoutRequest = await provider.idp.parseLogoutRequest(sp, "redirect", {
+      query: Object.fromEntries(query.searchParams),
+      octetString,
+    });
+    expect(logoutRequest.extract.nameID).toBe(ada.subject);
+    // The provider answers; the browser lands where the sign-out asked.
+    const spSigned = samlify.ServiceProvider({
+      metadata: sp.getMetadata(),
+      wantLogoutRequestSigned: true,
+      wantLogoutResponseSigned: true,
+    });
+    const answered = provider.idp.createLogoutResponse(
+      spSigned,
+      { extract: logoutRequest.extract },
+      "redirect",
+      query.searchParams.get("RelayState") ?? "",
+    );
+    const back = await fetch(answered.context, { redirect: "manual" });
+    expect(back.status).toBe(303);
+    expect(back.headers.get("location")).toBe(`${SITE}/bye`);
+
+    // IdP-initiated: a forged (unsigned) LogoutRequest ends nothing; the provider's signed one ends the rest.
+    const unsigned = provider.idp.createLogoutRequest(sp, "redirect", { logoutNameID: ada.subject });
+    const forged = await fetch(unsigned.context, { redirect: "manual" });
+    expect(forged.status).toBe(400);
+    // One signed with another key under the provider's entity id ends nothing either.
+    const impostor = await makeIdentityProvider(IDP_ENTITY);
+    const impostorSigned = impostor.idp.createLogoutRequest(spSigned, "redirect", {
+      logoutNameID: ada.subject,
+    });
+    expect((await fetch(impostorSigned.context, { redirect: "manual" })).status).toBe(400);
+    expect(await ssoSessions()).toEqual([secondSession]);
+    const signed = provider.idp.createLogoutRequest(spSigned, "redirect", { logoutNameID: ada.subject });
+    expect(signed.context.startsWith(`${server.url}/auth/v1/sso/saml/slo?SAMLRequest=`)).toBe(true);
+    const ended = await fetch(signed.context, { redirect: "manual" });
+    expect(ended.status).toBe(302);
+    const response = new URL(ended.headers.get("location")!);
+    expect(response.href.startsWith("https://idp.example.test/saml/slo?SAMLResponse=")).toBe(true);
+    expect(response.searchParams.get("Signature")).toBeTruthy();
+    expect(await ssoSessions()).toEqual([]);
+    // The ended sessions' refresh tokens refresh nothing.
+    const refreshed = await fetch(`${server.url}/auth/v1/token?grant_type=refresh_token`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ refresh_token: second.refresh_token }),
+    });
+    expect(refreshed.status).toBe(400);
   });
 
   it("takes encrypted assertions only while saml_allow_encrypted_assertions is on", async () => {
