@@ -622,6 +622,72 @@ describe("SAML single sign-on through providers registered with the Management A
     expect((await management(server, "GET", "/config/auth/sso/providers")).body).toEqual(before.body);
   });
 
+  it("fetches a metadata_url provider's metadata again when due: the identity provider's new key then signs in", async () => {
+    const entity = "https://rotating-idp.example.test/metadata";
+    let current = await makeIdentityProvider(entity);
+    let fetches = 0;
+    const host = http.createServer((_req, res) => {
+      fetches++;
+      res.writeHead(200, { "content-type": "application/xml" });
+      res.end(current.idp.getMetadata());
+    });
+    await new Promise<void>((resolve) => host.listen(0, "127.0.0.1", resolve));
+    const acs = `${server.url}/auth/v1/sso/saml/acs`;
+    const rota: Account = {
+      subject: "rota-1",
+      mail: "rota@rotating.example",
+      displayName: "Rota",
+      groups: [],
+    };
+    const storedXml = async (id: string) =>
+      (
+        await server.controlSql(
+          `select item->'saml'->>'metadata_xml' as xml from platform.project_settings,
+                  jsonb_array_elements(value->'items') item
+            where project_ref = $1 and kind = 'sso_providers' and item->>'id' = $2`,
+          [server.ref, id],
+        )
+      ).rows[0].xml as string;
+    try {
+      const url = `http://127.0.0.1:${(host.address() as AddressInfo).port}/metadata`;
+      const created = await management(server, "POST", "/config/auth/sso/providers", {
+        type: "saml",
+        metadata_url: url,
+        domains: ["rotating.example"],
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.id as string;
+      expect(fetches).toBe(1);
+      // The identity provider rotates its signing key; the stored copy is fresh, so it is not fetched yet.
+      const previous = current;
+      current = await makeIdentityProvider(entity);
+      const early = await post(await current.answer(sp, acs, rota));
+      expect(new URL(early.location).searchParams.get("error_code")).toBe("validation_failed");
+      expect(fetches).toBe(1);
+      // A day later (the copy's time set back), the next use fetches it again and the new key signs in.
+      await server.controlSql(
+        `update platform.project_settings
+            set value = jsonb_set(value, '{items}', (
+              select jsonb_agg(case when item->>'id' = $2 then jsonb_set(item, '{updated_at}', to_jsonb($3::text))
+                                    else item end order by n)
+                from jsonb_array_elements(value->'items') with ordinality as t(item, n)))
+          where project_ref = $1 and kind = 'sso_providers'`,
+        [server.ref, id, new Date(Date.now() - 2 * 86400_000).toISOString()],
+      );
+      const later = await post(await current.answer(sp, acs, rota));
+      expect(later.status).toBe(302);
+      expect(paramsOf(later.location).access_token).toBeTruthy();
+      expect(fetches).toBe(2);
+      expect(await storedXml(id)).toBe(current.idp.getMetadata());
+      // The old key signs no one in any more; the fresh copy is not fetched again at once.
+      const stale = await post(await previous.answer(sp, acs, rota));
+      expect(new URL(stale.location).searchParams.get("error_code")).toBe("validation_failed");
+      expect(fetches).toBe(2);
+    } finally {
+      await new Promise<void>((resolve) => host.close(() => resolve()));
+    }
+  });
+
   it("clears relay states of sign-ins never finished after an hour", async () => {
     const started = await client("pkce").auth.signInWithSSO({ domain: "example.com" });
     const relay = new URL(started.data!.url).searchParams.get("RelayState")!;

@@ -8,6 +8,7 @@ import { redirectTarget, withParams } from "../redirects";
 import {
   assertedUser,
   consumeOnce,
+  refreshedProvider,
   requireSaml,
   samlBase,
   serviceProvider,
@@ -124,7 +125,9 @@ async function consumeAssertion(call: AuthCall): Promise<string> {
   const relayValue = typeof body.RelayState === "string" ? body.RelayState : "";
   const samlResponse = typeof body.SAMLResponse === "string" ? body.SAMLResponse : "";
   if (!samlResponse) throw new AuthApiError(400, "validation_failed", "SAMLResponse is missing");
-  const { provider, requestId, flowStateId, redirectTo } = await solicitation(call, relayValue, samlResponse);
+  const solicited = await solicitation(call, relayValue, samlResponse);
+  const { requestId, flowStateId, redirectTo } = solicited;
+  const provider = solicited.provider && (await refreshedProvider(project, solicited.provider));
   if (!provider) {
     throw new AuthApiError(
       404,

@@ -5,7 +5,14 @@ import type { AuthCall, SessionCall } from "../call";
 import { AuthApiError } from "../errors";
 import { parse } from "../input";
 import { redirectTarget } from "../redirects";
-import { identityProvider, requireSaml, samlBase, serviceProvider, spKeys } from "../samlProvider";
+import {
+  identityProvider,
+  refreshedProvider,
+  requireSaml,
+  samlBase,
+  serviceProvider,
+  spKeys,
+} from "../samlProvider";
 import { userIdOfIdentity } from "../store/identities";
 import { ssoProviders, type SsoProvider } from "../store/saml";
 import { endProviderSessions, endSessions, ssoProviderOfSession } from "../store/sessions";
@@ -32,12 +39,13 @@ async function subjectAt(call: SessionCall, provider: SsoProvider): Promise<stri
 
 async function entitiesOf(call: AuthCall, provider: SsoProvider) {
   const { project, settings } = call;
+  const idp = identityProvider(await refreshedProvider(project, provider));
   const sp = serviceProvider(
     samlBase(settings, call.apiUrl),
     await spKeys(project.platformPool, project.ref),
     {},
   );
-  return { sp, idp: identityProvider(provider) };
+  return { sp, idp };
 }
 
 /** POST /sso/saml/logout: the caller's SSO session ended; `{url}` of the provider's logout when it has one. */
