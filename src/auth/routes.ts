@@ -161,6 +161,13 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
     access: "admin",
     handler: customProviders.remove,
   },
+  { method: "get", path: "/admin/users/:id/passkeys", access: "admin", handler: adminUsers.listPasskeys },
+  {
+    method: "delete",
+    path: "/admin/users/:id/passkeys/:passkeyId",
+    access: "admin",
+    handler: adminUsers.removePasskey,
+  },
   { method: "post", path: "/invite", access: "admin", handler: adminLinks.invite },
   { method: "post", path: "/admin/generate_link", access: "admin", handler: adminLinks.generateLink },
 ];

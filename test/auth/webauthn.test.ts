@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { createClient } from "@supabase/supabase-js";
 import type { Browser, CDPSession, Page } from "playwright-core";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { launchChromium } from "../studio/browser";
@@ -379,6 +380,28 @@ describe("WebAuthn: MFA factors and passkeys", () => {
         deleted: null,
         after: "webauthn_verification_failed",
       });
+      expect(await passkeyRows("pia@example.test")).toEqual([]);
+    });
+
+    it("lets the service role list and delete a user's passkeys", async () => {
+      const registered = await inPage<{ error: string | null }>(
+        "pia@example.test",
+        false,
+        `const r = await client.auth.registerPasskey(); return { error: r.error && r.error.message };`,
+      );
+      expect(registered.error).toBeNull();
+      const userId = (await server.sql("select id from auth.users where email = 'pia@example.test'")).rows[0]
+        .id as string;
+      const adminOf = (key: string) =>
+        createClient(server.url, key, {
+          auth: { persistSession: false, autoRefreshToken: false, experimental: { passkey: true } },
+        }).auth.admin.passkey;
+      const admin = adminOf(server.serviceKey);
+      const listed = await admin.listPasskeys({ userId });
+      expect(listed.error).toBeNull();
+      expect(listed.data).toEqual([expect.objectContaining({ friendly_name: "Passkey" })]);
+      expect((await adminOf(server.anonKey).listPasskeys({ userId })).error).not.toBeNull();
+      expect((await admin.deletePasskey({ userId, passkeyId: listed.data![0].id })).error).toBeNull();
       expect(await passkeyRows("pia@example.test")).toEqual([]);
     });
   });
