@@ -7,6 +7,7 @@ import {
   IdTokenError,
   STANDARD_CLAIMS,
   verifyIdToken,
+  type IdTokenMapping,
   type ProviderUser,
 } from "./idTokens";
 import type { ConfiguredProvider, Endpoints, ProviderSpec } from "./providerSpec";
@@ -85,6 +86,40 @@ function specOf(row: CustomProviderRow): ProviderSpec {
   };
 }
 
+/** A custom provider as the sign-in flows take a configured one. */
+const configuredOf = (row: CustomProviderRow): ConfiguredProvider => ({
+  name: row.identifier,
+  clientId: row.client_id,
+  clientIds: [row.client_id, ...row.acceptable_client_ids],
+  secret: row.client_secret,
+  base: undefined,
+  emailOptional: row.email_optional,
+  skipNonceCheck: row.skip_nonce_check,
+});
+
+/**
+ * A custom OIDC provider's ID token sign-in (grant_type=id_token, provider `custom:<name>`), as the
+ * platform's token_oidc.go: its issuer, its client ids as the audience, its claim mapping.
+ */
+export async function customIdToken(
+  db: pg.Pool,
+  settings: AuthSettings,
+  identifier: string,
+): Promise<{ p: ConfiguredProvider; issuer: string; mapping: IdTokenMapping }> {
+  if (settings.custom_oauth_enabled !== true) {
+    throw new AuthApiError(400, "validation_failed", "Custom OAuth providers are disabled");
+  }
+  const row = await customProviderOf(db, identifier);
+  if (!row) throw new AuthApiError(400, "validation_failed", `Custom provider "${identifier}" not found`);
+  if (!row.enabled) {
+    throw new AuthApiError(400, "provider_disabled", `Custom provider "${identifier}" is disabled`);
+  }
+  if (row.provider_type !== "oidc" || !row.issuer) {
+    throw new AuthApiError(400, "validation_failed", `Provider "${identifier}" is not an OIDC provider`);
+  }
+  return { p: configuredOf(row), issuer: row.issuer, mapping: (claims) => customUser(claims, row) };
+}
+
 const unsupported = () =>
   new AuthApiError(400, "validation_failed", "Unsupported provider: provider is not enabled");
 
@@ -97,16 +132,5 @@ export async function customProvider(
   if (settings.custom_oauth_enabled !== true) throw unsupported();
   const row = await customProviderOf(db, identifier);
   if (!row?.enabled) throw unsupported();
-  return {
-    spec: specOf(row),
-    p: {
-      name: row.identifier,
-      clientId: row.client_id,
-      clientIds: [row.client_id, ...row.acceptable_client_ids],
-      secret: row.client_secret,
-      base: undefined,
-      emailOptional: row.email_optional,
-      skipNonceCheck: row.skip_nonce_check,
-    },
-  };
+  return { spec: specOf(row), p: configuredOf(row) };
 }

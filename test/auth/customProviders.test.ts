@@ -124,6 +124,37 @@ describe("custom OAuth and OIDC providers", () => {
     expect(oidc.tokenRequests.at(-1)!.form.get("code_verifier")).toBeTruthy();
   });
 
+  it("signs in with the OIDC provider's ID token (signInWithIdToken), its audience and signature checked", async () => {
+    const browser = () =>
+      createClient(server.url, server.anonKey, {
+        auth: { persistSession: false, autoRefreshToken: false, storage: memoryStorage() },
+      });
+    const claims = { sub: "o-idt", email: "ida@example.test", email_verified: true, department: "Ops" };
+    const refusals = [
+      await oidc.sign({ ...claims, aud: "another-client" }),
+      await oidc.sign(claims, { key: oidc.otherKey }),
+    ];
+    for (const token of refusals) {
+      const refused = await browser().auth.signInWithIdToken({ provider: "custom:acme" as never, token });
+      expect(refused.error).toMatchObject({ status: 400, code: "invalid_credentials" });
+    }
+    expect(await identity("custom:acme", "o-idt")).toEqual([]);
+    const { data, error } = await browser().auth.signInWithIdToken({
+      provider: "custom:acme" as never,
+      token: await oidc.sign(claims),
+    });
+    expect(error).toBeNull();
+    expect(data.user!.email).toBe("ida@example.test");
+    expect((await identity("custom:acme", "o-idt"))[0].identity_data).toMatchObject({
+      custom_claims: { department: "Ops" },
+    });
+    const plainToken = await browser().auth.signInWithIdToken({
+      provider: "custom:nosuch" as never,
+      token: "x.y.z",
+    });
+    expect(plainToken.error).toMatchObject({ status: 400, code: "validation_failed" });
+  });
+
   it("signs in with a plain OAuth 2.0 provider, its claims mapped from its userinfo answer", async () => {
     const created = await admin().createProvider({
       provider_type: "oauth2",
