@@ -34,6 +34,26 @@ export async function customDiscovery(
   return doc;
 }
 
+/**
+ * Claims `attribute_mapping` may not set, as the platform blocks them: system fields, and the verification
+ * states (set from a constant, an unverified address would link to an existing account).
+ */
+export const UNMAPPABLE_CLAIMS = new Set([
+  "id",
+  "aud",
+  "role",
+  "app_metadata",
+  "created_at",
+  "updated_at",
+  "confirmed_at",
+  "email_confirmed_at",
+  "phone_confirmed_at",
+  "email_verified",
+  "phone_verified",
+  "banned_until",
+  "is_super_admin",
+]);
+
 /** The user data of a custom provider's claims (an ID token's or a userinfo answer). */
 export function customUser(raw: Record<string, unknown>, row: CustomProviderRow): ProviderUser {
   const claims: Record<string, unknown> = { ...ID_TOKEN_MAPPINGS.generic(raw).claims };
@@ -43,7 +63,7 @@ export function customUser(raw: Record<string, unknown>, row: CustomProviderRow)
     }
   }
   for (const [target, source] of Object.entries(row.attribute_mapping)) {
-    if (!STANDARD_CLAIMS.has(target)) continue;
+    if (!STANDARD_CLAIMS.has(target) || UNMAPPABLE_CLAIMS.has(target)) continue;
     if (typeof source !== "string") claims[target] = source;
     else if (Object.hasOwn(raw, source)) claims[target] = raw[source];
     else if (Object.hasOwn(claims, source)) claims[target] = claims[source];

@@ -215,6 +215,17 @@ describe("custom OAuth and OIDC providers", () => {
         authorization_params: { redirect_uri: "https://evil.test" },
       },
       {
+        provider_type: "oauth2",
+        identifier: "custom:verified",
+        name: "x",
+        client_id: "c",
+        client_secret: "s",
+        authorization_url: "https://example.test/a",
+        token_url: "https://example.test/t",
+        userinfo_url: "https://example.test/u",
+        attribute_mapping: { email_verified: true },
+      },
+      {
         provider_type: "oidc",
         identifier: "custom:acme",
         name: "again",

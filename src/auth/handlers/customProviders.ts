@@ -1,7 +1,7 @@
 import { isIP } from "node:net";
 import { z } from "zod";
 import type { AuthCall } from "../call";
-import { customDiscovery } from "../customProviders";
+import { customDiscovery, UNMAPPABLE_CLAIMS } from "../customProviders";
 import { AuthApiError } from "../errors";
 import { parse } from "../input";
 import {
@@ -116,6 +116,9 @@ async function fieldsOf(b: Body, current?: CustomProviderRow): Promise<CustomPro
   }
   if (!/^[a-z0-9][a-z0-9:-]{0,48}[a-z0-9]$/.test(identifier)) {
     throw invalid("identifier must be lowercase letters, digits and hyphens (at most 50 characters)");
+  }
+  for (const target of Object.keys(b.attribute_mapping ?? {})) {
+    if (UNMAPPABLE_CLAIMS.has(target)) throw invalid(`Cannot map to protected field: ${target}`);
   }
   for (const [key, value] of Object.entries(b.authorization_params ?? {})) {
     if (RESERVED_PARAMS.includes(key)) throw invalid(`Cannot override reserved OAuth parameter: ${key}`);

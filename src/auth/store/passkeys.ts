@@ -114,6 +114,8 @@ export async function insertPasskeyChallenge(
   db: Db,
   challenge: { userId: string | null; type: PasskeyChallengeType; session: CeremonySession; seconds: number },
 ): Promise<{ id: string; expiresAt: number }> {
+  // Challenges never answered are swept as new ones are made.
+  await db.query("delete from auth.webauthn_challenges where expires_at < now() - interval '1 hour'");
   const { rows } = await db.query(
     `insert into auth.webauthn_challenges (user_id, challenge_type, session_data, expires_at)
      values ($1, $2, $3, now() + make_interval(secs => $4))
