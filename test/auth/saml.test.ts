@@ -522,6 +522,12 @@ describe("SAML single sign-on through providers registered with the Management A
     expect(response.href.startsWith("https://idp.example.test/saml/slo?SAMLResponse=")).toBe(true);
     expect(response.searchParams.get("Signature")).toBeTruthy();
     expect(await ssoSessions()).toEqual([]);
+    // The same signed LogoutRequest replayed later ends nothing more: a new sign-in stays.
+    await signIn();
+    const kept = await ssoSessions();
+    expect(kept).toHaveLength(1);
+    expect((await fetch(signed.context, { redirect: "manual" })).status).toBe(400);
+    expect(await ssoSessions()).toEqual(kept);
     // The ended sessions' refresh tokens refresh nothing.
     const refreshed = await fetch(`${server.url}/auth/v1/token?grant_type=refresh_token`, {
       method: "POST",

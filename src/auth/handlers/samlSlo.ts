@@ -14,7 +14,7 @@ import {
   spKeys,
 } from "../samlProvider";
 import { userIdOfIdentity } from "../store/identities";
-import { ssoProviders, type SsoProvider } from "../store/saml";
+import { recordConsumedIds, ssoProviders, type SsoProvider } from "../store/saml";
 import { endProviderSessions, endSessions, ssoProviderOfSession } from "../store/sessions";
 
 /**
@@ -27,6 +27,27 @@ import { endProviderSessions, endSessions, ssoProviderOfSession } from "../store
  */
 
 const logoutBody = z.object({ redirect_to: z.string().optional() });
+
+/** A provider's LogoutRequest is taken within 5 minutes (and a minute of clock difference) of its IssueInstant. */
+const LOGOUT_REQUEST_WINDOW_MS = 6 * 60_000;
+
+/**
+ * Replay protection of a provider's LogoutRequest: issued within the window, and taken once (its ID kept in
+ * the control plane, with the SAML responses', until the window ends).
+ */
+async function takeLogoutRequest(
+  call: AuthCall,
+  extract: { request?: { id?: string; issueInstant?: string } },
+) {
+  const id = extract.request?.id;
+  const issued = Date.parse(extract.request?.issueInstant ?? "");
+  if (!id || !Number.isFinite(issued) || Math.abs(Date.now() - issued) > LOGOUT_REQUEST_WINDOW_MS) {
+    return false;
+  }
+  const { project } = call;
+  const until = new Date(issued + LOGOUT_REQUEST_WINDOW_MS);
+  return (await recordConsumedIds(project.platformPool, project.ref, [["logout_request", id]], until)) === 1;
+}
 
 /** The signed-in user's subject at the provider (the NameID its assertions named). */
 async function subjectAt(call: SessionCall, provider: SsoProvider): Promise<string | undefined> {
@@ -116,7 +137,9 @@ export async function slo(call: AuthCall) {
     const parsed = await sp.parseLogoutRequest(idp, redirect ? "redirect" : "post", message).catch(() => {
       throw refused("LogoutRequest");
     });
-    const nameID = (parsed.extract as { nameID?: string }).nameID;
+    const extract = parsed.extract as { nameID?: string; request?: { id?: string; issueInstant?: string } };
+    if (!(await takeLogoutRequest(call, extract))) throw refused("LogoutRequest");
+    const nameID = extract.nameID;
     const userId = nameID
       ? await userIdOfIdentity(project.authPool, `sso:${provider.id}`, nameID)
       : undefined;
