@@ -27,6 +27,8 @@ export const AUTH_CONFIG_DEFAULTS: Record<string, unknown> = {
   mfa_totp_enroll_enabled: true,
   mfa_totp_verify_enabled: true,
   mfa_max_enrolled_factors: 10,
+  mfa_web_authn_enroll_enabled: false,
+  mfa_web_authn_verify_enabled: false,
   hook_custom_access_token_enabled: false,
   password_hibp_enabled: false,
   refresh_token_rotation_enabled: true,

@@ -28,10 +28,10 @@ export interface AuthCall {
 
 /**
  * The rate limits of the auth server, by the config field that sets each: `otp` (sign-in links and codes,
- * recovery, resend), `verify`, `token` (every /token grant), `anon` (anonymous sign-ins) per client address;
- * `email` and `sms` (messages sent) per project.
+ * recovery, resend), `verify`, `token` (every /token grant), `anon` (anonymous sign-ins), `passkey` (passkey
+ * sign-in ceremonies) per client address; `email` and `sms` (messages sent) per project.
  */
-export type LimitBucket = "otp" | "verify" | "token" | "anon" | "email" | "sms";
+export type LimitBucket = "otp" | "verify" | "token" | "anon" | "passkey" | "email" | "sms";
 
 /** The signed-in user of a request: a valid bearer JWT of a live session (or a token without a user row). */
 export interface CurrentUser {

@@ -1,5 +1,7 @@
 import { fetchOutbound, fetchPublicJson } from "../net/outbound";
+import type pg from "pg";
 import type { AuthSettings } from "./authConfig";
+import { customProvider } from "./customProviders";
 import { AuthApiError } from "./errors";
 import type { ProviderUser } from "./idTokens";
 import type { ConfiguredProvider, Endpoints, ProviderSpec, ProviderTokens } from "./providerSpec";
@@ -49,6 +51,18 @@ export function configuredProvider(
       skipNonceCheck: settings[`external_${name}_skip_nonce_check`] === true,
     },
   };
+}
+
+/** The provider `name`: a custom one (`custom:<name>`) of the project's, or a built-in one as configured. */
+export async function resolveProvider(
+  db: pg.Pool,
+  settings: AuthSettings,
+  operatorBases: Record<string, string>,
+  name: string,
+): Promise<{ spec: ProviderSpec; p: ConfiguredProvider }> {
+  return name.startsWith("custom:")
+    ? customProvider(db, settings, name)
+    : configuredProvider(settings, operatorBases, name);
 }
 
 /** The provider's authorize URL for a sign-in: its scopes with the caller's, and the caller's extra parameters. */

@@ -98,7 +98,7 @@ const AZURE_CLAIMS_NOT_CUSTOM = new Set([
 ]);
 
 /** The claims of the platform's provider.Claims, kept from a generic ID token or userinfo answer. */
-const STANDARD_CLAIMS = new Set([
+export const STANDARD_CLAIMS = new Set([
   "iss",
   "sub",
   "aud",

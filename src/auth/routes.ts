@@ -5,16 +5,19 @@ import type { AuthCall, LimitBucket, SessionCall, UserCall } from "./call";
 import { AUTH_BODY_LIMIT, bodyTooLarge } from "./errors";
 import * as adminLinks from "./handlers/adminLinks";
 import * as adminUsers from "./handlers/adminUsers";
+import * as customProviders from "./handlers/customProviders";
 import * as factors from "./handlers/factors";
 import { health } from "./handlers/health";
 import * as identities from "./handlers/identities";
 import { logout } from "./handlers/logout";
 import * as oauth from "./handlers/oauth";
+import * as passkeys from "./handlers/passkeys";
 import { sendOtp } from "./handlers/otp";
 import { reauthenticate } from "./handlers/reauthenticate";
 import { recover } from "./handlers/recover";
 import { resend } from "./handlers/resend";
 import { acs } from "./handlers/samlAcs";
+import * as samlSlo from "./handlers/samlSlo";
 import { jwks, publicSettings } from "./handlers/settings";
 import { signUp } from "./handlers/signup";
 import * as sso from "./handlers/sso";
@@ -42,7 +45,7 @@ import { notFound, respondWithError } from "./middleware/respond";
  * the auth server's shape by middleware/respond.ts.
  */
 
-type Method = "get" | "post" | "put" | "delete";
+type Method = "get" | "post" | "put" | "patch" | "delete";
 type Handler<C> = (call: C) => Promise<unknown>;
 
 interface RouteSpec {
@@ -85,6 +88,36 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
   { method: "post", path: "/factors/:id/verify", access: "session", handler: factors.verify },
   { method: "delete", path: "/factors/:id", access: "session", handler: factors.unenroll },
 
+  {
+    method: "post",
+    path: "/passkeys/registration/options",
+    access: "session",
+    handler: passkeys.registrationOptions,
+  },
+  {
+    method: "post",
+    path: "/passkeys/registration/verify",
+    access: "session",
+    handler: passkeys.registrationVerify,
+  },
+  {
+    method: "post",
+    path: "/passkeys/authentication/options",
+    access: "key",
+    captcha: true,
+    limit: "passkey",
+    handler: passkeys.authenticationOptions,
+  },
+  {
+    method: "post",
+    path: "/passkeys/authentication/verify",
+    access: "key",
+    handler: passkeys.authenticationVerify,
+  },
+  { method: "get", path: "/passkeys", access: "session", handler: passkeys.list },
+  { method: "patch", path: "/passkeys/:id", access: "session", handler: passkeys.rename },
+  { method: "delete", path: "/passkeys/:id", access: "session", handler: passkeys.remove },
+
   { method: "get", path: "/authorize", access: "public", handler: oauth.authorize },
   { method: "get", path: "/callback", access: "public", handler: oauth.callback },
   { method: "post", path: "/callback", access: "public", body: "form", handler: oauth.callback },
@@ -92,6 +125,9 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
   { method: "post", path: "/sso", access: "key", captcha: true, handler: sso.startSso },
   { method: "get", path: "/sso/saml/metadata", access: "public", handler: sso.metadata },
   { method: "post", path: "/sso/saml/acs", access: "public", body: "form", handler: acs },
+  { method: "post", path: "/sso/saml/logout", access: "session", handler: samlSlo.startLogout },
+  { method: "get", path: "/sso/saml/slo", access: "public", handler: samlSlo.slo },
+  { method: "post", path: "/sso/saml/slo", access: "public", body: "form", handler: samlSlo.slo },
 
   { method: "get", path: "/admin/users", access: "admin", handler: adminUsers.list },
   { method: "post", path: "/admin/users", access: "admin", handler: adminUsers.create },
@@ -104,6 +140,33 @@ export const AUTH_ROUTES: readonly AuthRoute[] = [
     path: "/admin/users/:id/factors/:factorId",
     access: "admin",
     handler: adminUsers.removeFactor,
+  },
+  { method: "get", path: "/admin/custom-providers", access: "admin", handler: customProviders.list },
+  { method: "post", path: "/admin/custom-providers", access: "admin", handler: customProviders.create },
+  {
+    method: "get",
+    path: "/admin/custom-providers/:identifier",
+    access: "admin",
+    handler: customProviders.get,
+  },
+  {
+    method: "put",
+    path: "/admin/custom-providers/:identifier",
+    access: "admin",
+    handler: customProviders.update,
+  },
+  {
+    method: "delete",
+    path: "/admin/custom-providers/:identifier",
+    access: "admin",
+    handler: customProviders.remove,
+  },
+  { method: "get", path: "/admin/users/:id/passkeys", access: "admin", handler: adminUsers.listPasskeys },
+  {
+    method: "delete",
+    path: "/admin/users/:id/passkeys/:passkeyId",
+    access: "admin",
+    handler: adminUsers.removePasskey,
   },
   { method: "post", path: "/invite", access: "admin", handler: adminLinks.invite },
   { method: "post", path: "/admin/generate_link", access: "admin", handler: adminLinks.generateLink },

@@ -1,11 +1,18 @@
 import * as xmllint from "@authenio/samlify-xmllint-wasm";
 import type pg from "pg";
 import * as samlify from "samlify";
+import { fetchPublicText } from "../net/outbound";
 import { kekOf } from "../platform/kek";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
-import { insertSpKeys, recordConsumedIds, spKeyRow, type SsoProvider } from "./store/saml";
+import {
+  insertSpKeys,
+  recordConsumedIds,
+  replaceProviderMetadata,
+  spKeyRow,
+  type SsoProvider,
+} from "./store/saml";
 
 /**
  * SAML 2.0 as Strata's service provider speaks it, with samlify: SAML messages are built, signed and verified
@@ -116,6 +123,14 @@ export function serviceProvider(
     requestSignatureAlgorithm: samlify.Constants.algorithms.signature.RSA_SHA256,
     nameIDFormat: options.nameIdFormat ? [options.nameIdFormat] : [NAME_ID.persistent, NAME_ID.email],
     assertionConsumerService: [{ Binding: binding.post, Location: `${apiUrl}/sso/saml/acs` }],
+    // Single logout: either side's LogoutRequest and LogoutResponse, signed (an identity provider's are
+    // verified against its metadata's certificate).
+    singleLogoutService: [
+      { Binding: binding.redirect, Location: `${apiUrl}/sso/saml/slo` },
+      { Binding: binding.post, Location: `${apiUrl}/sso/saml/slo` },
+    ],
+    wantLogoutRequestSigned: true,
+    wantLogoutResponseSigned: true,
     relayState: options.relayState,
     // The platform allows a few seconds of clock difference between the two sides.
     clockDrifts: [-60_000, 60_000],
@@ -132,7 +147,13 @@ export function parseIdentityProvider(metadata: string, options: { encrypted?: b
   const warn = console.warn;
   console.warn = () => {};
   try {
-    return samlify.IdentityProvider({ metadata, isAssertionEncrypted: Boolean(options.encrypted) });
+    // The logout messages Strata sends it are signed.
+    return samlify.IdentityProvider({
+      metadata,
+      isAssertionEncrypted: Boolean(options.encrypted),
+      wantLogoutRequestSigned: true,
+      wantLogoutResponseSigned: true,
+    });
   } catch {
     return undefined;
   } finally {
@@ -148,6 +169,54 @@ export function identityProvider(provider: SsoProvider, options: { encrypted?: b
   if (!idp)
     throw new AuthApiError(500, "unexpected_failure", "Error parsing SAML Metadata for SAML provider");
   return idp;
+}
+
+/** Metadata without validUntil or cacheDuration is fetched again after a day, as the platform does. */
+const METADATA_DEFAULT_MAX_AGE_MS = 24 * 3600 * 1000;
+
+/** An ISO 8601 duration (`PT1H`, `P1DT12H`, `PT30M`) in milliseconds; NaN when it is none. */
+function durationMs(value: string): number {
+  const m = /^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$/.exec(value.trim());
+  if (!m || value.trim() === "P" || value.trim().endsWith("T")) return NaN;
+  const [d, h, min, s] = m.slice(1).map((v) => Number(v ?? 0));
+  return (((d * 24 + h) * 60 + min) * 60 + s) * 1000;
+}
+
+/**
+ * Whether a provider's metadata from its metadata_url is due to be fetched again, by the rules of the
+ * platform's auth server: its validUntil has passed, its cacheDuration since it was fetched has passed, or
+ * (with neither) a day has.
+ */
+export function metadataDue(provider: SsoProvider, now = Date.now()): boolean {
+  const xml = provider.saml.metadata_xml ?? "";
+  const root = /<(?:\w+:)?EntityDescriptor\b[^>]*>/.exec(xml)?.[0] ?? "";
+  const validUntil = Date.parse(/\bvalidUntil="([^"]+)"/.exec(root)?.[1] ?? "");
+  const cacheMs = durationMs(/\bcacheDuration="([^"]+)"/.exec(root)?.[1] ?? "");
+  const fetchedAt = Date.parse(provider.updated_at);
+  if (Number.isFinite(validUntil) && now > validUntil) return true;
+  if (Number.isFinite(cacheMs)) return now > fetchedAt + cacheMs;
+  return !Number.isFinite(validUntil) && now > fetchedAt + METADATA_DEFAULT_MAX_AGE_MS;
+}
+
+/**
+ * A provider registered with a metadata_url, its metadata fetched again (under the outbound policy) when due
+ * and kept; a copy that cannot be fetched, does not parse or names another entity is not taken, and the
+ * stored one stays in use.
+ */
+export async function refreshedProvider(
+  project: ProjectRuntime,
+  provider: SsoProvider,
+): Promise<SsoProvider> {
+  if (!provider.saml.metadata_url || !metadataDue(provider)) return provider;
+  let xml: string;
+  try {
+    xml = await fetchPublicText(provider.saml.metadata_url);
+  } catch {
+    return provider;
+  }
+  if (parseIdentityProvider(xml)?.entityMeta.getEntityID() !== provider.saml.entity_id) return provider;
+  await replaceProviderMetadata(project.platformPool, project.ref, provider, xml);
+  return { ...provider, saml: { ...provider.saml, metadata_xml: xml }, updated_at: new Date().toISOString() };
 }
 
 type Attributes = Record<string, string | string[]>;

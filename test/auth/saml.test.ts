@@ -57,6 +57,9 @@ async function makeIdentityProvider(entityID = IDP_ENTITY, options: { encrypt?: 
     privateKey: pems.private,
     signingCert: pems.cert,
     wantAuthnRequestsSigned: true,
+    // The service provider's logout messages must be signed.
+    wantLogoutRequestSigned: true,
+    wantLogoutResponseSigned: true,
     isAssertionEncrypted: Boolean(options.encrypt),
     nameIDFormat: [PERSISTENT],
     singleSignOnService: [{ Binding: binding.redirect, Location: "https://idp.example.test/saml/sso" }],
@@ -442,6 +445,98 @@ describe("SAML single sign-on through providers registered with the Management A
     expect(await sessions()).toBe(before + 1);
   });
 
+  it("single logout: the service provider's ends the SSO session; the identity provider's ends the user's SSO sessions", async () => {
+    const acs = `${server.url}/auth/v1/sso/saml/acs`;
+    const signIn = async () => paramsOf((await post(await provider.answer(sp, acs, ada))).location);
+    const ssoSessions = async () =>
+      (
+        await server.sql(
+          `select s.id::text from auth.sessions s join auth.users u on u.id = s.user_id
+            where u.email = 'ada@example.com' and u.is_sso_user and s.sso_provider_id = $1 order by s.created_at`,
+          [providerId],
+        )
+      ).rows.map((r) => r.id as string);
+    await server.sql("delete from auth.sessions where sso_provider_id = $1", [providerId]);
+    const first = await signIn();
+    const second = await signIn();
+    const [firstSession, secondSession] = await ssoSessions();
+    expect(decodeJwt(first.access_token).session_id).toBe(firstSession);
+
+    // SP-initiated: the session ends at once; the browser goes to the provider with a signed LogoutRequest.
+    const started = await fetch(`${server.url}/auth/v1/sso/saml/logout`, {
+      method: "POST",
+      headers: {
+        apikey: server.anonKey,
+        authorization: `Bearer ${first.access_token}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ redirect_to: `${SITE}/bye` }),
+    });
+    expect(started.status).toBe(200);
+    const { url } = (await started.json()) as { url: string };
+    expect(url.startsWith("https://idp.example.test/saml/slo?SAMLRequest=")).toBe(true);
+    expect(await ssoSessions()).toEqual([secondSession]);
+    const query = new URL(url);
+    const octetString = query.search
+      .slice(1)
+      .split("&")
+      .filter((part) => !part.startsWith("Signature="))
+      .join("&");
+    const logoutRequest = await provider.idp.parseLogoutRequest(sp, "redirect", {
+      query: Object.fromEntries(query.searchParams),
+      octetString,
+    });
+    expect(logoutRequest.extract.nameID).toBe(ada.subject);
+    // The provider answers; the browser lands where the sign-out asked.
+    const spSigned = samlify.ServiceProvider({
+      metadata: sp.getMetadata(),
+      wantLogoutRequestSigned: true,
+      wantLogoutResponseSigned: true,
+    });
+    const answered = provider.idp.createLogoutResponse(
+      spSigned,
+      { extract: logoutRequest.extract },
+      "redirect",
+      query.searchParams.get("RelayState") ?? "",
+    );
+    const back = await fetch(answered.context, { redirect: "manual" });
+    expect(back.status).toBe(303);
+    expect(back.headers.get("location")).toBe(`${SITE}/bye`);
+
+    // IdP-initiated: a forged (unsigned) LogoutRequest ends nothing; the provider's signed one ends the rest.
+    const unsigned = provider.idp.createLogoutRequest(sp, "redirect", { logoutNameID: ada.subject });
+    const forged = await fetch(unsigned.context, { redirect: "manual" });
+    expect(forged.status).toBe(400);
+    // One signed with another key under the provider's entity id ends nothing either.
+    const impostor = await makeIdentityProvider(IDP_ENTITY);
+    const impostorSigned = impostor.idp.createLogoutRequest(spSigned, "redirect", {
+      logoutNameID: ada.subject,
+    });
+    expect((await fetch(impostorSigned.context, { redirect: "manual" })).status).toBe(400);
+    expect(await ssoSessions()).toEqual([secondSession]);
+    const signed = provider.idp.createLogoutRequest(spSigned, "redirect", { logoutNameID: ada.subject });
+    expect(signed.context.startsWith(`${server.url}/auth/v1/sso/saml/slo?SAMLRequest=`)).toBe(true);
+    const ended = await fetch(signed.context, { redirect: "manual" });
+    expect(ended.status).toBe(302);
+    const response = new URL(ended.headers.get("location")!);
+    expect(response.href.startsWith("https://idp.example.test/saml/slo?SAMLResponse=")).toBe(true);
+    expect(response.searchParams.get("Signature")).toBeTruthy();
+    expect(await ssoSessions()).toEqual([]);
+    // The same signed LogoutRequest replayed later ends nothing more: a new sign-in stays.
+    await signIn();
+    const kept = await ssoSessions();
+    expect(kept).toHaveLength(1);
+    expect((await fetch(signed.context, { redirect: "manual" })).status).toBe(400);
+    expect(await ssoSessions()).toEqual(kept);
+    // The ended sessions' refresh tokens refresh nothing.
+    const refreshed = await fetch(`${server.url}/auth/v1/token?grant_type=refresh_token`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ refresh_token: second.refresh_token }),
+    });
+    expect(refreshed.status).toBe(400);
+  });
+
   it("takes encrypted assertions only while saml_allow_encrypted_assertions is on", async () => {
     const secure = await makeIdentityProvider("https://secure-idp.example.test/metadata", { encrypt: true });
     const created = await management(server, "POST", "/config/auth/sso/providers", {
@@ -531,6 +626,72 @@ describe("SAML single sign-on through providers registered with the Management A
       expect(res.status).toBe(400);
     }
     expect((await management(server, "GET", "/config/auth/sso/providers")).body).toEqual(before.body);
+  });
+
+  it("fetches a metadata_url provider's metadata again when due: the identity provider's new key then signs in", async () => {
+    const entity = "https://rotating-idp.example.test/metadata";
+    let current = await makeIdentityProvider(entity);
+    let fetches = 0;
+    const host = http.createServer((_req, res) => {
+      fetches++;
+      res.writeHead(200, { "content-type": "application/xml" });
+      res.end(current.idp.getMetadata());
+    });
+    await new Promise<void>((resolve) => host.listen(0, "127.0.0.1", resolve));
+    const acs = `${server.url}/auth/v1/sso/saml/acs`;
+    const rota: Account = {
+      subject: "rota-1",
+      mail: "rota@rotating.example",
+      displayName: "Rota",
+      groups: [],
+    };
+    const storedXml = async (id: string) =>
+      (
+        await server.controlSql(
+          `select item->'saml'->>'metadata_xml' as xml from platform.project_settings,
+                  jsonb_array_elements(value->'items') item
+            where project_ref = $1 and kind = 'sso_providers' and item->>'id' = $2`,
+          [server.ref, id],
+        )
+      ).rows[0].xml as string;
+    try {
+      const url = `http://127.0.0.1:${(host.address() as AddressInfo).port}/metadata`;
+      const created = await management(server, "POST", "/config/auth/sso/providers", {
+        type: "saml",
+        metadata_url: url,
+        domains: ["rotating.example"],
+      });
+      expect(created.status).toBe(201);
+      const id = created.body.id as string;
+      expect(fetches).toBe(1);
+      // The identity provider rotates its signing key; the stored copy is fresh, so it is not fetched yet.
+      const previous = current;
+      current = await makeIdentityProvider(entity);
+      const early = await post(await current.answer(sp, acs, rota));
+      expect(new URL(early.location).searchParams.get("error_code")).toBe("validation_failed");
+      expect(fetches).toBe(1);
+      // A day later (the copy's time set back), the next use fetches it again and the new key signs in.
+      await server.controlSql(
+        `update platform.project_settings
+            set value = jsonb_set(value, '{items}', (
+              select jsonb_agg(case when item->>'id' = $2 then jsonb_set(item, '{updated_at}', to_jsonb($3::text))
+                                    else item end order by n)
+                from jsonb_array_elements(value->'items') with ordinality as t(item, n)))
+          where project_ref = $1 and kind = 'sso_providers'`,
+        [server.ref, id, new Date(Date.now() - 2 * 86400_000).toISOString()],
+      );
+      const later = await post(await current.answer(sp, acs, rota));
+      expect(later.status).toBe(302);
+      expect(paramsOf(later.location).access_token).toBeTruthy();
+      expect(fetches).toBe(2);
+      expect(await storedXml(id)).toBe(current.idp.getMetadata());
+      // The old key signs no one in any more; the fresh copy is not fetched again at once.
+      const stale = await post(await previous.answer(sp, acs, rota));
+      expect(new URL(stale.location).searchParams.get("error_code")).toBe("validation_failed");
+      expect(fetches).toBe(2);
+    } finally {
+      await new Promise<void>((resolve) => host.close(() => resolve()));
+    }
   });
 
   it("clears relay states of sign-ins never finished after an hour", async () => {

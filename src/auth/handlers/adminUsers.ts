@@ -7,6 +7,7 @@ import { email, metadata, parse, uuid } from "../input";
 import { hashPassword } from "../passwords";
 import { validatePhone } from "../sms";
 import { deleteFactorOfUser, factorsOf, toFactor } from "../store/factors";
+import { deletePasskey, passkeyOfUser, passkeysOf, toPasskey } from "../store/passkeys";
 import { syncProviders, upsertEmailIdentity, upsertPhoneIdentity } from "../store/identities";
 import { endSessions } from "../store/sessions";
 import {
@@ -200,4 +201,22 @@ export async function removeFactor(call: AuthCall) {
     : undefined;
   if (!removed) throw new AuthApiError(404, "mfa_factor_not_found", "Factor not found");
   return toFactor(removed);
+}
+
+/** GET /admin/users/:id/passkeys */
+export async function listPasskeys(call: AuthCall) {
+  const user = await userOf(call);
+  return (await passkeysOf(call.project.authPool, user.id)).map(toPasskey);
+}
+
+/** DELETE /admin/users/:id/passkeys/:passkeyId (204) */
+export async function removePasskey(call: AuthCall) {
+  const user = await userOf(call);
+  const passkeyId = String(call.req.params.passkeyId);
+  const passkey = uuid.safeParse(passkeyId).success
+    ? await passkeyOfUser(call.project.authPool, user.id, passkeyId)
+    : undefined;
+  if (!passkey) throw new AuthApiError(404, "validation_failed", "Passkey not found");
+  await deletePasskey(call.project.authPool, passkey.id);
+  call.res.status(204).end();
 }

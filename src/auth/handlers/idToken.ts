@@ -4,6 +4,7 @@ import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
 import type { AuthSettings } from "../authConfig";
 import type { AuthCall } from "../call";
+import { customIdToken } from "../customProviders";
 import { AuthApiError } from "../errors";
 import { linkExternal, signInExternal } from "../externalAccounts";
 import { configuredProvider, identityData } from "../externalProviders";
@@ -29,7 +30,8 @@ import { requireManualLinking } from "./identities";
  * OpenID Connect ID token signs its user in, as the platform's token_oidc.go: the token verified against its
  * issuer's published keys, issued to one of the provider's client ids (client_id, additional_client_ids),
  * its nonce the SHA-256 of the one the client sent (unless skip_nonce_check, and never for Facebook), its
- * at_hash the access token's when one is sent.
+ * at_hash the access token's when one is sent. A custom OIDC provider (`custom:<name>`) is verified the same
+ * way against its issuer and client ids.
  */
 
 const body = z.object({
@@ -76,7 +78,11 @@ function providerName(settings: AuthSettings, params: z.infer<typeof body>): str
 }
 
 /** How to verify the request's ID token: the provider's configuration and the issuer it must come from. */
-function verifierOf(call: AuthCall, params: z.infer<typeof body>): Verifier {
+async function verifierOf(call: AuthCall, params: z.infer<typeof body>): Promise<Verifier> {
+  if (params.provider?.startsWith("custom:")) {
+    const custom = await customIdToken(call.project.authPool, call.settings, params.provider);
+    return { ...custom, anyIssuer: false, skipNonceCheck: custom.p.skipNonceCheck };
+  }
   const name = providerName(call.settings, params);
   const spec = Object.hasOwn(PROVIDERS, name) ? PROVIDERS[name] : undefined;
   if (!spec || (!spec.idToken && name !== "azure")) {
@@ -172,7 +178,7 @@ export async function idTokenGrant(call: AuthCall) {
     if (!linkTarget)
       throw new AuthApiError(400, "validation_failed", "Linking requires a valid user authentication");
   }
-  const v = verifierOf(call, params);
+  const v = await verifierOf(call, params);
   let claims: JWTPayload;
   try {
     claims = await verifyIdToken(params.id_token, v.issuer, {

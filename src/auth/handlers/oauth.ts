@@ -2,15 +2,16 @@ import { createHash, randomBytes } from "node:crypto";
 import { EncryptJWT, jwtDecrypt } from "jose";
 import { withAdminTransaction } from "../../db/transaction";
 import type { ProjectRuntime } from "../../projects/runtime";
+import { noteRefusal } from "../authLogs";
 import type { AuthCall } from "../call";
 import { AuthApiError } from "../errors";
 import { linkExternal, signInExternal } from "../externalAccounts";
 import {
   authorizeUrl,
-  configuredProvider,
   exchangeCode,
   identityData,
   providerUser,
+  resolveProvider,
 } from "../externalProviders";
 import type { ProviderTokens } from "../providerSpec";
 import { afterUserCreated, beforeUserCreated } from "../hook";
@@ -80,7 +81,8 @@ function passedOn(query: AuthCall["req"]["query"]): Record<string, string> {
 /** The provider's authorize URL of a sign-in (or a link to `linkUserId`) the request starts. */
 export async function providerRedirect(call: AuthCall, linkUserId?: string): Promise<string> {
   const { project, req, settings, apiUrl } = call;
-  const { spec, p } = configuredProvider(
+  const { spec, p } = await resolveProvider(
+    project.authPool,
     settings,
     call.ctx.config.authProviderBases,
     String(req.query.provider ?? ""),
@@ -154,7 +156,8 @@ export async function callback(call: AuthCall) {
     throw new AuthApiError(400, "bad_oauth_state", "OAuth state parameter is invalid or has expired");
   }
   const target = redirectTarget(settings, state.redirect_to);
-  const fail = (code: string, description: string) =>
+  const fail = (code: string, description: string) => {
+    noteRefusal(res, new AuthApiError(400, code, description));
     res.redirect(
       303,
       withParams(
@@ -163,10 +166,16 @@ export async function callback(call: AuthCall) {
         "fragment",
       ),
     );
+  };
   if (typeof params.error === "string") {
     return fail("provider_error", String(params.error_description ?? params.error));
   }
-  const { spec, p } = configuredProvider(settings, call.ctx.config.authProviderBases, state.provider);
+  const { spec, p } = await resolveProvider(
+    project.authPool,
+    settings,
+    call.ctx.config.authProviderBases,
+    state.provider,
+  );
   let tokens: ProviderTokens;
   let user: ProviderUser;
   try {

@@ -1,4 +1,5 @@
 import { withAdminTransaction } from "../../db/transaction";
+import { noteRefusal } from "../authLogs";
 import type { AuthCall } from "../call";
 import { AuthApiError, signupDisabled } from "../errors";
 import { afterUserCreated, beforeUserCreated } from "../hook";
@@ -7,6 +8,7 @@ import { redirectTarget, withParams } from "../redirects";
 import {
   assertedUser,
   consumeOnce,
+  refreshedProvider,
   requireSaml,
   samlBase,
   serviceProvider,
@@ -44,6 +46,7 @@ export async function acs(call: AuthCall) {
     call.res.redirect(302, await consumeAssertion(call));
   } catch (e) {
     if (!(e instanceof AuthApiError)) throw e;
+    noteRefusal(call.res, e);
     // As the platform: errors go back to the site URL's query.
     const query = {
       error: OAUTH_ERRORS[e.status] ?? "server_error",
@@ -122,7 +125,9 @@ async function consumeAssertion(call: AuthCall): Promise<string> {
   const relayValue = typeof body.RelayState === "string" ? body.RelayState : "";
   const samlResponse = typeof body.SAMLResponse === "string" ? body.SAMLResponse : "";
   if (!samlResponse) throw new AuthApiError(400, "validation_failed", "SAMLResponse is missing");
-  const { provider, requestId, flowStateId, redirectTo } = await solicitation(call, relayValue, samlResponse);
+  const solicited = await solicitation(call, relayValue, samlResponse);
+  const { requestId, flowStateId, redirectTo } = solicited;
+  const provider = solicited.provider && (await refreshedProvider(project, solicited.provider));
   if (!provider) {
     throw new AuthApiError(
       404,

@@ -4,7 +4,14 @@ import { withAdminTransaction } from "../../db/transaction";
 import type { AuthCall } from "../call";
 import { AuthApiError } from "../errors";
 import { parse, pkceOf } from "../input";
-import { identityProvider, requireSaml, samlBase, serviceProvider, spKeys } from "../samlProvider";
+import {
+  identityProvider,
+  refreshedProvider,
+  requireSaml,
+  samlBase,
+  serviceProvider,
+  spKeys,
+} from "../samlProvider";
 import { startFlow } from "../store/flowState";
 import { clearStaleRelayStates, insertRelayState, ssoProviders } from "../store/saml";
 
@@ -48,7 +55,7 @@ export async function startSso({ project, req, res, settings, apiUrl }: AuthCall
     );
   }
   const pkce = pkceOf(body);
-  const idp = identityProvider(provider);
+  const idp = identityProvider(await refreshedProvider(project, provider));
   const relayStateId = randomUUID();
   const sp = serviceProvider(samlBase(settings, apiUrl), await spKeys(project.platformPool, project.ref), {
     relayState: relayStateId,

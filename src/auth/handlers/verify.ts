@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
+import { noteRefusal } from "../authLogs";
 import type { AuthCall } from "../call";
 import { AuthApiError, emailOrPhoneOnly } from "../errors";
 import { email, parse } from "../input";
@@ -53,6 +54,7 @@ export async function verifyLink(call: AuthCall) {
     return res.redirect(303, withParams(target, sessionFragment(s, { type }), "fragment"));
   } catch (e) {
     if (!(e instanceof AuthApiError) || e.status >= 500) throw e;
+    noteRefusal(res, e);
     const description = e.errorCode === "otp_expired" ? "Email link is invalid or has expired" : e.message;
     return res.redirect(
       303,

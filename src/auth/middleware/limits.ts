@@ -45,6 +45,13 @@ const BUCKETS: Record<LimitBucket, Bucket> = {
     points: (s) => s.rate_limit_anonymous_users,
     refusal: overRequestLimit,
   },
+  // The platform's fixed passkey limit (no config field sets it).
+  passkey: {
+    per: "address",
+    seconds: FIVE_MINUTES,
+    points: () => 30,
+    refusal: overRequestLimit,
+  },
   email: {
     per: "project",
     seconds: HOUR,

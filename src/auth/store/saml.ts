@@ -32,6 +32,33 @@ export async function ssoProviders(platformPool: pg.Pool, ref: string): Promise<
   return (rows[0]?.value?.items as SsoProvider[] | undefined) ?? [];
 }
 
+/**
+ * A provider's metadata replaced by a fresh copy (its metadata_url's), `updated_at` now: only while the
+ * provider still has the metadata it was refreshed from (a concurrent change by the Management API wins).
+ */
+export async function replaceProviderMetadata(
+  platformPool: pg.Pool,
+  ref: string,
+  provider: SsoProvider,
+  metadataXml: string,
+): Promise<void> {
+  const fresh = {
+    ...provider,
+    saml: { ...provider.saml, metadata_xml: metadataXml },
+    updated_at: new Date().toISOString(),
+  };
+  await platformPool.query(
+    `update platform.project_settings
+        set value = jsonb_set(value, '{items}',
+              (select jsonb_agg(case when item->>'id' = $2 and item->'saml'->>'metadata_xml' = $3
+                                     then $4::jsonb else item end order by n)
+                 from jsonb_array_elements(value->'items') with ordinality as t(item, n)))
+      where project_ref = $1 and kind = 'sso_providers' and jsonb_typeof(value->'items') = 'array'
+        and jsonb_array_length(value->'items') > 0`,
+    [ref, provider.id, provider.saml.metadata_xml ?? "", JSON.stringify(fresh)],
+  );
+}
+
 /** The project's service-provider key and certificate, as stored (sealed). */
 export async function spKeyRow(
   platformPool: pg.Pool,

@@ -213,6 +213,23 @@ export async function endSessions(
   ]);
 }
 
+/** Ends the user's sessions signed in through the SSO provider `providerId` (its single logout). */
+export async function endProviderSessions(db: Db, userId: string, providerId: string): Promise<number> {
+  const ended = await db.query("delete from auth.sessions where user_id = $1 and sso_provider_id = $2", [
+    userId,
+    providerId,
+  ]);
+  return ended.rowCount ?? 0;
+}
+
+/** The SSO provider a session was signed in through, if any. */
+export async function ssoProviderOfSession(db: Db, sessionId: string): Promise<string | undefined> {
+  const { rows } = await db.query("select sso_provider_id from auth.sessions where id::text = $1", [
+    sessionId,
+  ]);
+  return rows[0]?.sso_provider_id ?? undefined;
+}
+
 /** Whether a session still exists (a signed-out session's tokens stop opening /auth/v1/user). */
 export async function sessionExists(db: Db, sessionId: string): Promise<boolean> {
   return (await db.query("select 1 from auth.sessions where id::text = $1", [sessionId])).rowCount === 1;
