@@ -1,13 +1,14 @@
 import type { SupabaseClient } from "@supabase/supabase-js";
 import { vaultSessionRow } from "../../src/modules/vault";
 import { startTestServer, type TestServer } from "../helpers/server";
+import { graphql } from "../graphql/client";
 import { mgmt } from "../management/client";
 import { clientFor, userToken } from "../rest/fixtures";
 import { tenantSql } from "./sql";
 
 /**
  * vault.decrypted_secrets in the data API's sessions (src/modules/vault.ts, openDataVaultSession): supabase-js
- * with the service key reads a secret through the tenant's RPC function, and anyone through the owner's
+ * (and GraphQL) with the service key reads a secret through the tenant's function, and anyone through the owner's
  * security-definer function; anon and authenticated are refused, on the very connection that just served
  * service_role, and tenant code running as them there reaches no key. Checked as the superuser too: the key is
  * in no table of the database, and no statement of any session shows it.
@@ -66,6 +67,15 @@ describe("vault in the data API's sessions", () => {
       expect(definer.error).toBeNull();
       expect(definer.data).toBe(plain);
     }
+  });
+
+  it("decrypts through GraphQL for service_role and refuses anon there", async () => {
+    expect(await graphql(server, "mutation { peek }", { key: server.serviceKey })).toEqual({
+      data: { peek: plain },
+    });
+    const anon = await graphql(server, "mutation { peek }");
+    expect(JSON.stringify(anon)).not.toContain(plain);
+    expect(anon.errors?.[0].message).toMatch(/permission denied/);
   });
 
   it("refuses anon and authenticated on the connection that just served service_role", async () => {
