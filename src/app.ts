@@ -43,6 +43,7 @@ import { EmbeddedClusters } from "./projects/embeddedClusters";
 import { Upgrades } from "./jobs/upgrades";
 import { WebhookDispatcher } from "./webhooks/dispatcher";
 import { DatabaseModules } from "./jobs/modules/service";
+import { openDataVaultSession } from "./modules/vault";
 import { createApp, HttpDrain } from "./server";
 import { resumeProvisioning } from "./management/projects/lifecycle";
 import { deleteDueBranches } from "./management/branches/operations";
@@ -298,7 +299,11 @@ export async function startStrata(
     db.platformPool,
     db.defaultRef,
     log,
-    { waitMs: config.poolWaitMs, statementMs: config.dataRequestTimeoutMs },
+    {
+      waitMs: config.poolWaitMs,
+      statementMs: config.dataRequestTimeoutMs,
+      prepareDataSession: (client, project) => openDataVaultSession(client, project, log),
+    },
     config.projectIdleMs,
   );
   await registry.watchControlPlane(db.controlUrl);

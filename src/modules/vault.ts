@@ -2,6 +2,7 @@ import { generateKeyPair } from "node:crypto";
 import { promisify } from "node:util";
 import { Readable } from "node:stream";
 import type pg from "pg";
+import type { Logger } from "../log";
 import { kekOf } from "../platform/kek";
 import { copyRowsInto } from "../projects/ownerLoad";
 import type { ProjectRuntime } from "../projects/runtime";
@@ -10,8 +11,10 @@ import type { ProjectRuntime } from "../projects/runtime";
  * The project's vault key (sql/project/730_vault.sql). vault.create_secret encrypts in the database with
  * pgcrypto's OpenPGP public-key encryption, so it works in every session; the private key that decrypts is
  * kept out of the database: sealed with the key-encryption key in the control plane (`platform.vault_keys`,
- * re-sealed by `kek rotate`), and loaded by Strata only into the sessions it opens for the project's owner
- * (the Management API's SQL and migrations, cron jobs), where vault.decrypted_secrets then decrypts.
+ * re-sealed by `kek rotate`, which leaves the key pair as it is, so sessions holding it stay right), and loaded by
+ * Strata only into its own sessions: those it opens for the project's owner (the Management API's SQL and
+ * migrations, cron jobs, the owner's sessions through the database listener) and each connection of the data
+ * pool, where vault.decrypted_secrets then decrypts for the roles granted it (the owner, service_role).
  *
  * Into such a session the key travels by COPY (COPY data is never logged, unlike a statement's parameters,
  * which a role may have logged on error), into a temporary table that strata_vault owns and the session's
@@ -163,6 +166,28 @@ export async function openVaultSession(client: pg.ClientBase, project: ProjectRu
   await client.query("select vault._strata_session_open()");
   await copyRowsInto(client, VAULT_SESSION_COPY, Readable.from([await vaultSessionRow(project)]));
   await client.query("select vault._strata_session_seal()");
+}
+
+/**
+ * Gives a new connection of the project's data pool (`authenticator_<ref>`, before its first request) the
+ * project's private key, so vault.decrypted_secrets decrypts in data requests for the roles granted it:
+ * service_role and the owner's security-definer functions. anon and authenticated still have no privilege on
+ * the view nor on `vault._decrypt`, and the key table is strata_vault's alone whatever role a later request of
+ * the connection takes. Nothing between requests drops it (Strata runs no DISCARD on the data pool; a tenant
+ * function that does only loses the key for the connection). Where the key cannot be loaded the connection
+ * serves without it (decrypted_secrets raises there) and without a half-made key table.
+ */
+export async function openDataVaultSession(
+  client: pg.ClientBase,
+  project: ProjectRuntime,
+  log: Logger,
+): Promise<void> {
+  try {
+    await openVaultSession(client, project);
+  } catch (e) {
+    log.warn({ ref: project.ref, err: (e as Error).message }, "data connection opened without the vault key");
+    await client.query("discard temp");
+  }
 }
 
 /** The COPY that fills a session's key table, between `_strata_session_open` and `_strata_session_seal`. */

@@ -52,12 +52,17 @@ const AUTH_SEARCH_PATH = "pg_catalog,auth,pg_temp";
 /** Notices of the DDL watch within this window cause one schema rebuild. */
 const DDL_DEBOUNCE_MS = 50;
 
-/** The bounds of a request on a project's pools. */
+/** The bounds of a request on a project's pools, and what a new data connection gets first. */
 export interface PoolLimits {
   /** How long a request waits for a free connection (default 10 s). */
   waitMs?: number;
   /** How long a statement of a data request may go unanswered (a hung server) before it fails; none if unset. */
   statementMs?: number;
+  /**
+   * Prepares each new connection of the data pool before its first request (the vault key:
+   * src/modules/vault.ts). Not the read replicas': a standby makes no temporary table.
+   */
+  prepareDataSession?: (client: pg.ClientBase, project: ProjectRuntime) => Promise<void>;
 }
 
 /** How long a replaced pool or runtime stays open for the requests still running on it. */
@@ -104,7 +109,11 @@ export class ProjectRuntime {
 
   /** Pool of the project's data login (`authenticator_<ref>`) for data requests. */
   get dataPool(): pg.Pool {
-    this.dataPoolInstance ??= this.makePool(this.record.dataUrl, this.record.poolSize, { timed: true });
+    const prepare = this.limits.prepareDataSession;
+    this.dataPoolInstance ??= this.makePool(this.record.dataUrl, this.record.poolSize, {
+      timed: true,
+      onConnect: prepare && ((client) => prepare(client, this)),
+    });
     return this.dataPoolInstance;
   }
 
@@ -165,7 +174,11 @@ export class ProjectRuntime {
   private makePool(
     connectionString: string,
     max: number,
-    { options, timed = false }: { options?: string; timed?: boolean } = {},
+    {
+      options,
+      timed = false,
+      onConnect,
+    }: { options?: string; timed?: boolean; onConnect?: (client: pg.ClientBase) => Promise<void> } = {},
   ): pg.Pool {
     // A request waits a bounded time for a connection, then fails (503) instead of queueing forever.
     const pool = new pg.Pool({
@@ -174,6 +187,8 @@ export class ProjectRuntime {
       max,
       idleTimeoutMillis: POOL_IDLE_MS,
       connectionTimeoutMillis: this.limits.waitMs ?? 10_000,
+      // pg-pool awaits it before it hands the connection out (its types say void).
+      onConnect,
     });
     if (timed && this.limits.statementMs) enforceStatementDeadline(pool, this.limits.statementMs);
     // An idle client losing its connection (database restarted) must not crash the process.
