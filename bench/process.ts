@@ -30,12 +30,19 @@ export interface ServerOptions {
   compiled?: boolean;
   /** Copy the server's output to stderr. */
   echo?: boolean;
+  /** Further settings of the server (e.g. STORAGE_S3_*). */
+  env?: Record<string, string>;
 }
 
 /** A command-line option's value (`--name value`), or the fallback. */
 export function argument(name: string, fallback: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i === -1 || process.argv[i + 1] === undefined ? fallback : process.argv[i + 1];
+}
+
+/** The Node.js 22 `npm install` brought (what `npm start` runs), whatever Node runs the bench. */
+export function serverNode(): string {
+  return existsSync("node_modules/.bin/node") ? path.resolve("node_modules/.bin/node") : process.execPath;
 }
 
 /** Starts the server and waits for its banner (the embedded cluster's first start included). */
@@ -45,10 +52,7 @@ export async function startServerProcess(options: ServerOptions): Promise<Server
     throw new Error("dist/ is missing: run `npm run build` first");
   // BENCH_SERVER_NODE_FLAGS: flags for the server's Node only (e.g. --cpu-prof), not for the bench's.
   const flags = (process.env.BENCH_SERVER_NODE_FLAGS ?? "").split(" ").filter(Boolean);
-  // The Node.js 22 `npm install` brought (what `npm start` runs), whatever Node runs the bench.
-  const node = existsSync("node_modules/.bin/node")
-    ? path.resolve("node_modules/.bin/node")
-    : process.execPath;
+  const node = serverNode();
   const dataDir = mkdtempSync(path.join(os.tmpdir(), `${options.name}-`));
   const child = spawn(node, [...flags, ...entry, "start"], {
     env: {
@@ -62,6 +66,7 @@ export async function startServerProcess(options: ServerOptions): Promise<Server
       MANAGEMENT_RATE_LIMIT: "1000000",
       LOG_LEVEL: options.logLevel ?? "error",
       GRAPHILE_ENV: process.env.GRAPHILE_ENV ?? "production",
+      ...options.env,
     },
     stdio: ["ignore", "pipe", "inherit"],
   });
