@@ -4,7 +4,7 @@
  *
  * Strata (`strata start` on an embedded PostgreSQL) with a hello-world function deployed through the
  * Management API and invoked through /functions/v1 with the anon key (verify_jwt on); the floor is the same
- * module under a bare `Deno.serve` on a TCP port (bench/floors/functions.ts). Warm: one warm worker,
+ * module under a bare `Deno.serve` on a TCP port (bench/floors/functions.mjs). Warm: one warm worker,
  * concurrent clients, invocations a second and p50/p99, floor and Strata in turn. Cold: the first
  * invocation after a deploy (Strata starts a new worker) against `deno run` of the floor with a new module,
  * from its start to its first answer.
@@ -21,7 +21,7 @@ import { flag, percentile, printTable, startHelper, stopHelper, type Row } from 
 
 const QUICK = flag("quick");
 const COLD_STARTS = Number(argument("cold", QUICK ? "3" : "20"));
-const PORT = Number(argument("port", "54940"));
+const PORT = Number(argument("port", "47140"));
 const FLOOR_PORT = PORT + 2;
 const TOKEN = "sbp_" + "f00c".repeat(8) + "01234567";
 
@@ -70,7 +70,7 @@ async function floorColdStart(dir: string, revision: number): Promise<number> {
       "--no-prompt",
       "--allow-net",
       `--allow-read=${dir}`,
-      "bench/floors/functions.ts",
+      "bench/floors/functions.mjs",
       String(FLOOR_PORT),
       module,
     ],
@@ -108,7 +108,7 @@ async function main() {
         "--no-prompt",
         "--allow-net",
         `--allow-read=${dir}`,
-        "bench/floors/functions.ts",
+        "bench/floors/functions.mjs",
         String(FLOOR_PORT),
         path.join(dir, "hello.ts"),
       ],

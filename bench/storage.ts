@@ -28,7 +28,7 @@ const SIZES_MB = argument("sizes", QUICK ? "1" : "1,100,1024")
 const BACKENDS = argument("backends", "disk,s3").split(",");
 const SECONDS = Number(argument("seconds", QUICK ? "1" : "5"));
 const CONCURRENCY = Number(argument("concurrency", "8"));
-const PORT = Number(argument("port", "54930"));
+const PORT = Number(argument("port", "47130"));
 const TOKEN = "sbp_" + "5702".repeat(8) + "01234567";
 const MB = 1024 * 1024;
 const SMALL = 1024;
@@ -73,7 +73,7 @@ function upload(side: Side, name: string, size: number): Promise<void> {
         );
       },
     );
-    req.on("error", reject);
+    req.on("error", (e) => reject(new Error(`upload of ${name} to :${side.port}: ${e.message}`)));
     bytes(size).pipe(req);
   });
 }
@@ -91,7 +91,7 @@ function download(side: Side, name: string): Promise<number> {
           );
         },
       )
-      .on("error", reject);
+      .on("error", (e) => reject(new Error(`download of ${name} from :${side.port}: ${e.message}`)));
   });
 }
 

@@ -6,6 +6,7 @@ import { withTransaction } from "../db/transaction";
 import type { Logger } from "../log";
 import type { ProjectRuntime } from "../projects/runtime";
 import { bindingMatches, passes, type PgBinding } from "./filters";
+import { EncodedJson } from "./protocol";
 
 /**
  * postgres_changes of one project on this node: one logical replication slot (pgoutput, publication
@@ -58,7 +59,8 @@ export interface ChangeSubscriber {
   bindings: PgBinding[];
   /** Who the subscriber is now (it changes with access_token messages). */
   auth(): RequestAuth;
-  deliver(ids: number[], data: ChangeData): void;
+  /** `data`: the change as the subscriber may see it (a ChangeData), encoded once for its group. */
+  deliver(ids: number[], data: EncodedJson): void;
 }
 
 type Row = Record<string, string | null | undefined>;
@@ -390,11 +392,17 @@ export class ChangeFeed {
     });
 
     // Who may see which change: one transaction per distinct role and claims.
+    const groupKeys = new Map<RequestAuth, string>();
+    const groupOf = (auth: RequestAuth) => {
+      let key = groupKeys.get(auth);
+      if (key === undefined) groupKeys.set(auth, (key = JSON.stringify([auth.role, auth.claims])));
+      return key;
+    };
     const groups = new Map<string, { auth: RequestAuth; indexes: Set<number> }>();
     matches.forEach((m, i) => {
       for (const sub of m.perSub.keys()) {
         const auth = sub.auth();
-        const key = JSON.stringify([auth.role, auth.claims]);
+        const key = groupOf(auth);
         let g = groups.get(key);
         if (!g) groups.set(key, (g = { auth, indexes: new Set() }));
         g.indexes.add(i);
@@ -406,55 +414,71 @@ export class ChangeFeed {
 
     for (const [i, m] of matches.entries()) {
       const info = await this.tableInfo(m.change.relation.relationOid);
+      // What each group sees of the change, encoded once for all its subscribers (null: nothing).
+      const encoded = new Map<string, EncodedJson | null>();
       for (const [sub, ids] of m.perSub) {
-        const auth = sub.auth();
-        const seen = visible.get(JSON.stringify([auth.role, auth.claims]));
-        const error = seen?.errors.get(i);
-        if (error) {
-          // As the platform: the change's table and type with the error, no row.
-          const errorData: ChangeData = {
-            schema: m.change.relation.schema,
-            table: m.change.relation.name,
-            commit_timestamp: null,
-            type: m.type as ChangeData["type"],
-            columns: [],
-            record: {},
-            errors: [error],
-          };
-          if (m.change.tag !== "insert") errorData.old_record = {};
-          sub.deliver(ids, errorData);
-          continue;
+        const key = groupOf(sub.auth());
+        let data = encoded.get(key);
+        if (data === undefined) {
+          const seen = this.changeAsSeen(m, i, info, commitTimestamp, visible.get(key));
+          encoded.set(key, (data = seen ? EncodedJson.of(seen) : null));
         }
-        if (!seen?.visible.has(i)) continue;
-        const selectable = seen.columns.get(m.change.relation.relationOid);
-        const only = (row: Record<string, unknown>) =>
-          selectable ? Object.fromEntries(Object.entries(row).filter(([k]) => selectable.has(k))) : row;
-        const data: ChangeData = {
-          schema: m.change.relation.schema,
-          table: m.change.relation.name,
-          commit_timestamp: commitTimestamp,
-          type: m.type as ChangeData["type"],
-          columns: m.change.relation.columns
-            .filter((c) => !selectable || selectable.has(c.name))
-            .map((c) => ({
-              name: c.name,
-              type: this.typeNames.get(c.typeOid) ?? String(c.typeOid),
-            })),
-          errors: null,
-        };
-        if (m.change.tag !== "delete") data.record = only(m.record);
-        if (m.change.tag === "update") data.old_record = only(m.old);
-        if (m.change.tag === "delete") {
-          // With RLS a deleted row cannot be checked any more: only its primary key is sent.
-          data.old_record = only(
-            info.rls && info.pk.length
-              ? Object.fromEntries(info.pk.filter((c) => c.name in m.old).map((c) => [c.name, m.old[c.name]]))
-              : m.old,
-          );
-        }
-        sub.deliver(ids, data);
+        if (data) sub.deliver(ids, data);
       }
     }
+  }
+
+  /** The change as a group with visibility `seen` gets it: the row, an error, or nothing (undefined). */
+  private changeAsSeen(
+    m: { change: Change; type: string; record: Record<string, unknown>; old: Record<string, unknown> },
+    i: number,
+    info: TableInfo,
+    commitTimestamp: string,
+    seen: Visibility | undefined,
+  ): ChangeData | undefined {
+    const error = seen?.errors.get(i);
+    if (error) {
+      // As the platform: the change's table and type with the error, no row.
+      const errorData: ChangeData = {
+        schema: m.change.relation.schema,
+        table: m.change.relation.name,
+        commit_timestamp: null,
+        type: m.type as ChangeData["type"],
+        columns: [],
+        record: {},
+        errors: [error],
+      };
+      if (m.change.tag !== "insert") errorData.old_record = {};
+      return errorData;
+    }
+    if (!seen?.visible.has(i)) return undefined;
+    const selectable = seen.columns.get(m.change.relation.relationOid);
+    const only = (row: Record<string, unknown>) =>
+      selectable ? Object.fromEntries(Object.entries(row).filter(([k]) => selectable.has(k))) : row;
+    const data: ChangeData = {
+      schema: m.change.relation.schema,
+      table: m.change.relation.name,
+      commit_timestamp: commitTimestamp,
+      type: m.type as ChangeData["type"],
+      columns: m.change.relation.columns
+        .filter((c) => !selectable || selectable.has(c.name))
+        .map((c) => ({
+          name: c.name,
+          type: this.typeNames.get(c.typeOid) ?? String(c.typeOid),
+        })),
+      errors: null,
+    };
+    if (m.change.tag !== "delete") data.record = only(m.record);
+    if (m.change.tag === "update") data.old_record = only(m.old);
+    if (m.change.tag === "delete") {
+      // With RLS a deleted row cannot be checked any more: only its primary key is sent.
+      data.old_record = only(
+        info.rls && info.pk.length
+          ? Object.fromEntries(info.pk.filter((c) => c.name in m.old).map((c) => [c.name, m.old[c.name]]))
+          : m.old,
+      );
+    }
+    return data;
   }
 
   /** Whether any change is a row that must be found again under RLS. */
