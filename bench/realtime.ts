@@ -35,6 +35,8 @@ const WINDOW = 4;
 const PORT = Number(argument("port", "47160"));
 const FLOOR_PORT = PORT + 2;
 const PER_SOCKET = 100;
+/** Sockets opened (and joined) at a time. */
+const JOIN_BATCH = 50;
 const TOKEN = "sbp_" + "be0c".repeat(8) + "01234567";
 const JWT_SECRET = "bench-secret-" + randomUUID();
 const USER = "11111111-1111-4111-8111-111111111111";
@@ -149,9 +151,9 @@ async function broadcastFanOut(target: Target, n: number): Promise<Measure> {
     }
   };
   try {
-    for (let made = 0; made < n; made += 200) {
+    for (let made = 0; made < n; made += JOIN_BATCH) {
       await Promise.all(
-        Array.from({ length: Math.min(200, n - made) }, async () => {
+        Array.from({ length: Math.min(JOIN_BATCH, n - made) }, async () => {
           const r = router(record);
           const ws = await connect(target, r.onFrame);
           sockets.push(ws);
