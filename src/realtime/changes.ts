@@ -24,6 +24,8 @@ const LINGER_MS = 15_000;
 /** How long delivery waits for a decoded commit to become visible to snapshots (normally microseconds). */
 const VISIBLE_TRIES = 200;
 const VISIBLE_WAIT_MS = 5;
+/** Transactions whose visibility is checked at once (each on a connection of the project's data pool). */
+const CHECK_AHEAD = 4;
 
 /**
  * Back-pressure of the replication side: once this many decoded transactions wait for delivery, the
@@ -300,8 +302,12 @@ export class ChangeFeed {
         this.queuedLsnText = lsn;
         this.queuedSettled = false;
         this.pending++;
+        // Checked ahead (a few transactions at once), delivered in commit order.
+        const prepared = tx.changes.length ? this.ahead(() => this.prepare(tx)) : undefined;
+        prepared?.catch(() => {});
         const queued = (this.queue = this.queue
-          .then(() => (tx.changes.length ? this.deliver(tx) : undefined))
+          .then(() => prepared)
+          .then((send) => send?.())
           .catch((e: unknown) =>
             this.log.error({ ref: this.project.ref, err: (e as Error).message }, "realtime delivery failed"),
           )
@@ -363,8 +369,28 @@ export class ChangeFeed {
     return info;
   }
 
-  private async deliver(tx: Transaction): Promise<void> {
-    if (!this.subscribers.size) return;
+  /** Transactions being checked at once: each waits on the database, delivery stays in commit order. */
+  private checking = 0;
+  private readonly waitingToCheck: (() => void)[] = [];
+
+  /** Runs `work` once fewer than CHECK_AHEAD others run, in the order asked. */
+  private async ahead<T>(work: () => Promise<T>): Promise<T> {
+    if (this.checking >= CHECK_AHEAD) await new Promise<void>((r) => this.waitingToCheck.push(r));
+    this.checking++;
+    try {
+      return await work();
+    } finally {
+      this.checking--;
+      this.waitingToCheck.shift()?.();
+    }
+  }
+
+  /**
+   * Finds who may see what of a transaction (the database checks) and answers the delivery, to run in
+   * commit order; a subscriber gone meanwhile gets nothing.
+   */
+  private async prepare(tx: Transaction): Promise<(() => void) | undefined> {
+    if (!this.subscribers.size) return undefined;
     const commitTimestamp = new Date(Number(tx.commitTime / 1000n)).toISOString();
     await this.typeNameOf([
       ...new Set(tx.changes.flatMap((c) => c.relation.columns.map((col) => col.typeOid))),
@@ -412,20 +438,24 @@ export class ChangeFeed {
     if (groups.size && (await this.needsRowChecks(matches))) await this.untilVisible(tx.xid);
     for (const [key, g] of groups) visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches));
 
-    for (const [i, m] of matches.entries()) {
-      const info = await this.tableInfo(m.change.relation.relationOid);
-      // What each group sees of the change, encoded once for all its subscribers (null: nothing).
-      const encoded = new Map<string, EncodedJson | null>();
-      for (const [sub, ids] of m.perSub) {
-        const key = groupOf(sub.auth());
-        let data = encoded.get(key);
-        if (data === undefined) {
-          const seen = this.changeAsSeen(m, i, info, commitTimestamp, visible.get(key));
-          encoded.set(key, (data = seen ? EncodedJson.of(seen) : null));
+    const infos = await Promise.all(matches.map((m) => this.tableInfo(m.change.relation.relationOid)));
+
+    return () => {
+      for (const [i, m] of matches.entries()) {
+        // What each group sees of the change, encoded once for all its subscribers (null: nothing).
+        const encoded = new Map<string, EncodedJson | null>();
+        for (const [sub, ids] of m.perSub) {
+          if (!this.subscribers.has(sub)) continue;
+          const key = groupOf(sub.auth());
+          let data = encoded.get(key);
+          if (data === undefined) {
+            const seen = this.changeAsSeen(m, i, infos[i], commitTimestamp, visible.get(key));
+            encoded.set(key, (data = seen ? EncodedJson.of(seen) : null));
+          }
+          if (data) sub.deliver(ids, data);
         }
-        if (data) sub.deliver(ids, data);
       }
-    }
+    };
   }
 
   /** The change as a group with visibility `seen` gets it: the row, an error, or nothing (undefined). */
