@@ -17,12 +17,13 @@ import path from "node:path";
 import { denoBinary } from "../src/functions/deno";
 import { CONCURRENCY, DURATION_MS, load, type Stats } from "./harness";
 import { argument, startServerProcess, stopServerProcess } from "./process";
-import { flag, percentile, printTable, startHelper, stopHelper, type Row } from "./report";
+import { flag, freePort, percentile, printTable, startHelper, stopHelper, type Row } from "./report";
 
 const QUICK = flag("quick");
 const COLD_STARTS = Number(argument("cold", QUICK ? "3" : "20"));
 const PORT = Number(argument("port", "47140"));
-const FLOOR_PORT = PORT + 2;
+/** The floor's port, a free one found at start. */
+let FLOOR_PORT = 0;
 const TOKEN = "sbp_" + "f00c".repeat(8) + "01234567";
 
 const source = (revision: number) =>
@@ -88,6 +89,7 @@ async function floorColdStart(dir: string, revision: number): Promise<number> {
 }
 
 async function main() {
+  FLOOR_PORT = await freePort();
   const dir = mkdtempSync(path.join(os.tmpdir(), "strata-bench-functions-"));
   const server = await startServerProcess({
     name: "strata-bench-functions",

@@ -20,7 +20,16 @@ import pg from "pg";
 import WebSocket from "ws";
 import { withDatabase } from "../src/db/urls";
 import { argument, serverNode, startServerProcess, stopServerProcess, type ServerProcess } from "./process";
-import { flag, management, percentile, printTable, startHelper, stopHelper, type Row } from "./report";
+import {
+  flag,
+  freePort,
+  management,
+  percentile,
+  printTable,
+  startHelper,
+  stopHelper,
+  type Row,
+} from "./report";
 
 const QUICK = flag("quick");
 const SIZES = argument("sizes", QUICK ? "1,100" : "1,100,1000,10000")
@@ -33,7 +42,6 @@ const SECONDS = Number(argument("seconds", QUICK ? "1" : "5"));
 const RATE = Number(argument("rate", "50"));
 const WINDOW = 4;
 const PORT = Number(argument("port", "47160"));
-const FLOOR_PORT = PORT + 2;
 const PER_SOCKET = 100;
 /** Sockets opened (and joined) at a time. */
 const JOIN_BATCH = 50;
@@ -317,16 +325,17 @@ async function main() {
   try {
     const prepared = await prepare(server);
     admin = prepared.admin;
+    const floorPort = await freePort();
     floor = await startHelper(serverNode(), [
       "bench/floors/realtime.mjs",
-      String(FLOOR_PORT),
+      String(floorPort),
       withDatabase(server.superuserUrl, (await admin.query("select current_database() as db")).rows[0].db),
     ]);
     const strata: Target = {
       url: `ws://127.0.0.1:${PORT}/realtime/v1/websocket?apikey=${server.anonKey}&vsn=1.0.0`,
       token: prepared.token,
     };
-    const bare: Target = { url: `ws://127.0.0.1:${FLOOR_PORT}/?vsn=1.0.0`, token: prepared.token };
+    const bare: Target = { url: `ws://127.0.0.1:${floorPort}/?vsn=1.0.0`, token: prepared.token };
     const rows: Row[] = [];
     const compare = (name: string, f: Measure, s: Measure) => {
       const counts = `${s.delivered}/${s.expected}`;

@@ -18,7 +18,7 @@ import { Readable } from "node:stream";
 import pg from "pg";
 import { withDatabase } from "../src/db/urls";
 import { argument, serverNode, startServerProcess, stopServerProcess } from "./process";
-import { flag, management, printTable, startHelper, stopHelper, type Row } from "./report";
+import { flag, freePort, management, printTable, startHelper, stopHelper, type Row } from "./report";
 
 const QUICK = flag("quick");
 const SIZES_MB = argument("sizes", QUICK ? "1" : "1,100,1024")
@@ -120,7 +120,8 @@ async function rate(send: () => Promise<unknown>): Promise<number> {
 
 async function bench(backend: string): Promise<Row[]> {
   const dir = mkdtempSync(path.join(os.tmpdir(), "strata-bench-storage-"));
-  const s3Port = PORT + 5;
+  const s3Port = await freePort();
+  const floorPort = await freePort();
   const s3Env = {
     STORAGE_S3_BUCKET: "bench",
     STORAGE_S3_ENDPOINT: `http://127.0.0.1:${s3Port}`,
@@ -157,13 +158,13 @@ async function bench(backend: string): Promise<Row[]> {
     })) as { db: string }[];
     floor = await startHelper(
       serverNode(),
-      ["bench/floors/storage.mjs", String(PORT + 2), withDatabase(server.superuserUrl, db)],
+      ["bench/floors/storage.mjs", String(floorPort), withDatabase(server.superuserUrl, db)],
       s3
         ? { FLOOR_S3_ENDPOINT: s3Env.STORAGE_S3_ENDPOINT, FLOOR_S3_BUCKET: "bench" }
         : { FLOOR_DIR: path.join(dir, "floor") },
     );
     const sides: Record<"floor" | "strata", Side> = {
-      floor: { port: PORT + 2, objectPath: (n) => `/object/floor/${n}`, headers: {} },
+      floor: { port: floorPort, objectPath: (n) => `/object/floor/${n}`, headers: {} },
       strata: { port: PORT, objectPath: (n) => `/storage/v1/object/bench/${n}`, headers: auth },
     };
     const rows: Row[] = [];
