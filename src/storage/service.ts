@@ -231,7 +231,10 @@ export class StorageService {
       });
     }
     const key = this.keyOf(project, version);
-    const stored = await this.backend.write(key, limitStream(body.stream, limit));
+    // A body of a declared length within the limit cannot pass it (the HTTP parser reads that many bytes and no
+    // more): only a body of unknown length (multipart, chunked) is counted on its way.
+    const within = options.declaredLength !== undefined && options.declaredLength <= limit;
+    const stored = await this.backend.write(key, within ? body.stream : limitStream(body.stream, limit));
     const metadata: store.ObjectMetadata = {
       eTag: `"${stored.md5}"`,
       size: stored.size,
