@@ -16,12 +16,13 @@ import os from "node:os";
 import path from "node:path";
 import { denoBinary } from "../src/functions/deno";
 import { CONCURRENCY, DURATION_MS, load, type Stats } from "./harness";
-import { argument, startServerProcess, stopServerProcess } from "./process";
+import { argument, startServerProcess, stopServerProcess, type ServerProcess } from "./process";
 import { flag, freePort, percentile, printTable, startHelper, stopHelper, type Row } from "./report";
 
 const QUICK = flag("quick");
 const COLD_STARTS = Number(argument("cold", QUICK ? "3" : "20"));
-const PORT = Number(argument("port", "47140"));
+/** Strata's port (its PostgreSQL's is the next); 0: free ones. */
+const PORT = Number(argument("port", "0"));
 /** The floor's port, a free one found at start. */
 let FLOOR_PORT = 0;
 const TOKEN = "sbp_" + "f00c".repeat(8) + "01234567";
@@ -29,15 +30,18 @@ const TOKEN = "sbp_" + "f00c".repeat(8) + "01234567";
 const source = (revision: number) =>
   `Deno.serve(() => Response.json({ message: "Hello world", revision: ${revision} }))\n`;
 
-async function deploy(ref: string, revision: number) {
+async function deploy(server: ServerProcess, revision: number) {
   const form = new FormData();
   form.append("metadata", JSON.stringify({ entrypoint_path: "index.ts", name: "hello" }));
   form.append("file", new Blob([source(revision)]), "index.ts");
-  const res = await fetch(`http://127.0.0.1:${PORT}/v1/projects/${ref}/functions/deploy?slug=hello`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${TOKEN}` },
-    body: form,
-  });
+  const res = await fetch(
+    `http://127.0.0.1:${server.port}/v1/projects/${server.ref}/functions/deploy?slug=hello`,
+    {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}` },
+      body: form,
+    },
+  );
   if (res.status !== 201) throw new Error(`deploy failed: ${res.status} ${await res.text()}`);
 }
 
@@ -98,7 +102,7 @@ async function main() {
     jwtSecret: "bench-secret-" + crypto.randomUUID(),
     managementToken: TOKEN,
   });
-  const strataUrl = `http://127.0.0.1:${PORT}/functions/v1/hello`;
+  const strataUrl = `http://127.0.0.1:${server.port}/functions/v1/hello`;
   const headers = { apikey: server.anonKey, authorization: `Bearer ${server.anonKey}` };
   try {
     // Warm: the floor and Strata serve revision 0.
@@ -116,7 +120,7 @@ async function main() {
       ],
       { DENO_DIR: path.join(dir, ".deno") },
     );
-    await deploy(server.ref, 0);
+    await deploy(server, 0);
     await answered(await fetch(strataUrl, { headers }), 0);
     let floorWarm, strataWarm;
     try {
@@ -134,7 +138,7 @@ async function main() {
     const strataCold: number[] = [];
     for (let i = 1; i <= COLD_STARTS; i++) {
       floorCold.push(await floorColdStart(dir, i));
-      await deploy(server.ref, i);
+      await deploy(server, i);
       const t = performance.now();
       await answered(await fetch(strataUrl, { headers }), i);
       strataCold.push(performance.now() - t);

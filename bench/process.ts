@@ -5,10 +5,13 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
+import net from "node:net";
 import path from "node:path";
 
 export interface ServerProcess {
   child: ChildProcess;
+  /** The port it listens on. */
+  port: number;
   ref: string;
   anonKey: string;
   serviceKey: string;
@@ -21,6 +24,7 @@ export interface ServerProcess {
 export interface ServerOptions {
   /** Prefix of the temporary data directory's name. */
   name: string;
+  /** 0: a free port (and a free one for the embedded PostgreSQL, whatever `pgPort` says). */
   port: number;
   pgPort: number;
   jwtSecret: string;
@@ -46,7 +50,8 @@ export function serverNode(): string {
 }
 
 /** Starts the server and waits for its banner (the embedded cluster's first start included). */
-export async function startServerProcess(options: ServerOptions): Promise<ServerProcess> {
+export async function startServerProcess(given: ServerOptions): Promise<ServerProcess> {
+  const options = given.port ? given : { ...given, port: await freePort(), pgPort: await freePort() };
   const entry = options.compiled ? ["dist/src/cli/main.js"] : ["--import", "tsx", "src/cli/main.ts"];
   if (options.compiled && !existsSync(entry[0]))
     throw new Error("dist/ is missing: run `npm run build` first");
@@ -83,6 +88,7 @@ export async function startServerProcess(options: ServerOptions): Promise<Server
   const password = readFileSync(path.join(dataDir, "pg-superuser-password"), "utf8").trim();
   return {
     child,
+    port: options.port,
     ref: field("Project ref"),
     anonKey: field("anon key"),
     serviceKey: field("service_role key"),
@@ -108,4 +114,16 @@ export async function stopServerProcess(server: ServerProcess): Promise<void> {
 export function rssMb(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, "utf8");
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+/** A port nobody listens on now (the machine is shared: fixed ports may be taken). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
 }

@@ -41,7 +41,8 @@ const CHANGE_SIZES = argument("change-sizes", QUICK ? "1,100" : "1,100,1000")
 const SECONDS = Number(argument("seconds", QUICK ? "1" : "5"));
 const RATE = Number(argument("rate", "50"));
 const WINDOW = 4;
-const PORT = Number(argument("port", "47160"));
+/** Strata's port (its PostgreSQL's is the next); 0: free ones. */
+const PORT = Number(argument("port", "0"));
 const PER_SOCKET = 100;
 /** Sockets opened (and joined) at a time. */
 const JOIN_BATCH = 50;
@@ -274,7 +275,7 @@ async function changes(target: Target, n: number, admin: pg.Client): Promise<Mea
 }
 
 async function prepare(server: ServerProcess): Promise<{ admin: pg.Client; token: string }> {
-  const mgmt = management(`http://127.0.0.1:${PORT}`, TOKEN);
+  const mgmt = management(`http://127.0.0.1:${server.port}`, TOKEN);
   const [{ db }] = (await mgmt("POST", `/v1/projects/${server.ref}/database/query`, {
     query: "select current_database() as db",
   })) as { db: string }[];
@@ -332,7 +333,7 @@ async function main() {
       withDatabase(server.superuserUrl, (await admin.query("select current_database() as db")).rows[0].db),
     ]);
     const strata: Target = {
-      url: `ws://127.0.0.1:${PORT}/realtime/v1/websocket?apikey=${server.anonKey}&vsn=1.0.0`,
+      url: `ws://127.0.0.1:${server.port}/realtime/v1/websocket?apikey=${server.anonKey}&vsn=1.0.0`,
       token: prepared.token,
     };
     const bare: Target = { url: `ws://127.0.0.1:${floorPort}/?vsn=1.0.0`, token: prepared.token };

@@ -3,7 +3,6 @@
  * the machine's load average, a child process that says "listening", and the Management API's calls.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import net from "node:net";
 import os from "node:os";
 
 export interface Row {
@@ -96,14 +95,4 @@ export function flag(name: string): boolean {
   return process.argv.includes(`--${name}`);
 }
 
-/** A port nobody listens on now (the machine is shared: fixed ports may be taken). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from "./process";

@@ -28,7 +28,8 @@ const SIZES_MB = argument("sizes", QUICK ? "1" : "1,100,1024")
 const BACKENDS = argument("backends", "disk,s3").split(",");
 const SECONDS = Number(argument("seconds", QUICK ? "1" : "5"));
 const CONCURRENCY = Number(argument("concurrency", "8"));
-const PORT = Number(argument("port", "47130"));
+/** Strata's port (its PostgreSQL's is the next); 0: free ones. */
+const PORT = Number(argument("port", "0"));
 const TOKEN = "sbp_" + "5702".repeat(8) + "01234567";
 const MB = 1024 * 1024;
 const SMALL = 1024;
@@ -140,13 +141,13 @@ async function bench(backend: string): Promise<Row[]> {
     managementToken: TOKEN,
     env: s3 ? s3Env : {},
   });
-  const mgmt = management(`http://127.0.0.1:${PORT}`, TOKEN);
+  const mgmt = management(`http://127.0.0.1:${server.port}`, TOKEN);
   let floor: Awaited<ReturnType<typeof startHelper>> | undefined;
   try {
     await mgmt("PATCH", `/v1/projects/${server.ref}/config/storage`, { fileSizeLimit: 4 * 1024 * MB });
     const auth = { apikey: server.serviceKey, authorization: `Bearer ${server.serviceKey}` };
     for (const id of ["bench", "floor"]) {
-      const res = await fetch(`http://127.0.0.1:${PORT}/storage/v1/bucket`, {
+      const res = await fetch(`http://127.0.0.1:${server.port}/storage/v1/bucket`, {
         method: "POST",
         headers: { ...auth, "content-type": "application/json" },
         body: JSON.stringify({ id, name: id }),
@@ -165,7 +166,7 @@ async function bench(backend: string): Promise<Row[]> {
     );
     const sides: Record<"floor" | "strata", Side> = {
       floor: { port: floorPort, objectPath: (n) => `/object/floor/${n}`, headers: {} },
-      strata: { port: PORT, objectPath: (n) => `/storage/v1/object/bench/${n}`, headers: auth },
+      strata: { port: server.port, objectPath: (n) => `/storage/v1/object/bench/${n}`, headers: auth },
     };
     const rows: Row[] = [];
     const both = async (
