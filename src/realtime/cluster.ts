@@ -46,6 +46,8 @@ export interface LinkHandlers {
 export class NodeLink {
   /** This process's hub of the project: a new one per start, so a crashed process's rows expire. */
   readonly id: string;
+  /** How this node's own messages begin (their first field is its id). */
+  private readonly ownPrefix: string;
   /** Sockets of the project on the other live nodes, as of the last beat. */
   othersConnections = 0;
   private listener: pg.Client | undefined;
@@ -62,6 +64,7 @@ export class NodeLink {
     private readonly on: LinkHandlers,
   ) {
     this.id = `${nodeId}-${randomBytes(4).toString("hex")}`;
+    this.ownPrefix = `{"node":${JSON.stringify(this.id)},`;
     void this.listen();
     this.enqueue(() => this.heartbeat());
     this.beat = setInterval(() => this.enqueue(() => this.heartbeat()), Math.max(timeoutMs / 3, 100));
@@ -84,6 +87,7 @@ export class NodeLink {
     message: Json,
     client: pg.ClientBase | pg.Pool = this.project.adminPool,
   ): Promise<void> {
+    // `node` first: receivers know their own messages by it (ownPrefix).
     let payload = JSON.stringify({ node: this.id, ...message });
     if (Buffer.byteLength(payload) >= NOTIFY_MAX) {
       const { rows } = await client.query(
@@ -236,6 +240,8 @@ export class NodeLink {
   }
 
   private async receive(text: string): Promise<void> {
+    // This node's own messages come back too: known by their first field, without parsing them.
+    if (text.startsWith(this.ownPrefix)) return;
     let m: Json;
     try {
       m = JSON.parse(text) as Json;
