@@ -81,7 +81,10 @@ export async function startServerProcess(given: ServerOptions): Promise<ServerPr
     if (options.echo) process.stderr.write(d);
   });
   for (let i = 0; i < 600 && !/service_role key:/.test(out); i++) {
-    if (child.exitCode !== null) throw new Error(`the server exited (${child.exitCode}):\n${out}`);
+    if (child.exitCode !== null) {
+      rmSync(dataDir, { recursive: true, force: true });
+      throw new Error(`the server exited (${child.exitCode}):\n${out}`);
+    }
     await new Promise((r) => setTimeout(r, 200));
   }
   const field = (label: string) => new RegExp(`${label}: (\\S+)`).exec(out)?.[1] ?? "";
