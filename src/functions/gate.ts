@@ -5,7 +5,7 @@ import type { AppContext } from "../context";
 import { openProject } from "../http/gate";
 import { decryptSecret } from "../platform/secrets";
 import { kekOf } from "../platform/kek";
-import type { ProjectRuntime } from "../projects/runtime";
+import type { ProjectRecord, ProjectRuntime } from "../projects/runtime";
 import type { DeployedFile } from "./files";
 
 /** Every call from functions to the data platform: project, JWT, deployed function, secrets, logs. */
@@ -35,25 +35,44 @@ export interface DeployedFunction {
   importMap: string | undefined;
 }
 
+/** A secret as stored: its value sealed with the project's root key, itself sealed with the KEK. */
+interface SealedSecret {
+  name: string;
+  ciphertext: string;
+  root_key: string;
+}
+
+/**
+ * The deployed function of a slug and the project's secrets, decrypted: one round trip per invocation, read
+ * every time so that a redeploy or a secret's change applies at once.
+ */
 export async function deployedFunction(
   ctx: AppContext,
   ref: string,
   slug: string,
-): Promise<DeployedFunction | undefined> {
+): Promise<{ fn: DeployedFunction; secrets: Record<string, string> } | undefined> {
   const { rows } = await ctx.platformPool.query(
-    `select id, slug, version, verify_jwt, entrypoint_path, import_map_path from platform.edge_functions
-     where project_ref = $1 and slug = $2 and status = 'ACTIVE'`,
+    `select f.id, f.slug, f.version, f.verify_jwt, f.entrypoint_path, f.import_map_path,
+            (select coalesce(json_agg(json_build_object('name', s.name, 'ciphertext', s.ciphertext,
+                                                        'root_key', k.root_key)), '[]')
+               from platform.project_secrets s join platform.project_root_keys k using (project_ref)
+              where s.project_ref = f.project_ref) as secrets
+       from platform.edge_functions f
+      where f.project_ref = $1 and f.slug = $2 and f.status = 'ACTIVE'`,
     [ref, slug],
   );
   const r = rows[0];
   if (!r) return undefined;
   return {
-    id: r.id,
-    slug: r.slug,
-    version: r.version,
-    verifyJwt: r.verify_jwt,
-    entrypoint: r.entrypoint_path ?? "index.ts",
-    importMap: r.import_map_path ?? undefined,
+    fn: {
+      id: r.id,
+      slug: r.slug,
+      version: r.version,
+      verifyJwt: r.verify_jwt,
+      entrypoint: r.entrypoint_path ?? "index.ts",
+      importMap: r.import_map_path ?? undefined,
+    },
+    secrets: decryptSecrets(ctx, r.secrets as SealedSecret[]),
   };
 }
 
@@ -66,16 +85,10 @@ export async function deployedFiles(ctx: AppContext, id: string, version: number
   return rows[0].files;
 }
 
-/** The project's secrets, decrypted, read on every invocation so that changes apply at once. */
-export async function projectSecrets(ctx: AppContext, ref: string): Promise<Record<string, string>> {
-  const { rows } = await ctx.platformPool.query(
-    `select s.name, s.ciphertext, k.root_key from platform.project_secrets s
-     join platform.project_root_keys k using (project_ref) where s.project_ref = $1`,
-    [ref],
-  );
+function decryptSecrets(ctx: AppContext, sealed: SealedSecret[]): Record<string, string> {
   const kek = kekOf(ctx.platformPool);
   return Object.fromEntries(
-    rows.map((r) => [
+    sealed.map((r) => [
       r.name,
       decryptSecret(kek.open(r.root_key, "platform.project_root_keys.root_key"), r.ciphertext),
     ]),
@@ -88,10 +101,31 @@ export async function projectSecrets(ctx: AppContext, ref: string): Promise<Reco
  * decides where a function sends the project's keys; the function reaches it over its API socket
  * (channel.ts).
  */
-export async function defaultEnv(ctx: AppContext, project: ProjectRuntime): Promise<Record<string, string>> {
-  const { jwtSecret, legacyKeysIat, sqlUrl } = project.record;
+export function defaultEnv(ctx: AppContext, project: ProjectRuntime): Promise<Record<string, string>> {
+  const { record } = project;
+  let env = defaultEnvs.get(record);
+  if (!env) {
+    env = mintDefaultEnv(ctx, project.ref, record);
+    env.catch(() => defaultEnvs.delete(record));
+    defaultEnvs.set(record, env);
+  }
+  return env;
+}
+
+/**
+ * Per project record: a change of the project's secret, keys or login comes as a new record (the registry's
+ * refresh), so the keys are signed once per record, not on every invocation.
+ */
+const defaultEnvs = new WeakMap<ProjectRecord, Promise<Record<string, string>>>();
+
+async function mintDefaultEnv(
+  ctx: AppContext,
+  ref: string,
+  record: ProjectRecord,
+): Promise<Record<string, string>> {
+  const { jwtSecret, legacyKeysIat, sqlUrl } = record;
   return {
-    SUPABASE_URL: `http://${project.ref}.${ctx.config.domain}:${ctx.config.port}`,
+    SUPABASE_URL: `http://${ref}.${ctx.config.domain}:${ctx.config.port}`,
     SUPABASE_ANON_KEY: await mintLegacyKey(jwtSecret, "anon", legacyKeysIat),
     SUPABASE_SERVICE_ROLE_KEY: await mintLegacyKey(jwtSecret, "service_role", legacyKeysIat),
     // The project's own SQL login (acting as its owner, as the platform's `postgres`), which may connect to

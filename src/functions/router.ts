@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
+import type { ClientRequest, IncomingHttpHeaders, IncomingMessage } from "node:http";
 import { Router, type Request, type Response } from "express";
 import type { AppContext } from "../context";
 import { GateError } from "../http/gate";
@@ -12,7 +12,6 @@ import {
   deployedFunction,
   InvalidJwt,
   projectOf,
-  projectSecrets,
   type DeployedFunction,
 } from "./gate";
 import { PoolExhausted } from "./pool";
@@ -66,15 +65,16 @@ function slugOf(req: Request): string | undefined {
 async function plan(ctx: AppContext, req: Request, res: Response) {
   const slug = slugOf(req);
   const project = await projectOf(ctx, req);
-  const fn = slug ? await deployedFunction(ctx, project.ref, slug) : undefined;
-  if (!fn) {
+  const deployed = slug ? await deployedFunction(ctx, project.ref, slug) : undefined;
+  if (!deployed) {
     refuse(res, 404, "NOT_FOUND", "Requested function was not found");
     return undefined;
   }
   // A CORS preflight carries no Authorization: it reaches the function's own handler.
+  const { fn, secrets } = deployed;
   if (fn.verifyJwt && req.method !== "OPTIONS") await checkJwt(project, req.headers.authorization);
   const env = {
-    ...(await projectSecrets(ctx, project.ref)),
+    ...secrets,
     ...(await defaultEnv(ctx, project)),
   };
   const envHash = createHash("sha256").update(JSON.stringify(env)).digest("hex");
@@ -102,7 +102,34 @@ function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Pro
       "x-forwarded-proto": req.protocol,
       "x-forwarded-for": req.ip ?? "",
     };
-    const upstream = worker.request({ method: req.method, path: req.url, headers });
+    const bodyless = hasNoBody(req);
+    const send = (retry: boolean): ClientRequest => {
+      const sent = worker.request({ method: req.method, path: req.url, headers }, { reuse: bodyless });
+      sent.on("response", (answer: IncomingMessage) => {
+        res.writeHead(answer.statusCode ?? 502, withTenantContentPolicy(forwardable(answer.headers)));
+        answer.pipe(res);
+        answer.on("end", () => finish(answer.statusCode ?? 502));
+        answer.on("error", () => finish(answer.statusCode ?? 502));
+      });
+      sent.on("error", () => {
+        // A kept-alive connection the worker closed just as the request went out: nothing reached the
+        // function (no answer, no body), so it is sent once more on a new connection.
+        if (retry && sent.reusedSocket && !res.headersSent && !settled && !worker.ended) {
+          upstream = send(false);
+          return;
+        }
+        // The connection breaks first when the worker dies: give its exit (and its reason) a moment.
+        setTimeout(() => {
+          if (settled) return;
+          refuse(res, 502, "WORKER_ERROR", "Function did not answer");
+          finish(502);
+        }, WORKER_EXIT_GRACE_MS).unref();
+      });
+      if (bodyless) sent.end();
+      else req.pipe(sent);
+      return sent;
+    };
+    let upstream = send(bodyless);
     const wall = setTimeout(
       () => stopped(504, "IDLE_TIMEOUT", "Function did not answer within the request time limit"),
       wallMs,
@@ -112,27 +139,17 @@ function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Pro
         stopped(546, "WORKER_RESOURCE_LIMIT", "Function exceeded a resource limit (CPU time or memory)");
       else stopped(500, "WORKER_ERROR", "Function exited before it answered (please check logs)");
     });
-    upstream.on("response", (answer: IncomingMessage) => {
-      res.writeHead(answer.statusCode ?? 502, withTenantContentPolicy(forwardable(answer.headers)));
-      answer.pipe(res);
-      answer.on("end", () => finish(answer.statusCode ?? 502));
-      answer.on("error", () => finish(answer.statusCode ?? 502));
-    });
-    // The connection breaks first when the worker dies: give its exit (and its reason) a moment.
-    upstream.on("error", () => {
-      setTimeout(() => {
-        if (settled) return;
-        refuse(res, 502, "WORKER_ERROR", "Function did not answer");
-        finish(502);
-      }, WORKER_EXIT_GRACE_MS).unref();
-    });
     // The client went away: stop the function's side of the request too.
     res.on("close", () => {
       if (!res.writableFinished) upstream.destroy();
       finish(res.statusCode);
     });
-    req.pipe(upstream);
   });
+}
+
+/** A request that carries no body (a GET, a POST with `content-length: 0`): it can be sent again. */
+function hasNoBody(req: Request): boolean {
+  return req.headers["transfer-encoding"] === undefined && (Number(req.headers["content-length"]) || 0) === 0;
 }
 
 async function invoke(ctx: AppContext, runtime: FunctionRuntime, req: Request, res: Response) {

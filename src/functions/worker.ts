@@ -41,6 +41,8 @@ export interface RuntimeFiles {
 export type WorkerEnd = "boot_error" | "limit" | "exited";
 
 const CPU_SAMPLE_MS = 100;
+/** How long a kept-alive connection to a worker stays open unused. */
+const IDLE_SOCKET_MS = 2000;
 const OUT_OF_MEMORY = /out of memory|heap limit/i;
 const CLOCK_TICKS_PER_SECOND = 100;
 
@@ -112,8 +114,10 @@ export class Worker {
   private readonly apiSocketPath: string;
   private readonly api: ApiChannel | undefined;
   private readonly child: ChildProcess;
-  // One connection per request: a kept-alive socket that the worker closes as a request goes out fails that
-  // request (ECONNRESET), and a unix socket costs next to nothing to open.
+  // Requests without a body reuse kept-alive connections (the router sends one again on a new connection when
+  // the worker closed its connection just as it went out); a request with a body, which could not be sent
+  // again, gets a connection of its own. Idle connections close after a moment, before the worker would.
+  private readonly keptAlive = new http.Agent({ keepAlive: true, maxSockets: 256, timeout: IDLE_SOCKET_MS });
   private readonly agent = new http.Agent({ keepAlive: false, maxSockets: 256 });
   private readonly ready: Promise<void>;
   private readonly stderrTail: string[] = [];
@@ -241,12 +245,16 @@ export class Worker {
     return () => this.endWaiters.delete(listener);
   }
 
-  /** Sends one request to the function; the caller pipes bodies both ways. */
-  request(options: http.RequestOptions): http.ClientRequest {
+  /**
+   * Sends one request to the function; the caller pipes bodies both ways. `reuse`: on a kept-alive
+   * connection (a request the caller can send again).
+   */
+  request(options: http.RequestOptions, { reuse }: { reuse: boolean }): http.ClientRequest {
     this.inFlight++;
     this.lastUsed = Date.now();
     this.watchCpu();
-    const req = http.request({ ...options, socketPath: this.socketPath, agent: this.agent });
+    const agent = reuse ? this.keptAlive : this.agent;
+    const req = http.request({ ...options, socketPath: this.socketPath, agent });
     const done = () => {
       req.off("close", done);
       this.inFlight--;
@@ -297,6 +305,7 @@ export class Worker {
     this.ended ??= why;
     clearInterval(this.cpuTimer);
     this.agent.destroy();
+    this.keptAlive.destroy();
     this.child.stdin?.destroy();
     this.api?.close();
     for (const listener of this.endWaiters) listener(this.ended);

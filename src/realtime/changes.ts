@@ -6,6 +6,7 @@ import { withTransaction } from "../db/transaction";
 import type { Logger } from "../log";
 import type { ProjectRuntime } from "../projects/runtime";
 import { bindingMatches, passes, type PgBinding } from "./filters";
+import { EncodedJson } from "./protocol";
 
 /**
  * postgres_changes of one project on this node: one logical replication slot (pgoutput, publication
@@ -23,6 +24,8 @@ const LINGER_MS = 15_000;
 /** How long delivery waits for a decoded commit to become visible to snapshots (normally microseconds). */
 const VISIBLE_TRIES = 200;
 const VISIBLE_WAIT_MS = 5;
+/** Transactions whose visibility is checked at once (each on a connection of the project's data pool). */
+const CHECK_AHEAD = 4;
 
 /**
  * Back-pressure of the replication side: once this many decoded transactions wait for delivery, the
@@ -58,7 +61,8 @@ export interface ChangeSubscriber {
   bindings: PgBinding[];
   /** Who the subscriber is now (it changes with access_token messages). */
   auth(): RequestAuth;
-  deliver(ids: number[], data: ChangeData): void;
+  /** `data`: the change as the subscriber may see it (a ChangeData), encoded once for its group. */
+  deliver(ids: number[], data: EncodedJson): void;
 }
 
 type Row = Record<string, string | null | undefined>;
@@ -298,8 +302,12 @@ export class ChangeFeed {
         this.queuedLsnText = lsn;
         this.queuedSettled = false;
         this.pending++;
+        // Checked ahead (a few transactions at once), delivered in commit order.
+        const prepared = tx.changes.length ? this.ahead(() => this.prepare(tx)) : undefined;
+        prepared?.catch(() => {});
         const queued = (this.queue = this.queue
-          .then(() => (tx.changes.length ? this.deliver(tx) : undefined))
+          .then(() => prepared)
+          .then((send) => send?.())
           .catch((e: unknown) =>
             this.log.error({ ref: this.project.ref, err: (e as Error).message }, "realtime delivery failed"),
           )
@@ -361,8 +369,28 @@ export class ChangeFeed {
     return info;
   }
 
-  private async deliver(tx: Transaction): Promise<void> {
-    if (!this.subscribers.size) return;
+  /** Transactions being checked at once: each waits on the database, delivery stays in commit order. */
+  private checking = 0;
+  private readonly waitingToCheck: (() => void)[] = [];
+
+  /** Runs `work` once fewer than CHECK_AHEAD others run, in the order asked. */
+  private async ahead<T>(work: () => Promise<T>): Promise<T> {
+    if (this.checking >= CHECK_AHEAD) await new Promise<void>((r) => this.waitingToCheck.push(r));
+    this.checking++;
+    try {
+      return await work();
+    } finally {
+      this.checking--;
+      this.waitingToCheck.shift()?.();
+    }
+  }
+
+  /**
+   * Finds who may see what of a transaction (the database checks) and answers the delivery, to run in
+   * commit order; a subscriber gone meanwhile gets nothing.
+   */
+  private async prepare(tx: Transaction): Promise<(() => void) | undefined> {
+    if (!this.subscribers.size) return undefined;
     const commitTimestamp = new Date(Number(tx.commitTime / 1000n)).toISOString();
     await this.typeNameOf([
       ...new Set(tx.changes.flatMap((c) => c.relation.columns.map((col) => col.typeOid))),
@@ -390,11 +418,17 @@ export class ChangeFeed {
     });
 
     // Who may see which change: one transaction per distinct role and claims.
+    const groupKeys = new Map<RequestAuth, string>();
+    const groupOf = (auth: RequestAuth) => {
+      let key = groupKeys.get(auth);
+      if (key === undefined) groupKeys.set(auth, (key = JSON.stringify([auth.role, auth.claims])));
+      return key;
+    };
     const groups = new Map<string, { auth: RequestAuth; indexes: Set<number> }>();
     matches.forEach((m, i) => {
       for (const sub of m.perSub.keys()) {
         const auth = sub.auth();
-        const key = JSON.stringify([auth.role, auth.claims]);
+        const key = groupOf(auth);
         let g = groups.get(key);
         if (!g) groups.set(key, (g = { auth, indexes: new Set() }));
         g.indexes.add(i);
@@ -404,57 +438,77 @@ export class ChangeFeed {
     if (groups.size && (await this.needsRowChecks(matches))) await this.untilVisible(tx.xid);
     for (const [key, g] of groups) visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches));
 
-    for (const [i, m] of matches.entries()) {
-      const info = await this.tableInfo(m.change.relation.relationOid);
-      for (const [sub, ids] of m.perSub) {
-        const auth = sub.auth();
-        const seen = visible.get(JSON.stringify([auth.role, auth.claims]));
-        const error = seen?.errors.get(i);
-        if (error) {
-          // As the platform: the change's table and type with the error, no row.
-          const errorData: ChangeData = {
-            schema: m.change.relation.schema,
-            table: m.change.relation.name,
-            commit_timestamp: null,
-            type: m.type as ChangeData["type"],
-            columns: [],
-            record: {},
-            errors: [error],
-          };
-          if (m.change.tag !== "insert") errorData.old_record = {};
-          sub.deliver(ids, errorData);
-          continue;
+    const infos = await Promise.all(matches.map((m) => this.tableInfo(m.change.relation.relationOid)));
+
+    return () => {
+      for (const [i, m] of matches.entries()) {
+        // What each group sees of the change, encoded once for all its subscribers (null: nothing).
+        const encoded = new Map<string, EncodedJson | null>();
+        for (const [sub, ids] of m.perSub) {
+          if (!this.subscribers.has(sub)) continue;
+          const key = groupOf(sub.auth());
+          let data = encoded.get(key);
+          if (data === undefined) {
+            const seen = this.changeAsSeen(m, i, infos[i], commitTimestamp, visible.get(key));
+            encoded.set(key, (data = seen ? EncodedJson.of(seen) : null));
+          }
+          if (data) sub.deliver(ids, data);
         }
-        if (!seen?.visible.has(i)) continue;
-        const selectable = seen.columns.get(m.change.relation.relationOid);
-        const only = (row: Record<string, unknown>) =>
-          selectable ? Object.fromEntries(Object.entries(row).filter(([k]) => selectable.has(k))) : row;
-        const data: ChangeData = {
-          schema: m.change.relation.schema,
-          table: m.change.relation.name,
-          commit_timestamp: commitTimestamp,
-          type: m.type as ChangeData["type"],
-          columns: m.change.relation.columns
-            .filter((c) => !selectable || selectable.has(c.name))
-            .map((c) => ({
-              name: c.name,
-              type: this.typeNames.get(c.typeOid) ?? String(c.typeOid),
-            })),
-          errors: null,
-        };
-        if (m.change.tag !== "delete") data.record = only(m.record);
-        if (m.change.tag === "update") data.old_record = only(m.old);
-        if (m.change.tag === "delete") {
-          // With RLS a deleted row cannot be checked any more: only its primary key is sent.
-          data.old_record = only(
-            info.rls && info.pk.length
-              ? Object.fromEntries(info.pk.filter((c) => c.name in m.old).map((c) => [c.name, m.old[c.name]]))
-              : m.old,
-          );
-        }
-        sub.deliver(ids, data);
       }
+    };
+  }
+
+  /** The change as a group with visibility `seen` gets it: the row, an error, or nothing (undefined). */
+  private changeAsSeen(
+    m: { change: Change; type: string; record: Record<string, unknown>; old: Record<string, unknown> },
+    i: number,
+    info: TableInfo,
+    commitTimestamp: string,
+    seen: Visibility | undefined,
+  ): ChangeData | undefined {
+    const error = seen?.errors.get(i);
+    if (error) {
+      // As the platform: the change's table and type with the error, no row.
+      const errorData: ChangeData = {
+        schema: m.change.relation.schema,
+        table: m.change.relation.name,
+        commit_timestamp: null,
+        type: m.type as ChangeData["type"],
+        columns: [],
+        record: {},
+        errors: [error],
+      };
+      if (m.change.tag !== "insert") errorData.old_record = {};
+      return errorData;
     }
+    if (!seen?.visible.has(i)) return undefined;
+    const selectable = seen.columns.get(m.change.relation.relationOid);
+    const only = (row: Record<string, unknown>) =>
+      selectable ? Object.fromEntries(Object.entries(row).filter(([k]) => selectable.has(k))) : row;
+    const data: ChangeData = {
+      schema: m.change.relation.schema,
+      table: m.change.relation.name,
+      commit_timestamp: commitTimestamp,
+      type: m.type as ChangeData["type"],
+      columns: m.change.relation.columns
+        .filter((c) => !selectable || selectable.has(c.name))
+        .map((c) => ({
+          name: c.name,
+          type: this.typeNames.get(c.typeOid) ?? String(c.typeOid),
+        })),
+      errors: null,
+    };
+    if (m.change.tag !== "delete") data.record = only(m.record);
+    if (m.change.tag === "update") data.old_record = only(m.old);
+    if (m.change.tag === "delete") {
+      // With RLS a deleted row cannot be checked any more: only its primary key is sent.
+      data.old_record = only(
+        info.rls && info.pk.length
+          ? Object.fromEntries(info.pk.filter((c) => c.name in m.old).map((c) => [c.name, m.old[c.name]]))
+          : m.old,
+      );
+    }
+    return data;
   }
 
   /** Whether any change is a row that must be found again under RLS. */

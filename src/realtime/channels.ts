@@ -5,13 +5,13 @@ import { realtimeConfigOf, type RealtimeConfig } from "../catalog/realtimeConfig
 import type { Logger } from "../log";
 import { CATALOG_ONLY_SESSION } from "../db/client";
 import type { ProjectRuntime } from "../projects/runtime";
-import { ChangeFeed, type ChangeData, type ChangeSubscriber } from "./changes";
+import { ChangeFeed, type ChangeSubscriber } from "./changes";
 import type { PgBinding } from "./filters";
 import { authorizeTopic, type TopicRights } from "./authorize";
 import { NodeLink } from "./cluster";
 import { messageOf } from "./database";
 import { PresenceState, type Metas, type PresenceDiff } from "./presence";
-import type { Frame } from "./protocol";
+import { EncodedJson, type OutFrame } from "./protocol";
 
 /**
  * The channels of one project on this node: who joined which topic, their presence, the project's change
@@ -21,7 +21,7 @@ import type { Frame } from "./protocol";
 
 /** Where a session's frames go: its socket. */
 export interface Outbound {
-  send(frame: Frame): void;
+  send(frame: OutFrame): void;
 }
 
 const CONFIG_TTL_MS = 1000;
@@ -74,12 +74,12 @@ export class Session implements ChangeSubscriber {
     return this.currentAuth;
   }
 
-  push(event: string, payload: Record<string, unknown>, ref: string | null = null): void {
+  push(event: string, payload: Record<string, unknown> | EncodedJson, ref: string | null = null): void {
     this.out.send({ join_ref: this.joinRef, ref, topic: this.topic, event, payload });
   }
 
-  deliver(ids: number[], data: ChangeData): void {
-    this.push("postgres_changes", { ids, data: data as unknown as Record<string, unknown> });
+  deliver(ids: number[], data: EncodedJson): void {
+    this.push("postgres_changes", new EncodedJson(`{"ids":${JSON.stringify(ids)},"data":${data.json}}`));
   }
 
   system(extension: string, status: "ok" | "error", message: string): void {
@@ -155,11 +155,26 @@ export class ProjectHub {
 
   private authPoolInstance: pg.Pool | undefined;
 
+  /** Checks under way, by topic, role and claims: joins that arrive together share one. */
+  private readonly checks = new Map<string, Promise<TopicRights>>();
+
   /**
    * Checks a private topic's policies on the project's realtime authorization pool, whose size is the
    * config's `connection_pool` (per node, resized live), as the platform's tenant pool for these checks.
+   * Callers asking the same question (topic, role, claims) while it is being checked get its answer: many
+   * subscribers of one channel joining at once cost one check, not one each.
    */
-  async authorize(auth: RequestAuth, topic: string): Promise<TopicRights> {
+  authorize(auth: RequestAuth, topic: string): Promise<TopicRights> {
+    const key = JSON.stringify([topic, auth.role, auth.claims]);
+    let check = this.checks.get(key);
+    if (!check) {
+      check = this.checkTopic(auth, topic).finally(() => this.checks.delete(key));
+      this.checks.set(key, check);
+    }
+    return check;
+  }
+
+  private async checkTopic(auth: RequestAuth, topic: string): Promise<TopicRights> {
     const size = (await this.config()).connection_pool;
     if (!this.authPoolInstance) {
       this.authPoolInstance = new pg.Pool({
@@ -248,8 +263,10 @@ export class ProjectHub {
   }
 
   private sendDiff(key: string, diff: PresenceDiff): void {
-    for (const s of this.topics.get(key) ?? [])
-      s.push("presence_diff", diff as unknown as Record<string, unknown>);
+    const sessions = this.topics.get(key);
+    if (!sessions) return;
+    const payload = EncodedJson.of(diff);
+    for (const s of sessions) s.push("presence_diff", payload);
   }
 
   /** A broadcast to every session of the topic on every node (`from` is skipped unless it asked for self). */
@@ -259,9 +276,12 @@ export class ProjectHub {
   }
 
   private deliverLocal(key: string, message: Record<string, unknown>, from?: Session): void {
-    for (const s of this.topics.get(key) ?? []) {
+    const sessions = this.topics.get(key);
+    if (!sessions) return;
+    const payload = EncodedJson.of(message);
+    for (const s of sessions) {
       if (s === from && !s.self) continue;
-      s.push("broadcast", message);
+      s.push("broadcast", payload);
     }
   }
 

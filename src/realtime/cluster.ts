@@ -26,6 +26,8 @@ type Json = Record<string, unknown>;
 const NOTIFY_CHANNEL = "strata_realtime";
 /** pg_notify refuses payloads of 8000 bytes or more. */
 const NOTIFY_MAX = 7900;
+/** Broadcasts sent in one NOTIFY at most (a larger batch is relayed through a row, as a large message). */
+const MAX_BATCH = 100;
 /** Relayed messages are kept this long for slow listeners, then deleted by a beat. */
 const RELAY_KEEP = "1 minute";
 
@@ -44,6 +46,8 @@ export interface LinkHandlers {
 export class NodeLink {
   /** This process's hub of the project: a new one per start, so a crashed process's rows expire. */
   readonly id: string;
+  /** How this node's own messages begin (their first field is its id). */
+  private readonly ownPrefix: string;
   /** Sockets of the project on the other live nodes, as of the last beat. */
   othersConnections = 0;
   private listener: pg.Client | undefined;
@@ -60,6 +64,7 @@ export class NodeLink {
     private readonly on: LinkHandlers,
   ) {
     this.id = `${nodeId}-${randomBytes(4).toString("hex")}`;
+    this.ownPrefix = `{"node":${JSON.stringify(this.id)},`;
     void this.listen();
     this.enqueue(() => this.heartbeat());
     this.beat = setInterval(() => this.enqueue(() => this.heartbeat()), Math.max(timeoutMs / 3, 100));
@@ -68,6 +73,8 @@ export class NodeLink {
 
   /** Runs `work` after everything sent before it (cross-node order is send order). */
   private enqueue(work: () => Promise<void>): Promise<void> {
+    // A broadcast sent after this goes after it, not into a batch queued before it.
+    this.batch = undefined;
     const next = this.outbox.then(work).catch((e: Error) => {
       if (!this.closed) this.log.warn({ ref: this.project.ref, err: e.message }, "realtime node link failed");
     });
@@ -80,6 +87,7 @@ export class NodeLink {
     message: Json,
     client: pg.ClientBase | pg.Pool = this.project.adminPool,
   ): Promise<void> {
+    // `node` first: receivers know their own messages by it (ownPrefix).
     let payload = JSON.stringify({ node: this.id, ...message });
     if (Buffer.byteLength(payload) >= NOTIFY_MAX) {
       const { rows } = await client.query(
@@ -91,8 +99,24 @@ export class NodeLink {
     await client.query("select pg_notify($1, $2)", [NOTIFY_CHANNEL, payload]);
   }
 
+  /**
+   * Broadcasts waiting in the outbox behind the message being sent, as its last item: those sent meanwhile
+   * join them, and all go in one NOTIFY (`{batch}`), still in send order, so a busy channel costs one
+   * NOTIFY per round trip instead of one per message.
+   */
+  private batch: { key: string; message: Json }[] | undefined;
+
   broadcast(key: string, message: Json): void {
-    void this.enqueue(() => this.notify({ key, message }));
+    if (this.batch && this.batch.length < MAX_BATCH) {
+      this.batch.push({ key, message });
+      return;
+    }
+    const batch = [{ key, message }];
+    void this.enqueue(() => {
+      if (this.batch === batch) this.batch = undefined;
+      return this.notify(batch.length === 1 ? batch[0] : { batch });
+    });
+    this.batch = batch;
   }
 
   shutdown(): Promise<void> {
@@ -216,6 +240,8 @@ export class NodeLink {
   }
 
   private async receive(text: string): Promise<void> {
+    // This node's own messages come back too: known by their first field, without parsing them.
+    if (text.startsWith(this.ownPrefix)) return;
     let m: Json;
     try {
       m = JSON.parse(text) as Json;
@@ -234,6 +260,12 @@ export class NodeLink {
       return;
     }
     if (m.shutdown === true) return this.on.shutdown();
+    if (Array.isArray(m.batch)) {
+      for (const b of m.batch as Json[])
+        if (typeof b.key === "string" && b.message && typeof b.message === "object")
+          this.on.broadcast(b.key, b.message as Json);
+      return;
+    }
     if (typeof m.key !== "string") return;
     if (m.diff && typeof m.diff === "object") this.on.diff(m.key, m.diff as PresenceDiff);
     else if (m.message && typeof m.message === "object") this.on.broadcast(m.key, m.message as Json);

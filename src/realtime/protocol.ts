@@ -14,6 +14,23 @@ export interface Frame {
   payload: Record<string, unknown>;
 }
 
+/**
+ * A payload already encoded as JSON, so that a message going to many sessions (a broadcast, a change) is
+ * encoded once, not once per session.
+ */
+export class EncodedJson {
+  constructor(readonly json: string) {}
+
+  static of(value: unknown): EncodedJson {
+    return new EncodedJson(JSON.stringify(value));
+  }
+}
+
+/** A frame the server sends: its payload an object or already encoded. */
+export interface OutFrame extends Omit<Frame, "payload"> {
+  payload: Record<string, unknown> | EncodedJson;
+}
+
 /** Kind byte of realtime-js' binary user broadcast push. */
 const USER_BROADCAST_PUSH = 3;
 const JSON_ENCODING = 1;
@@ -83,8 +100,14 @@ function decodeBinary(data: Buffer): Frame | undefined {
   }
 }
 
-export function encodeFrame(frame: Frame, vsn: Vsn): string {
+/** The text frame, as JSON.stringify writes the object (vsn 1.0.0) or the array (vsn 2.0.0). */
+export function encodeFrame(frame: OutFrame, vsn: Vsn): string {
+  const { payload } = frame;
+  const json = payload instanceof EncodedJson ? payload.json : JSON.stringify(payload);
+  const [joinRef, ref, topic, event] = [frame.join_ref, frame.ref, frame.topic, frame.event].map((v) =>
+    JSON.stringify(v),
+  );
   return vsn === "2.0.0"
-    ? JSON.stringify([frame.join_ref, frame.ref, frame.topic, frame.event, frame.payload])
-    : JSON.stringify(frame);
+    ? `[${joinRef},${ref},${topic},${event},${json}]`
+    : `{"join_ref":${joinRef},"ref":${ref},"topic":${topic},"event":${event},"payload":${json}}`;
 }

@@ -13,7 +13,7 @@ import type { TopicRights } from "./authorize";
 import { PoolExhausted, ProjectHub, Session } from "./channels";
 import { pruneMessages } from "./database";
 import { parseBinding, type PgBinding } from "./filters";
-import { decodeFrame, encodeFrame, type Frame, type Vsn } from "./protocol";
+import { decodeFrame, encodeFrame, type Frame, type OutFrame, type Vsn } from "./protocol";
 
 /**
  * `/realtime/v1/websocket`: Phoenix channels as realtime-js speaks them (phx_join with the config
@@ -264,7 +264,7 @@ class Connection {
     return (this.hubRef ??= this.server.hubOf(this.project));
   }
 
-  send(frame: Frame): void {
+  send(frame: OutFrame): void {
     if (this.ws.readyState !== WebSocket.OPEN) return;
     if (this.ws.bufferedAmount > MAX_BUFFERED_BYTES) {
       // A subscriber that does not read: drop it rather than hold ever more frames for it.

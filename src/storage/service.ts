@@ -3,7 +3,7 @@ import type { Readable, Writable } from "node:stream";
 import type pg from "pg";
 import type { RequestAuth } from "../auth/dataAuth";
 import type { AppContext } from "../context";
-import { withTransaction } from "../db/transaction";
+import { queryInOneRoundTrip, withTransaction, type TransactionScope } from "../db/transaction";
 import type { ProjectRuntime } from "../projects/runtime";
 import { ObjectMissing, type ObjectBackend } from "./backend";
 import type { ByteRange } from "./backend/types";
@@ -28,6 +28,21 @@ export interface Caller {
 /** Thrown out of a transaction to roll it back after a permission test. */
 class Probe {}
 
+/**
+ * An upload declared at most this long is not tested against the policies before its bytes are read: they are
+ * already on their way, and the row written after them is refused (and the bytes removed) just as the test
+ * would refuse it. Longer or undeclared uploads are tested first, so a refused one is not read at all.
+ */
+const UNTESTED_UPLOAD_BYTES = 1024 * 1024;
+
+/** A single statement in one round trip (settings and statement in one pipeline: its own transaction). */
+function oneRoundTrip(pool: pg.Pool, scope: TransactionScope): store.Sql {
+  return {
+    query: <R extends pg.QueryResultRow>(text: string, values: unknown[]) =>
+      queryInOneRoundTrip(pool, scope, { text, values }) as Promise<pg.QueryResult<R>>,
+  };
+}
+
 export class StorageService {
   constructor(
     private readonly ctx: AppContext,
@@ -45,6 +60,28 @@ export class StorageService {
       );
     } catch (e) {
       throw fromDatabase(e, duplicate);
+    }
+  }
+
+  /**
+   * Runs `work`, ONE statement, as the caller's role in a single round trip (a statement of its own commits
+   * alone: `work` must not need a second one to be atomic with it).
+   */
+  async oneAsRole<T>(caller: Caller, work: (c: store.Sql) => Promise<T>, duplicate?: string): Promise<T> {
+    const { role, claims } = caller.auth;
+    try {
+      return await work(oneRoundTrip(caller.project.dataPool, { role, claims, settings: caller.settings }));
+    } catch (e) {
+      throw fromDatabase(e, duplicate);
+    }
+  }
+
+  /** Runs `work`, ONE statement, as the project's owner in a single round trip (as oneAsRole). */
+  async oneAsOwner<T>(project: ProjectRuntime, work: (c: store.Sql) => Promise<T>): Promise<T> {
+    try {
+      return await work(oneRoundTrip(project.ownerPool, project.asOwnerScope));
+    } catch (e) {
+      throw fromDatabase(e);
     }
   }
 
@@ -155,19 +192,21 @@ export class StorageService {
       mode: "create" | "update";
       upsert: boolean;
       declaredLength?: number;
-      projectSizeLimit: number;
+      /** The project's `fileSizeLimit` (or its read under way: awaited with the bucket). */
+      projectSizeLimit: number | Promise<number>;
       signedFor?: { owner?: string };
     },
   ): Promise<store.ObjectRow> {
     const { project } = caller;
     // The bucket's limits, and the version an upsert or update replaces (its bytes go once the row is written).
-    const { bucket, previous } = await this.asOwner(project, async (c) => ({
-      bucket: await store.findBucket(c, target.bucketId),
-      previous: await store.findObject(c, target.bucketId, target.name),
-    }));
-    if (!bucket) throw bucketNotFound();
+    const [found, projectSizeLimit] = await Promise.all([
+      this.oneAsOwner(project, (c) => store.findUploadTarget(c, target.bucketId, target.name)),
+      options.projectSizeLimit,
+    ]);
+    if (!found) throw bucketNotFound();
+    const { bucket, previousVersion } = found;
     checkMimeType(body.contentType, bucket.allowed_mime_types);
-    const limit = sizeLimitOf(bucket, options.projectSizeLimit);
+    const limit = sizeLimitOf(bucket, projectSizeLimit);
     if (options.declaredLength !== undefined && options.declaredLength > limit) throw tooLarge();
 
     const owner = options.signedFor ? options.signedFor.owner : subjectOf(caller.auth);
@@ -179,18 +218,23 @@ export class StorageService {
       metadata,
       userMetadata: body.userMetadata,
     });
-    const write = (c: pg.PoolClient, metadata: store.ObjectMetadata) =>
+    // One statement: an insert (with `upsert`, one that updates a taken name) or an update.
+    const write = (c: store.Sql, metadata: store.ObjectMetadata) =>
       options.mode === "update"
         ? store.replaceObject(c, row(metadata))
         : store.writeObject(c, row(metadata), options.upsert);
     // Refuse before the bytes travel: the role's policies, a taken name, a missing object to update.
-    if (!options.signedFor) {
+    const small = options.declaredLength !== undefined && options.declaredLength <= UNTESTED_UPLOAD_BYTES;
+    if (!options.signedFor && !small) {
       await this.test(caller, async (c) => {
         if (!(await write(c, placeholderMetadata(body)))) throw objectNotFound();
       });
     }
     const key = this.keyOf(project, version);
-    const stored = await this.backend.write(key, limitStream(body.stream, limit));
+    // A body of a declared length within the limit cannot pass it (the HTTP parser reads that many bytes and no
+    // more): only a body of unknown length (multipart, chunked) is counted on its way.
+    const within = options.declaredLength !== undefined && options.declaredLength <= limit;
+    const stored = await this.backend.write(key, within ? body.stream : limitStream(body.stream, limit));
     const metadata: store.ObjectMetadata = {
       eTag: `"${stored.md5}"`,
       size: stored.size,
@@ -203,14 +247,14 @@ export class StorageService {
     let written: store.ObjectRow | undefined;
     try {
       written = options.signedFor
-        ? await this.asOwner(project, (c) => write(c, metadata))
-        : await this.asRole(caller, (c) => write(c, metadata), "KeyAlreadyExists");
+        ? await this.oneAsOwner(project, (c) => write(c, metadata))
+        : await this.oneAsRole(caller, (c) => write(c, metadata), "KeyAlreadyExists");
       if (!written) throw objectNotFound();
     } catch (e) {
       await this.discard(project, [version]);
       throw e;
     }
-    if (previous?.version && previous.version !== version) await this.discard(project, [previous.version]);
+    if (previousVersion && previousVersion !== version) await this.discard(project, [previousVersion]);
     return written;
   }
 
@@ -218,7 +262,7 @@ export class StorageService {
 
   /** The object's row as the caller may see it, else 404. */
   async visibleObject(caller: Caller, bucketId: string, name: string): Promise<store.ObjectRow> {
-    const row = await this.asRole(caller, (c) => store.findObject(c, bucketId, name));
+    const row = await this.oneAsRole(caller, (c) => store.findObject(c, bucketId, name));
     if (!row) throw objectNotFound();
     return row;
   }
@@ -236,7 +280,7 @@ export class StorageService {
 
   /** Any object of the project (a signed URL already proved the right to read it). */
   async anyObject(project: ProjectRuntime, bucketId: string, name: string): Promise<store.ObjectRow> {
-    const row = await this.asOwner(project, (c) => store.findObject(c, bucketId, name));
+    const row = await this.oneAsOwner(project, (c) => store.findObject(c, bucketId, name));
     if (!row) throw objectNotFound();
     return row;
   }

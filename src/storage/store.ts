@@ -7,6 +7,14 @@ import type pg from "pg";
  * buckets, signed URLs). Nothing here knows HTTP.
  */
 
+/**
+ * What a single statement needs of its connection: a transaction's client, or one round trip on its own
+ * (StorageService.oneAsRole / oneAsOwner).
+ */
+export interface Sql {
+  query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
 const BUCKET_COLUMNS = `id, name, owner::text, owner_id, public, type, file_size_limit::float8 as file_size_limit,
   allowed_mime_types, created_at, updated_at`;
 
@@ -72,7 +80,7 @@ export async function listBuckets(
   return rows;
 }
 
-export async function findBucket(c: pg.ClientBase, id: string): Promise<BucketRow | undefined> {
+export async function findBucket(c: Sql, id: string): Promise<BucketRow | undefined> {
   const { rows } = await c.query<BucketRow>(`select ${BUCKET_COLUMNS} from storage.buckets where id = $1`, [
     id,
   ]);
@@ -132,16 +140,29 @@ export async function deleteBucket(c: pg.ClientBase, id: string): Promise<boolea
   return rowCount === 1;
 }
 
-export async function findObject(
-  c: pg.ClientBase,
-  bucketId: string,
-  name: string,
-): Promise<ObjectRow | undefined> {
+export async function findObject(c: Sql, bucketId: string, name: string): Promise<ObjectRow | undefined> {
   const { rows } = await c.query<ObjectRow>(
     `select ${OBJECT_COLUMNS} from storage.objects where bucket_id = $1 and name = $2`,
     [bucketId, name],
   );
   return rows[0];
+}
+
+/** A bucket and the version of the object at `name` in it (an upload replaces it), in one statement. */
+export async function findUploadTarget(
+  c: Sql,
+  bucketId: string,
+  name: string,
+): Promise<{ bucket: BucketRow; previousVersion: string | null } | undefined> {
+  const { rows } = await c.query<BucketRow & { previous_version: string | null }>(
+    `select ${BUCKET_COLUMNS},
+            (select version from storage.objects where bucket_id = $1 and name = $2) as previous_version
+       from storage.buckets where id = $1`,
+    [bucketId, name],
+  );
+  if (!rows[0]) return undefined;
+  const { previous_version: previousVersion, ...bucket } = rows[0];
+  return { bucket, previousVersion };
 }
 
 export interface NewObject {
@@ -171,7 +192,7 @@ function objectValues(object: NewObject): unknown[] {
   ];
 }
 
-export async function writeObject(c: pg.ClientBase, object: NewObject, upsert: boolean): Promise<ObjectRow> {
+export async function writeObject(c: Sql, object: NewObject, upsert: boolean): Promise<ObjectRow> {
   const values = objectValues(object);
   if (upsert) {
     const { rows } = await c.query<ObjectRow>(
@@ -208,7 +229,7 @@ export async function writeObject(c: pg.ClientBase, object: NewObject, upsert: b
 }
 
 /** Replaces the bytes of an existing object (PUT /object): only an update, never an insert. */
-export async function replaceObject(c: pg.ClientBase, object: NewObject): Promise<ObjectRow | undefined> {
+export async function replaceObject(c: Sql, object: NewObject): Promise<ObjectRow | undefined> {
   const { rows } = await c.query<ObjectRow>(
     `update storage.objects set owner = $3::uuid, owner_id = $4, version = $5, metadata = $6, user_metadata = $7,
         updated_at = now(), last_accessed_at = now()

@@ -60,11 +60,15 @@ test("a broadcast crosses nodes; each node streams changes from its own slot", a
   const onSecond = clientOf(`http://127.0.0.1:${second.port}`);
   const onFirst = clientOf(server.url);
   const got: unknown[] = [];
+  const burst: number[] = [];
   const arrived = new Promise<void>((resolve) => {
-    const listener = onSecond.channel("shared").on("broadcast", { event: "hello" }, (p) => {
-      got.push(p.payload);
-      resolve();
-    });
+    const listener = onSecond
+      .channel("shared")
+      .on("broadcast", { event: "hello" }, (p) => {
+        got.push(p.payload);
+        resolve();
+      })
+      .on("broadcast", { event: "burst" }, (p) => burst.push(p.payload.n));
     void subscribe(listener).then((s) => expect(s).toBe("SUBSCRIBED"));
   });
   const sender = onFirst.channel("shared");
@@ -75,6 +79,12 @@ test("a broadcast crosses nodes; each node streams changes from its own slot", a
     await Promise.race([arrived, new Promise((r) => setTimeout(r, 100))]);
   }
   expect(got[0]).toEqual({ from: "first" });
+  // Sent at once (several may cross in one NOTIFY): every one arrives, in the order sent.
+  await Promise.all(
+    Array.from({ length: 30 }, (_, n) => sender.send({ type: "broadcast", event: "burst", payload: { n } })),
+  );
+  while (burst.length < 30) await new Promise((r) => setTimeout(r, 50));
+  expect(burst).toEqual(Array.from({ length: 30 }, (_, n) => n));
 
   const changes: Record<string, unknown[]> = { first: [], second: [] };
   const ready = (c: SupabaseClient, name: "first" | "second") =>

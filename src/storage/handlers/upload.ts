@@ -1,6 +1,7 @@
 import type { Request } from "express";
 import type { CallerInput, ProjectInput } from "../http/route";
 import type { ObjectParams } from "../http/schema";
+import type { StorageSettings } from "../config";
 import type { Caller } from "../service";
 import { verifyGrant, type UploadGrant } from "../signing";
 import { readUpload } from "../upload";
@@ -9,12 +10,13 @@ import { readUpload } from "../upload";
 
 function upload(mode: "create" | "update") {
   return async ({ req, res, service, caller, settings, params }: CallerInput<ObjectParams>) => {
+    const projectSizeLimit = sizeLimitOf(settings);
     const body = await readUpload(req);
     const row = await service.upload(caller, params, body, {
       mode,
       upsert: mode === "create" && req.headers["x-upsert"] === "true",
       declaredLength: declaredLengthOf(req),
-      projectSizeLimit: (await settings()).fileSizeLimit,
+      projectSizeLimit,
     });
     res.json({ Id: row.id, Key: `${params.bucketId}/${params.name}` });
   };
@@ -34,15 +36,23 @@ export async function uploadToSignedUrl(input: ProjectInput<ObjectParams, { toke
     "upload",
   );
   const caller: Caller = { project, auth: { role: "service_role", claims: {} }, settings: {} };
+  const projectSizeLimit = sizeLimitOf(settings);
   const body = await readUpload(req);
   await service.upload(caller, params, body, {
     mode: "create",
     upsert: grant.upsert,
     declaredLength: declaredLengthOf(req),
-    projectSizeLimit: (await settings()).fileSizeLimit,
+    projectSizeLimit,
     signedFor: { owner: grant.owner },
   });
   res.json({ Key: `${bucketId}/${name}` });
+}
+
+/** The project's `fileSizeLimit`, read while the upload starts (a refusal is the upload's answer). */
+function sizeLimitOf(settings: () => Promise<StorageSettings>): Promise<number> {
+  const limit = settings().then((s) => s.fileSizeLimit);
+  limit.catch(() => {});
+  return limit;
 }
 
 function declaredLengthOf(req: Request): number | undefined {
