@@ -122,6 +122,11 @@ export class ProjectHub {
     });
   }
 
+  /** Settles once this node hears the other nodes' messages of the project (see NodeLink.listening). */
+  linked(): Promise<void> {
+    return this.link.listening;
+  }
+
   /** The project's realtime config, read again when older than a second (a PATCH applies within one). */
   config(): Promise<RealtimeConfig> {
     const now = Date.now();

@@ -51,6 +51,11 @@ export class NodeLink {
   /** Sockets of the project on the other live nodes, as of the last beat. */
   othersConnections = 0;
   private listener: pg.Client | undefined;
+  /**
+   * Settles once the first LISTEN has answered (or failed: reconnects go on behind it). A join waits for it, so
+   * a subscriber's first broadcast from another node, sent right after its join was answered, is not missed.
+   */
+  readonly listening: Promise<void>;
   private closed = false;
   private outbox: Promise<void> = Promise.resolve();
   private inbox: Promise<void> = Promise.resolve();
@@ -65,7 +70,7 @@ export class NodeLink {
   ) {
     this.id = `${nodeId}-${randomBytes(4).toString("hex")}`;
     this.ownPrefix = `{"node":${JSON.stringify(this.id)},`;
-    void this.listen();
+    this.listening = this.listen();
     this.enqueue(() => this.heartbeat());
     this.beat = setInterval(() => this.enqueue(() => this.heartbeat()), Math.max(timeoutMs / 3, 100));
     this.beat.unref();

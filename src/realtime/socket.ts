@@ -414,6 +414,7 @@ class Connection {
       session.canWrite = rights.write;
       session.canTrack = rights.presence;
     }
+    await hub.linked();
     if (this.ws.readyState !== WebSocket.OPEN) return;
     if (typeof payload.access_token === "string") session.token = payload.access_token;
     this.sessions.set(frame.topic, session);
