@@ -6,6 +6,7 @@ import type { Logger } from "../log";
 import { banAddress } from "../projects/access";
 import type { ProjectRecord } from "../projects/runtime";
 import { refusal } from "./admission";
+import { StepDown } from "./stepDown";
 import {
   errorCode,
   fatalError,
@@ -212,11 +213,18 @@ class Connection {
     this.relay(upstream, target, (code) => {
       if (code === "28P01") access?.relayedLoginFailure(this.address, database, login);
     });
+    // The platform CLI's temporary login steps down to `postgres`, which is the owner here (stepDown.ts).
+    const fromClient = login.startsWith("cli_login_")
+      ? this.client.pipe(new StepDown(record.ownerRole))
+      : this.client;
+    fromClient.on("error", () => this.close());
+    fromClient.pipe(upstream);
+    this.client.resume();
     upstream.once("close", () => relayed?.());
   }
 
   /**
-   * Pipes the two sides; the server's messages are read until the session is ready (or refused): a failed login
+   * Relays the server's side; its messages are read until the session is ready (or refused): a failed login
    * is reported by its SQLSTATE, and the session's cancel key is noted.
    */
   private relay(
@@ -247,8 +255,6 @@ class Connection {
       }
     };
     upstream.on("data", watch);
-    this.client.pipe(upstream);
-    this.client.resume();
     const end = () => this.close();
     upstream.once("close", end);
     upstream.on("error", end);
