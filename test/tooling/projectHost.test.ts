@@ -134,4 +134,89 @@ function forward(address: string, listenPort: number, port: number): Promise<net
       (await server.sql("select count(*)::int as n from storage.objects where bucket_id = 'cli-files'")).rows,
     ).toEqual([{ n: 0 }]);
   });
+  it("applies and repairs migrations with --linked (migration up, repair); migration down drops nothing", async () => {
+    const history = async () =>
+      (
+        await server.sql("select version from supabase_migrations.schema_migrations order by version")
+      ).rows.map((r) => r.version as string);
+    writeFileSync(
+      path.join(cli.dir, "supabase", "migrations", "20260102000000_second.sql"),
+      "create table public.second_notes (id int);",
+    );
+    await cli.ok(["migration", "up", "--linked"]);
+    expect(await history()).toEqual(["20260101000000", "20260102000000"]);
+    expect((await server.sql("select to_regclass('public.second_notes') as t")).rows[0].t).toBe(
+      "second_notes",
+    );
+    // `migration down` resets by dropping every schema not owned by the platform's `supabase_admin`: Strata's
+    // own are not the owner's, so the one statement fails whole and nothing is dropped.
+    const down = await cli.run(["migration", "down", "--linked", "--last", "1", "--yes"]);
+    expect(down.stderr).toMatch(/must be owner of schema/);
+    expect((await server.sql("select to_regclass('public.second_notes') as t")).rows[0].t).toBe(
+      "second_notes",
+    );
+    expect(await history()).toEqual(["20260101000000", "20260102000000"]);
+    await cli.ok(["migration", "repair", "--status", "reverted", "20260102000000", "--linked"]);
+    expect(await history()).toEqual(["20260101000000"]);
+    expect(await cli.ok(["migration", "list", "--linked"])).toMatch(/20260102000000.*\|\s*` `/);
+  });
+
+  it("creates the buckets of config.toml (seed buckets), reads snippets, adds a SAML provider from a file", async () => {
+    const toml = path.join(cli.dir, "supabase", "config.toml");
+    writeFileSync(toml, `${readFileSync(toml, "utf8")}\n[storage.buckets.seeded]\npublic = true\n`);
+    await cli.ok(["seed", "buckets", "--linked"]);
+    expect((await server.sql("select public from storage.buckets where id = 'seeded'")).rows).toEqual([
+      { public: true },
+    ]);
+
+    const made = await fetch(`${server.url}/v1/snippets`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.managementToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "one", sql: "select 41 + 1", project_ref: ref }),
+    });
+    const { id } = await made.json();
+    expect(await cli.ok(["snippets", "list"])).toMatch(new RegExp(`${id} \\| one`));
+    expect(await cli.ok(["snippets", "download", id])).toBe("select 41 + 1\n");
+
+    const certificate = readFileSync(
+      path.join(server.strata.ctx.config.dataDir, "db-listener", "server.crt"),
+      "utf8",
+    ).replace(/-----[^-]+-----|\s/g, "");
+    const metadata = path.join(cli.dir, "idp.xml");
+    writeFileSync(
+      metadata,
+      `<md:EntityDescriptor xmlns:md="urn:oasis:names:tc:SAML:2.0:metadata" entityID="https://idp.example.test/metadata">` +
+        `<md:IDPSSODescriptor protocolSupportEnumeration="urn:oasis:names:tc:SAML:2.0:protocol">` +
+        `<md:KeyDescriptor use="signing"><ds:KeyInfo xmlns:ds="http://www.w3.org/2000/09/xmldsig#"><ds:X509Data>` +
+        `<ds:X509Certificate>${certificate}</ds:X509Certificate></ds:X509Data></ds:KeyInfo></md:KeyDescriptor>` +
+        `<md:SingleSignOnService Binding="urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect" Location="https://idp.example.test/sso"/>` +
+        `</md:IDPSSODescriptor></md:EntityDescriptor>`,
+    );
+    const added = JSON.parse(
+      await cli.ok([
+        "sso",
+        "add",
+        "--type",
+        "saml",
+        "--metadata-file",
+        metadata,
+        "--domains",
+        "example.com",
+        "--project-ref",
+        ref,
+        "-o",
+        "json",
+      ]),
+    );
+    expect(added).toMatchObject({ saml: { entity_id: "https://idp.example.test/metadata" } });
+    const listed = await fetch(`${server.url}/v1/projects/${ref}/config/auth/sso/providers`, {
+      headers: { authorization: `Bearer ${server.managementToken}` },
+    });
+    expect((await listed.json()).items).toEqual([
+      expect.objectContaining({
+        id: added.id,
+        domains: [expect.objectContaining({ domain: "example.com" })],
+      }),
+    ]);
+  });
 });
