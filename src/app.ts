@@ -51,6 +51,7 @@ import { oneOffClient } from "./db/client";
 import { ControlDatabaseError, prepareControlDatabase } from "./platform/controlDatabase";
 import { claimDuty } from "./platform/duties";
 import { openDbListener } from "./pooler/start";
+import { openHttpsServer } from "./https";
 
 export class StartupError extends Error {}
 
@@ -71,6 +72,8 @@ export interface RunningStrata {
   ctx: AppContext;
   info: StrataInfo;
   port: number;
+  /** The HTTPS listener's port (STRATA_HTTPS_PORT), when it is on. */
+  httpsPort?: number;
   stop(): Promise<void>;
 }
 
@@ -418,15 +421,23 @@ export async function startStrata(
     s.once("error", refuse);
     s.listen(config.port, () => resolve(s));
   });
-  ctx.realtime?.attach(server);
+  const httpsServer = await openHttpsServer(ctx, serverOptions, http.listener).catch((e: Error) => {
+    server.close();
+    throw new StartupError(
+      `Cannot listen on port ${config.https.port}: ${e.message} (set STRATA_HTTPS_PORT to a free port)`,
+    );
+  });
+  for (const s of [server, httpsServer]) if (s) ctx.realtime?.attach(s);
   void ctx.realtime?.checkWalLevel().catch(() => {});
   const dbListener = await openDbListener(ctx).catch((e: Error) => {
     server.close();
+    httpsServer?.close();
     throw new StartupError(
       `Cannot start the database listener: ${e.message} (set STRATA_DB_PORT to a free port)`,
     );
   });
   const port = (server.address() as AddressInfo).port;
+  const httpsPort = httpsServer && (httpsServer.address() as AddressInfo).port;
   ctx.config = { ...config, port };
   const info = await describeDefaultProject(ctx, db.managementToken);
   ctx.ready = true;
@@ -442,12 +453,13 @@ export async function startStrata(
    */
   const shutdown = async () => {
     const deadline = Date.now() + config.shutdownGraceMs;
-    const drained = http.drain(server);
+    const drained = Promise.all([server, httpsServer].map((s) => s && http.drain(s)));
     const dbListenerClosed = dbListener?.close();
     const realtimeClosed = ctx.realtime?.close();
     if (!(await settledBy(deadline, drained))) {
       log.warn("shutdown: requests still running at the end of the grace were cut");
       server.closeAllConnections();
+      httpsServer?.closeAllConnections();
       ctx.realtime?.terminate();
     }
     clearInterval(branchSweeper);
@@ -479,5 +491,5 @@ export async function startStrata(
   };
   let stopping: Promise<void> | undefined;
   const stop = () => (stopping ??= shutdown());
-  return { ctx, info, port, stop };
+  return { ctx, info, port, httpsPort, stop };
 }

@@ -57,6 +57,17 @@ export interface StrataConfig {
     tlsKey: string | undefined;
   };
   /**
+   * The optional HTTPS listener: the same app as `port`, for clients that reach a project at
+   * `https://<ref>.<domain>` (the platform's CLI does).
+   */
+  https: {
+    /** STRATA_HTTPS_PORT; undefined: off. */
+    port: number | undefined;
+    /** STRATA_TLS_CERT and STRATA_TLS_KEY: PEM files; unset, the database listener's certificate. */
+    tlsCert: string | undefined;
+    tlsKey: string | undefined;
+  };
+  /**
    * Password of the cluster-wide `authenticator` role; generated and kept in the control plane when unset.
    * Set it when several Strata installations share one cluster.
    */
@@ -238,6 +249,9 @@ const schema = z.object({
     .optional(),
   STRATA_DB_TLS_CERT: z.string().optional(),
   STRATA_DB_TLS_KEY: z.string().optional(),
+  STRATA_HTTPS_PORT: port("STRATA_HTTPS_PORT").optional(),
+  STRATA_TLS_CERT: z.string().optional(),
+  STRATA_TLS_KEY: z.string().optional(),
   DATA_POOL_WAIT_MS: positiveInt("DATA_POOL_WAIT_MS").default(10_000),
   DATA_REQUEST_TIMEOUT_MS: positiveInt("DATA_REQUEST_TIMEOUT_MS").default(30_000),
   SHUTDOWN_GRACE_MS: positiveInt("SHUTDOWN_GRACE_MS").default(10_000),
@@ -371,6 +385,8 @@ export function loadConfig(
     throw new ConfigError(
       "Invalid configuration: set both STRATA_DB_TLS_CERT and STRATA_DB_TLS_KEY, or neither",
     );
+  if ((c.STRATA_TLS_CERT === undefined) !== (c.STRATA_TLS_KEY === undefined))
+    throw new ConfigError("Invalid configuration: set both STRATA_TLS_CERT and STRATA_TLS_KEY, or neither");
   if (c.DISK_WARN_FREE_MB <= c.DISK_REFUSE_FREE_MB)
     throw new ConfigError(
       `Invalid configuration: DISK_WARN_FREE_MB must be more than DISK_REFUSE_FREE_MB (got ${c.DISK_WARN_FREE_MB} and ${c.DISK_REFUSE_FREE_MB})`,
@@ -402,6 +418,7 @@ export function loadConfig(
       tlsCert: c.STRATA_DB_TLS_CERT,
       tlsKey: c.STRATA_DB_TLS_KEY,
     },
+    https: { port: c.STRATA_HTTPS_PORT, tlsCert: c.STRATA_TLS_CERT, tlsKey: c.STRATA_TLS_KEY },
     authenticatorPassword: c.AUTHENTICATOR_PASSWORD,
     kek: c.STRATA_KEK,
     poolWaitMs: c.DATA_POOL_WAIT_MS,

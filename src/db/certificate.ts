@@ -7,8 +7,10 @@ export async function selfSignedCertificate(names: string[]): Promise<{ cert: st
     algorithm: "sha256",
     notAfterDate: new Date(Date.now() + 10 * 365 * 86_400_000),
     extensions: [
-      { name: "basicConstraints", cA: false },
-      { name: "keyUsage", digitalSignature: true, keyEncipherment: true },
+      // Its own authority, as `openssl req -x509` makes one: a client told to trust it (Go's SSL_CERT_FILE, Bun's
+      // or Node's NODE_EXTRA_CA_CERTS) takes it as a root; BoringSSL refuses a root that is no authority.
+      { name: "basicConstraints", cA: true },
+      { name: "keyUsage", digitalSignature: true, keyEncipherment: true, keyCertSign: true },
       {
         name: "subjectAltName",
         altNames: [

@@ -1,11 +1,12 @@
 import net from "node:net";
 import tls from "node:tls";
-import type { Duplex } from "node:stream";
+import type { Duplex, Readable } from "node:stream";
 import type { AppContext } from "../context";
 import type { Logger } from "../log";
 import { banAddress } from "../projects/access";
 import type { ProjectRecord } from "../projects/runtime";
 import { refusal } from "./admission";
+import { StepDown } from "./stepDown";
 import { openOwnerVaultSession, protocolMessage } from "./vaultSession";
 import {
   errorCode,
@@ -218,19 +219,25 @@ class Connection {
               this.log.debug({ ref: record.ref }, "database listener: the owner's session has no vault key");
           }
         : undefined;
+    // The platform CLI's temporary login steps down to `postgres`, which is the owner here (stepDown.ts).
+    const fromClient: Readable = login.startsWith("cli_login_")
+      ? this.client.pipe(new StepDown(record.ownerRole))
+      : this.client;
+    fromClient.on("error", () => this.close());
     this.relay(
       upstream,
       target,
       (code) => {
         if (code === "28P01") access?.relayedLoginFailure(this.address, database, login);
       },
+      fromClient,
       prepare,
     );
     upstream.once("close", () => relayed?.());
   }
 
   /**
-   * Pipes the two sides; the server's messages are read until the session is ready (or refused): a failed login
+   * Pipes the two sides (the client's bytes from `fromClient`); the server's messages are read until the session is ready (or refused): a failed login
    * is reported by its SQLSTATE, and the session's cancel key is noted. With `prepare`, the listener runs its
    * own steps on the ready session before the client gets its ReadyForQuery; until then the client may send
    * only its password messages, so nothing of its own runs in between.
@@ -239,6 +246,7 @@ class Connection {
     upstream: net.Socket,
     target: { host: string; port: number },
     failed: (code?: string) => void,
+    fromClient: Readable,
     prepare?: (session: net.Socket) => Promise<void>,
   ) {
     const reader = new ServerMessageReader();
@@ -278,7 +286,7 @@ class Connection {
       }
     };
     upstream.on("data", watch);
-    if (!prepare) this.client.pipe(upstream);
+    if (!prepare) fromClient.pipe(upstream);
     this.client.resume();
     const end = () => this.close();
     upstream.once("close", end);

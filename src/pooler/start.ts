@@ -30,13 +30,10 @@ async function ensureCertificate(dir: string, domain: string): Promise<{ cert: B
  * self-signed one made once in the data directory. Clients that do not verify the server (the CLI, psql's default
  * `sslmode=prefer`) accept either; only a verifying client (`verify-full`) needs the operator's.
  */
-async function secureContext(ctx: AppContext): Promise<tls.SecureContext> {
+export async function listenerCertificate(ctx: AppContext): Promise<{ cert: Buffer; key: Buffer }> {
   const { tlsCert, tlsKey } = ctx.config.dbListener;
-  if (tlsCert && tlsKey)
-    return tls.createSecureContext({ cert: readFileSync(tlsCert), key: readFileSync(tlsKey) });
-  return tls.createSecureContext(
-    await ensureCertificate(path.join(ctx.config.dataDir, "db-listener"), ctx.config.domain),
-  );
+  if (tlsCert && tlsKey) return { cert: readFileSync(tlsCert), key: readFileSync(tlsKey) };
+  return ensureCertificate(path.join(ctx.config.dataDir, "db-listener"), ctx.config.domain);
 }
 
 /**
@@ -50,7 +47,7 @@ export async function openDbListener(ctx: AppContext): Promise<DbListener | unde
     const listener = await startDbListener(ctx, {
       port,
       host: listen,
-      secureContext: await secureContext(ctx),
+      secureContext: tls.createSecureContext(await listenerCertificate(ctx)),
     });
     ctx.dbListener = { host, port: listener.port };
     ctx.log.info({ address: `${listen}:${listener.port}`, host }, "database listener started");

@@ -94,6 +94,17 @@ describe("the platform's CLI against Strata", () => {
     );
   });
 
+  /** The project database's own settings (`ALTER DATABASE ... SET`). */
+  const databaseSettings = async (): Promise<string[]> =>
+    (
+      await server.sql(
+        `select unnest(setconfig) as setting from pg_db_role_setting
+          where setdatabase = (select oid from pg_database where datname = current_database()) and setrole = 0`,
+      )
+    ).rows.map((r) => r.setting);
+  /** A setting as a new session of the project's database starts with it. */
+  const show = async (name: string): Promise<string> => (await asOwner(`show ${name}`)).rows[0][name];
+
   it("updates postgres config by sending back what it read, restart-only fields unchanged", async () => {
     const config = (command: string, ...args: string[]) =>
       cli.run(["postgres-config", command, "--experimental", "--project-ref", ref, ...args]);
@@ -101,11 +112,7 @@ describe("the platform's CLI against Strata", () => {
     const before = await read();
     expect(before.max_connections).toEqual(expect.any(Number));
     expect((await config("update", "--config", "statement_timeout=30s")).code).toBe(0);
-    const { rows } = await server.sql(
-      `select unnest(setconfig) as setting from pg_db_role_setting
-        where setdatabase = (select oid from pg_database where datname = current_database()) and setrole = 0`,
-    );
-    expect(rows).toContainEqual({ setting: "statement_timeout=30s" });
+    expect(await databaseSettings()).toContain("statement_timeout=30s");
     // A restart-only field really changed is still refused, and nothing of the request is applied.
     const refused = await config(
       "update",
@@ -117,6 +124,17 @@ describe("the platform's CLI against Strata", () => {
     expect(refused.code).not.toBe(0);
     expect(refused.stderr).toMatch(/max_connections/);
     expect(await read()).toMatchObject({ statement_timeout: "30s", max_connections: before.max_connections });
+    // `delete` sends back the config it read without the key: the override goes, the others stay.
+    expect((await config("update", "--config", "work_mem=24MB")).code).toBe(0);
+    expect((await config("delete", "--config", "statement_timeout")).code).toBe(0);
+    expect(await databaseSettings()).toEqual(["work_mem=24MB"]);
+    expect(await show("statement_timeout")).toBe(before.statement_timeout);
+    // `update --replace-existing-overrides` sends only its own keys: every other override goes.
+    expect((await config("update", "--replace-existing-overrides", "--config", "lock_timeout=9s")).code).toBe(
+      0,
+    );
+    expect(await databaseSettings()).toEqual(["lock_timeout=9s"]);
+    expect(await show("work_mem")).toBe(before.work_mem);
   });
 
   it("pushes config.toml (config push) and finds the remote up to date after", async () => {

@@ -28,11 +28,22 @@ export interface Cli {
   ok(args: string[], opts?: { cwd?: string }): Promise<string>;
 }
 
+export interface CliOptions {
+  /** The profile's `project_host` (the server's STRATA_DOMAIN); default localhost. */
+  projectHost?: string;
+  /**
+   * A hosts file the CLI resolves names with: each command then runs in a mount namespace of its own where it
+   * is /etc/hosts (root only), as an operator's DNS would answer.
+   */
+  hostsFile?: string;
+  env?: Record<string, string>;
+}
+
 /**
  * The CLI with a profile naming the test server as the platform (`--profile <file>`), the management token
  * as SUPABASE_ACCESS_TOKEN and a home directory of its own.
  */
-export async function platformCli(server: TestServer): Promise<Cli> {
+export async function platformCli(server: TestServer, options: CliOptions = {}): Promise<Cli> {
   const home = testTempDir("strata-cli-home-");
   const profile = path.join(home, "strata-profile.json");
   writeFileSync(
@@ -41,7 +52,7 @@ export async function platformCli(server: TestServer): Promise<Cli> {
       name: "strata",
       api_url: server.url,
       dashboard_url: server.url,
-      project_host: "localhost",
+      project_host: options.projectHost ?? "localhost",
     }),
   );
   const env = {
@@ -49,12 +60,24 @@ export async function platformCli(server: TestServer): Promise<Cli> {
     HOME: home,
     SUPABASE_ACCESS_TOKEN: server.managementToken,
     DO_NOT_TRACK: "1",
+    ...options.env,
   };
+  const command = [path.join(BIN, "supabase"), "--profile", profile];
+  if (options.hostsFile) {
+    command.unshift(
+      "unshare",
+      "-m",
+      "sh",
+      "-c",
+      'mount --bind "$0" /etc/hosts && exec "$@"',
+      options.hostsFile,
+    );
+  }
   const run = (args: string[], opts: { cwd?: string } = {}) =>
     new Promise<CliResult>((resolve) => {
       execFile(
-        path.join(BIN, "supabase"),
-        ["--profile", profile, ...args],
+        command[0],
+        [...command.slice(1), ...args],
         { env, cwd: opts.cwd ?? dir, maxBuffer: 16 * 1024 * 1024 },
         (error, stdout, stderr) =>
           resolve({

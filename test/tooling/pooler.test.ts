@@ -234,6 +234,43 @@ describe("the database listener", () => {
     );
   });
 
+  it("lets the CLI's temporary login step down to postgres, which is the project's owner here", async () => {
+    const login = async (readOnly: boolean) => {
+      const made = await mgmt(server, "POST", `/v1/projects/${a.ref}/cli/login-role`, {
+        body: { read_only: readOnly },
+      });
+      return connect({ user: made.body.role, password: made.body.password });
+    };
+    const whoAmI = async (client: pg.Client) =>
+      (await client.query("select current_user as role")).rows[0].role as string;
+    const writer = await login(false);
+    // The CLI's statement, as a simple query and as a prepared statement (its migrations' batch), every time.
+    await writer.query("SET SESSION ROLE postgres");
+    expect(await whoAmI(writer)).toBe(`postgres_${a.ref}`);
+    await writer.query("RESET ROLE");
+    await writer.query({ name: "step_down", text: "SET SESSION ROLE postgres" });
+    expect(await whoAmI(writer)).toBe(`postgres_${a.ref}`);
+    await writer.query("create table public.stepped_down (id int)");
+    // Any other statement passes as it is: `postgres` is the cluster's own role there, not the project's.
+    await expect(writer.query("set session role postgres; select 1")).rejects.toThrow(
+      /permission denied to set role "postgres"/,
+    );
+    await writer.end();
+    expect(
+      (await asAdmin(a, "select tableowner from pg_tables where tablename = 'stepped_down'")).rows,
+    ).toEqual([{ tableowner: `postgres_${a.ref}` }]);
+    // A read-only login may not become the owner either way.
+    const reader = await login(true);
+    await expect(reader.query("SET SESSION ROLE postgres")).rejects.toThrow(/permission denied/);
+    await reader.end();
+    // The owner's own login is not rewritten.
+    const owner = await connect({ user: `postgres.${a.ref}`, password: a.password });
+    await expect(owner.query("SET SESSION ROLE postgres")).rejects.toThrow(
+      /permission denied to set role "postgres"/,
+    );
+    await owner.end();
+  });
+
   it("refuses malformed first messages and a paused project's connections", async () => {
     const reply = (bytes: Buffer) =>
       new Promise<string>((resolve) => {

@@ -273,10 +273,45 @@ function refuseClusterWide(fields: { name: string; reach: Reach }[], restart: bo
   );
 }
 
+/** One step of a PUT: a value to set, or `null` to drop the override (the setting goes back to its default). */
+interface Change {
+  name: string;
+  value: string | null;
+  reach: Reach;
+}
+
 /**
- * Validates every field first (nothing is applied when one is refused), then applies them: per database,
- * cluster-wide with a reload, or cluster-wide with a restart. Only an installation administrator
- * (`clusterWide`) may change cluster-wide settings or restart.
+ * The overrides a PUT that leaves these fields out drops: the database's own (`ALTER DATABASE ... SET`), and for
+ * an installation administrator the cluster's (`ALTER SYSTEM`, in postgresql.auto.conf). A tenant's overrides
+ * are its database's: the cluster's settings are the installation's, which a tenant's PUT neither sets nor drops.
+ */
+async function overridesLeftOut(
+  client: pg.ClientBase,
+  db: string,
+  present: Set<string>,
+  clusterWide: boolean,
+): Promise<{ database: string[]; cluster: string[] }> {
+  const { rows: own } = await client.query<{ name: string }>(
+    `select split_part(c, '=', 1) as name
+       from pg_db_role_setting s join pg_database d on d.oid = s.setdatabase, unnest(s.setconfig) c
+      where d.datname = $1 and s.setrole = 0`,
+    [db],
+  );
+  const leftOut = (names: string[]) => names.filter((n) => FIELDS.includes(n) && !present.has(n));
+  const database = leftOut(own.map((r) => r.name));
+  if (!clusterWide) return { database, cluster: [] };
+  const { rows: system } = await client.query<{ name: string }>(
+    "select distinct name from pg_file_settings where sourcefile like '%/postgresql.auto.conf'",
+  );
+  return { database, cluster: leftOut(system.map((r) => r.name)) };
+}
+
+/**
+ * Replaces the project's overrides with the body, as the platform does (its CLI merges client-side, and
+ * `postgres-config delete` sends the config it read without the deleted keys): a field sent sets its value, a
+ * field left out loses its override. Validates every change first (nothing is applied when one is refused),
+ * then applies them: per database, cluster-wide with a reload, or cluster-wide with a restart. Only an
+ * installation administrator (`clusterWide`) may change cluster-wide settings or restart.
  */
 export async function applyConfig(
   ctx: AppContext,
@@ -291,15 +326,10 @@ export async function applyConfig(
   const current = sent.length ? await effectiveConfig(project) : {};
   const client = await project.adminPool.connect();
   try {
-    const settings = await settingsOf(
-      client,
-      sent.map(([k]) => k),
-    );
+    const db: string = (await client.query("select current_database() as d")).rows[0].d;
+    const dropped = await overridesLeftOut(client, db, new Set(sent.map(([k]) => k)), clusterWide);
+    const settings = await settingsOf(client, [...sent.map(([k]) => k), ...dropped.cluster]);
     const entries = sent.filter(([name, raw]) => !unchanged(settings.get(name), raw, current[name]));
-    if (!entries.length) {
-      if (!clusterWide) refuseClusterWide([], restart === true);
-      return;
-    }
     const reached = entries.map(([name, raw]) => {
       const setting = settings.get(name);
       if (!setting) {
@@ -308,35 +338,25 @@ export async function applyConfig(
       return { name, raw, setting, reach: reachOf(setting) };
     });
     if (!clusterWide) refuseClusterWide(reached, restart === true);
-    const plan: { name: string; value: string; reach: Reach }[] = [];
-    for (const { name, raw, setting, reach } of reached) {
-      const value = validated(setting, raw);
-      if (setting.source === "command line") {
-        throw new HttpError(
-          400,
-          `${name} cannot be changed: Strata starts the cluster with it set on the command line (it needs that value)`,
-        );
+    // What the body sends is checked first: its own refusal is the one the caller hears.
+    const plan: Change[] = reached.map(({ name, raw, setting }) => ({
+      name,
+      value: validated(setting, raw),
+      reach: startableAt(ctx, project, setting, restart),
+    }));
+    for (const name of dropped.database) plan.push({ name, value: null, reach: "database" });
+    for (const name of dropped.cluster) {
+      const setting = settings.get(name);
+      // An entry the command line overrides was never in force: nothing to drop.
+      if (setting && setting.source !== "command line") {
+        plan.push({ name, value: null, reach: startableAt(ctx, project, setting, restart) });
       }
-      if (reach === "restart") {
-        if (!onEmbeddedCluster(ctx, project)) {
-          throw new HttpError(
-            400,
-            `${name} takes effect only when the server starts, and this project's cluster is not run by Strata: set it in its postgresql.conf and restart it`,
-          );
-        }
-        if (restart !== true) {
-          throw new HttpError(
-            400,
-            `${name} takes effect only when the server restarts: send restart_database: true to restart the database (every project on its cluster is briefly disconnected)`,
-          );
-        }
-      }
-      plan.push({ name, value, reach });
     }
-    const db: string = (await client.query("select current_database() as d")).rows[0].d;
     for (const p of plan) {
-      if (p.reach === "database")
-        await runUtilityStatement(client, "alter database %I set %I = %L", [db, p.name, p.value]);
+      if (p.reach === "database") {
+        if (p.value === null) await runUtilityStatement(client, "alter database %I reset %I", [db, p.name]);
+        else await runUtilityStatement(client, "alter database %I set %I = %L", [db, p.name, p.value]);
+      } else if (p.value === null) await runUtilityStatement(client, "alter system reset %I", [p.name]);
       else await runUtilityStatement(client, "alter system set %I = %L", [p.name, p.value]);
     }
     if (plan.some((p) => p.reach === "reload")) await reloadConfiguration(client);
@@ -359,6 +379,36 @@ export async function applyConfig(
       // released before the restart
     }
   }
+}
+
+/**
+ * Where a change of this setting is applied, or 400 when it cannot be: one Strata sets on the command line, or a
+ * start-time one without a restart Strata may make (`restart_database: true` on the cluster it runs).
+ */
+function startableAt(ctx: AppContext, project: ProjectRuntime, setting: Setting, restart: unknown): Reach {
+  const { name } = setting;
+  const reach = reachOf(setting);
+  if (setting.source === "command line") {
+    throw new HttpError(
+      400,
+      `${name} cannot be changed: Strata starts the cluster with it set on the command line (it needs that value)`,
+    );
+  }
+  if (reach === "restart") {
+    if (!onEmbeddedCluster(ctx, project)) {
+      throw new HttpError(
+        400,
+        `${name} takes effect only when the server starts, and this project's cluster is not run by Strata: set it in its postgresql.conf and restart it`,
+      );
+    }
+    if (restart !== true) {
+      throw new HttpError(
+        400,
+        `${name} takes effect only when the server restarts: send restart_database: true to restart the database (every project on its cluster is briefly disconnected)`,
+      );
+    }
+  }
+  return reach;
 }
 
 /**

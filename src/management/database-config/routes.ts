@@ -35,7 +35,7 @@ export function databaseConfigRoutes(ctx: AppContext): Router {
       "allows it, else cluster-wide (ALTER SYSTEM and a reload, or a restart of the embedded cluster when " +
       "restart_database is true; cluster-wide settings and restarts are for the installation's " +
       "administrators only: 403 naming them for others); a setting that cannot be applied answers 400 " +
-      "with the reason",
+      "with the reason. The body replaces the overrides: a field left out goes back to the server's default",
     {
       access: { permission: "database_config_write", scope: "database:write" },
       body: PostgresConfigBody,

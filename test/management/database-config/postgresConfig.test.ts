@@ -6,9 +6,12 @@ import { mgmt } from "../client";
 describe("Management API: PostgreSQL config", () => {
   let server: TestServer;
   let path: string;
+  /** The values before any PUT: the server's, which a dropped override goes back to. */
+  const defaults: Record<string, string> = {};
   beforeAll(async () => {
     server = await startTestServer();
     path = `/v1/projects/${server.ref}/config/database/postgres`;
+    for (const name of ["work_mem", "statement_timeout", "log_lock_waits"]) defaults[name] = await show(name);
   });
   afterAll(() => server.stop());
 
@@ -55,6 +58,27 @@ describe("Management API: PostgreSQL config", () => {
     expect(await show("max_parallel_workers_per_gather")).toBe("3");
     expect(await show("log_lock_waits")).toBe("on");
     expect((await mgmt(server, "GET", path)).body.work_mem).toBe("24MB");
+  });
+
+  it("replaces the overrides: a field the body leaves out goes back to its default", async () => {
+    // The platform's CLI deletes a key by sending back the config it read without that key.
+    const { work_mem: _deleted, ...rest } = (await mgmt(server, "GET", path)).body;
+    const put = await mgmt(server, "PUT", path, { body: rest });
+    expect(put.status).toBe(200);
+    expect(put.body.work_mem).toBe(defaults.work_mem);
+    expect(await show("work_mem")).toBe(defaults.work_mem);
+    expect(await show("statement_timeout")).toBe("45s");
+    const { rows } = await server.sql(
+      `select s.setconfig from pg_db_role_setting s join pg_database d on d.oid = s.setdatabase
+        where d.datname = current_database() and s.setrole = 0`,
+    );
+    expect(rows[0].setconfig).toEqual(expect.arrayContaining(["statement_timeout=45s"]));
+    expect(rows[0].setconfig.some((c: string) => c.startsWith("work_mem="))).toBe(false);
+    // A body of one field keeps that one override only.
+    expect((await mgmt(server, "PUT", path, { body: { work_mem: "24MB" } })).status).toBe(200);
+    expect(await show("work_mem")).toBe("24MB");
+    expect(await show("statement_timeout")).toBe(defaults.statement_timeout);
+    expect(await show("log_lock_waits")).toBe(defaults.log_lock_waits);
   });
 
   it("refuses values outside PostgreSQL's own limits, and applies nothing of a refused body", async () => {

@@ -73,6 +73,14 @@ describe("Management API: cluster-wide PostgreSQL config on the embedded cluster
     expect(await show("checkpoint_timeout")).toBe("7min");
     const auto = readFileSync(path.join(dir, "pgdata", "postgresql.auto.conf"), "utf8");
     expect(auto).toMatch(/checkpoint_timeout = '7min'/);
+    // Left out of the administrator's PUT (the CLI's `postgres-config delete`), the cluster's override goes.
+    const { checkpoint_timeout: _deleted, ...rest } = (await call("GET")).body;
+    expect((await call("PUT", rest)).status).toBe(200);
+    expect(await show("checkpoint_timeout")).toBe("5min");
+    expect(await show("log_checkpoints")).toBe(wanted ? "on" : "off");
+    expect(readFileSync(path.join(dir, "pgdata", "postgresql.auto.conf"), "utf8")).not.toMatch(
+      /checkpoint_timeout/,
+    );
   });
 
   it("restarts the cluster for a start-time setting only when restart_database says so", async () => {

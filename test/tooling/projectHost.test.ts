@@ -1,0 +1,222 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { startTestServer, type TestServer } from "../helpers/server";
+import { testTempDir } from "../helpers/tempDir";
+import { platformCli, type Cli } from "./clients";
+
+/**
+ * The platform's CLI reaching a project at its own hosts, as on the platform: `https://<ref>.<project_host>` (port
+ * 443: `link`'s version probes, `storage ls|cp|mv|rm`) and `db.<ref>.<project_host>:5432` (`--linked` database
+ * commands). The CLI takes no port for either, so the test gives the names a loopback address of their own
+ * (a hosts file mounted over /etc/hosts in the CLI's own mount namespace, as an operator's DNS answers them):
+ * Strata's database listener listens there on 5432, and port 443 there forwards to Strata's HTTPS listener, as
+ * an operator maps it. The CLI trusts the listener's self-signed certificate through SSL_CERT_FILE.
+ */
+
+jest.setTimeout(600_000);
+
+const DOMAIN = "strata.test";
+/** Running the CLI in a mount namespace of its own needs root and unshare(1). */
+const canMountHosts = process.getuid?.() === 0 && existsSync("/usr/bin/unshare");
+
+/** Forwards every connection to `address:listenPort` to Strata's `port` on the loopback. */
+function forward(address: string, listenPort: number, port: number): Promise<net.Server> {
+  const server = net.createServer((socket) => {
+    const upstream = net.connect(port, "127.0.0.1");
+    socket.pipe(upstream).pipe(socket);
+    const end = () => {
+      socket.destroy();
+      upstream.destroy();
+    };
+    socket.on("error", end);
+    upstream.on("error", end);
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(listenPort, address, () => resolve(server));
+  });
+}
+
+(canMountHosts ? describe : describe.skip)("the platform's CLI at the project's own hosts", () => {
+  // A loopback address of this run's own, so that ports 443 and 5432 are free there.
+  const address = `127.36.${1 + Math.floor(Math.random() * 250)}.${1 + Math.floor(Math.random() * 250)}`;
+  let server: TestServer;
+  let https: net.Server;
+  let cli: Cli;
+  let ref: string;
+
+  beforeAll(async () => {
+    server = await startTestServer({
+      STRATA_DOMAIN: DOMAIN,
+      STRATA_DB_PORT: "5432",
+      STRATA_DB_LISTEN: address,
+      STRATA_HTTPS_PORT: "0",
+    });
+    ref = server.ref;
+    https = await forward(address, 443, server.strata.httpsPort!);
+    const hosts = path.join(testTempDir("strata-hosts-"), "hosts");
+    writeFileSync(hosts, `127.0.0.1 localhost\n${address} ${ref}.${DOMAIN} db.${ref}.${DOMAIN}\n`);
+    const certificate = path.join(server.strata.ctx.config.dataDir, "db-listener", "server.crt");
+    cli = await platformCli(server, {
+      projectHost: DOMAIN,
+      hostsFile: hosts,
+      // Its Go part reads SSL_CERT_FILE, its Bun part NODE_EXTRA_CA_CERTS.
+      env: { SSL_CERT_FILE: certificate, NODE_EXTRA_CA_CERTS: certificate },
+    });
+  });
+  afterAll(async () => {
+    https?.close();
+    await server?.stop();
+  });
+
+  it("links the project: its services' versions read at https://<ref>.<domain>, the pooler's address", async () => {
+    expect(await cli.ok(["link", "--project-ref", ref])).toMatch(/Finished supabase link/);
+    const temp = (file: string) => readFileSync(path.join(cli.dir, "supabase", ".temp", file), "utf8");
+    expect(temp("project-ref")).toBe(ref);
+    // Storage answers its version bare, auth with a `v`: the CLI writes both with one.
+    const version = await (await fetch(`${server.url}/storage/v1/version`)).text();
+    expect(version).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(temp("storage-version")).toBe(`v${version}`);
+    expect(temp("gotrue-version")).toBe(`v${version}`);
+    expect(temp("rest-version")).toMatch(/^v\d+/);
+    // The pooler's address (the database listener's), its password placeholder dropped.
+    expect(temp("pooler-url")).toBe(`postgresql://postgres.${ref}@db.${DOMAIN}:5432/postgres`);
+  });
+
+  it("runs database commands with --linked through db.<ref>.<domain>:5432", async () => {
+    const migrations = path.join(cli.dir, "supabase", "migrations");
+    mkdirSync(migrations, { recursive: true });
+    writeFileSync(
+      path.join(migrations, "20260101000000_linked.sql"),
+      "create table public.linked_notes (id int primary key, body text);",
+    );
+    expect(await cli.ok(["db", "push", "--linked", "--yes"])).toMatch(/Finished supabase db push/);
+    expect(
+      (await server.sql("select version from supabase_migrations.schema_migrations")).rows,
+    ).toContainEqual({ version: "20260101000000" });
+    expect((await server.sql("select to_regclass('public.linked_notes') as t")).rows[0].t).toBe(
+      "linked_notes",
+    );
+    expect(await cli.ok(["migration", "list", "--linked"])).toMatch(/20260101000000.*\|.*20260101000000/);
+    const stats = await cli.ok(["inspect", "db", "table-stats", "--linked"]);
+    expect(stats).toMatch(/linked_notes/);
+  });
+
+  it("lists, copies, moves and removes objects at https://<ref>.<domain> (storage)", async () => {
+    const bucket = await fetch(`${server.url}/storage/v1/bucket`, {
+      method: "POST",
+      headers: {
+        apikey: server.serviceKey,
+        authorization: `Bearer ${server.serviceKey}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ id: "cli-files", name: "cli-files" }),
+    });
+    expect(bucket.status).toBe(200);
+    const local = path.join(cli.dir, "hello.txt");
+    writeFileSync(local, "hello from the CLI");
+    const storage = (...args: string[]) => cli.ok(["storage", ...args, "--experimental", "--linked"]);
+    expect(await storage("ls", "ss:///")).toMatch(/cli-files\//);
+    await storage("cp", local, "ss:///cli-files/in/hello.txt");
+    const { rows } = await server.sql(
+      "select name from storage.objects where bucket_id = 'cli-files' order by name",
+    );
+    expect(rows).toEqual([{ name: "in/hello.txt" }]);
+    expect(await storage("ls", "ss:///cli-files/in/")).toMatch(/hello\.txt/);
+    await storage("mv", "ss:///cli-files/in/hello.txt", "ss:///cli-files/out/hello.txt");
+    const back = path.join(cli.dir, "back.txt");
+    await storage("cp", "ss:///cli-files/out/hello.txt", back);
+    expect(readFileSync(back, "utf8")).toBe("hello from the CLI");
+    // Without --yes the CLI's confirmation answers no.
+    await storage("rm", "ss:///cli-files/out/hello.txt", "--yes");
+    expect(
+      (await server.sql("select count(*)::int as n from storage.objects where bucket_id = 'cli-files'")).rows,
+    ).toEqual([{ n: 0 }]);
+  });
+  it("applies and repairs migrations with --linked (migration up, repair); migration down drops nothing", async () => {
+    const history = async () =>
+      (
+        await server.sql("select version from supabase_migrations.schema_migrations order by version")
+      ).rows.map((r) => r.version as string);
+    writeFileSync(
+      path.join(cli.dir, "supabase", "migrations", "20260102000000_second.sql"),
+      "create table public.second_notes (id int);",
+    );
+    await cli.ok(["migration", "up", "--linked"]);
+    expect(await history()).toEqual(["20260101000000", "20260102000000"]);
+    expect((await server.sql("select to_regclass('public.second_notes') as t")).rows[0].t).toBe(
+      "second_notes",
+    );
+    // `migration down` resets by dropping every schema not owned by the platform's `supabase_admin`: Strata's
+    // own are not the owner's, so the one statement fails whole and nothing is dropped.
+    const down = await cli.run(["migration", "down", "--linked", "--last", "1", "--yes"]);
+    expect(down.stderr).toMatch(/must be owner of schema/);
+    expect((await server.sql("select to_regclass('public.second_notes') as t")).rows[0].t).toBe(
+      "second_notes",
+    );
+    expect(await history()).toEqual(["20260101000000", "20260102000000"]);
+    await cli.ok(["migration", "repair", "--status", "reverted", "20260102000000", "--linked"]);
+    expect(await history()).toEqual(["20260101000000"]);
+    expect(await cli.ok(["migration", "list", "--linked"])).toMatch(/20260102000000.*\|\s*` `/);
+  });
+
+  it("creates the buckets of config.toml (seed buckets), reads snippets, adds a SAML provider from a file", async () => {
+    const toml = path.join(cli.dir, "supabase", "config.toml");
+    writeFileSync(toml, `${readFileSync(toml, "utf8")}\n[storage.buckets.seeded]\npublic = true\n`);
+    await cli.ok(["seed", "buckets", "--linked"]);
+    expect((await server.sql("select public from storage.buckets where id = 'seeded'")).rows).toEqual([
+      { public: true },
+    ]);
+
+    const made = await fetch(`${server.url}/v1/snippets`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.managementToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "one", sql: "select 41 + 1", project_ref: ref }),
+    });
+    const { id } = await made.json();
+    expect(await cli.ok(["snippets", "list"])).toMatch(new RegExp(`${id} \\| one`));
+    expect(await cli.ok(["snippets", "download", id])).toBe("select 41 + 1\n");
+
+    const certificate = readFileSync(
+      path.join(server.strata.ctx.config.dataDir, "db-listener", "server.crt"),
+      "utf8",
+    ).replace(/-----[^-]+-----|\s/g, "");
+    const metadata = path.join(cli.dir, "idp.xml");
+    writeFileSync(
+      metadata,
+      `<md:EntityDescriptor xmlns:md="urn:oasis:names:tc:SAML:2.0:metadata" entityID="https://idp.example.test/metadata">` +
+        `<md:IDPSSODescriptor protocolSupportEnumeration="urn:oasis:names:tc:SAML:2.0:protocol">` +
+        `<md:KeyDescriptor use="signing"><ds:KeyInfo xmlns:ds="http://www.w3.org/2000/09/xmldsig#"><ds:X509Data>` +
+        `<ds:X509Certificate>${certificate}</ds:X509Certificate></ds:X509Data></ds:KeyInfo></md:KeyDescriptor>` +
+        `<md:SingleSignOnService Binding="urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect" Location="https://idp.example.test/sso"/>` +
+        `</md:IDPSSODescriptor></md:EntityDescriptor>`,
+    );
+    const added = JSON.parse(
+      await cli.ok([
+        "sso",
+        "add",
+        "--type",
+        "saml",
+        "--metadata-file",
+        metadata,
+        "--domains",
+        "example.com",
+        "--project-ref",
+        ref,
+        "-o",
+        "json",
+      ]),
+    );
+    expect(added).toMatchObject({ saml: { entity_id: "https://idp.example.test/metadata" } });
+    const listed = await fetch(`${server.url}/v1/projects/${ref}/config/auth/sso/providers`, {
+      headers: { authorization: `Bearer ${server.managementToken}` },
+    });
+    expect((await listed.json()).items).toEqual([
+      expect.objectContaining({
+        id: added.id,
+        domains: [expect.objectContaining({ domain: "example.com" })],
+      }),
+    ]);
+  });
+});
