@@ -276,12 +276,19 @@ describe("Twitter (OAuth 1.0a) sign-in", () => {
     await enable("not-the-secret");
     try {
       const before = await count("auth.oauth1_request_tokens");
-      const res = await fetch(`${server.url}/auth/v1/authorize?provider=twitter&redirect_to=${DONE}`, {
-        redirect: "manual",
-      });
-      expect(res.status).toBe(500);
-      expect((await res.json()).msg).toBe("Error getting request token from external provider");
+      for (const pkce of [
+        "",
+        "&code_challenge=abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG&code_challenge_method=s256",
+      ]) {
+        const res = await fetch(
+          `${server.url}/auth/v1/authorize?provider=twitter&redirect_to=${DONE}${pkce}`,
+          { redirect: "manual" },
+        );
+        expect(res.status).toBe(500);
+        expect((await res.json()).msg).toBe("Error getting request token from external provider");
+      }
       expect(await count("auth.oauth1_request_tokens")).toBe(before);
+      expect(await count("auth.flow_state where provider_type = 'twitter'")).toBe(0);
     } finally {
       await enable();
     }

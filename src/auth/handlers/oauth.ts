@@ -19,7 +19,7 @@ import { afterUserCreated, beforeUserCreated } from "../hook";
 import type { ProviderUser } from "../idTokens";
 import { redirectTarget, withParams } from "../redirects";
 import { sessionFragment, sessionResponse, type Session } from "../signIn";
-import { issueAuthCode, saveProviderTokens, startFlow } from "../store/flowState";
+import { deleteFlow, issueAuthCode, saveProviderTokens, startFlow } from "../store/flowState";
 import { startSession } from "../store/sessions";
 import { userById, type UserRow } from "../store/users";
 
@@ -131,6 +131,8 @@ export async function providerRedirect(call: AuthCall, linkUserId?: string): Pro
         claims.oauth1_id,
       );
     } catch {
+      // Nothing of the refused sign-in is kept.
+      if (flowStateId) await deleteFlow(project.authPool, flowStateId);
       throw new AuthApiError(500, "unexpected_failure", "Error getting request token from external provider");
     }
   }
