@@ -4,6 +4,7 @@ import type { AuthSettings } from "./authConfig";
 import { customProvider } from "./customProviders";
 import { AuthApiError } from "./errors";
 import type { ProviderUser } from "./idTokens";
+import { signedGet } from "./oauth1";
 import type { ConfiguredProvider, Endpoints, ProviderSpec, ProviderTokens } from "./providerSpec";
 import { PROVIDERS } from "./providerTable";
 
@@ -151,8 +152,10 @@ export async function providerUser(
     p,
     tokens,
     callback,
-    get: (url, headers = {}) =>
-      fetchPublicJson(url, { headers: { ...headers, authorization: `Bearer ${tokens.access_token}` } }),
+    get: spec.oauth1
+      ? (url) => signedGet(p, tokens, url)
+      : (url, headers = {}) =>
+          fetchPublicJson(url, { headers: { ...headers, authorization: `Bearer ${tokens.access_token}` } }),
   });
 }
 

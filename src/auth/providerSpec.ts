@@ -62,6 +62,11 @@ export interface ProviderSpec {
   credentialsInBody?: true;
   /** The provider requires PKCE of its own client (X): a verifier per sign-in, kept in the sealed state. */
   requiresPkce?: true;
+  /**
+   * An OAuth 1.0a provider (Twitter): where its request token is got; `endpoints` are its authenticate and
+   * access token URLs, and its API is asked with signed requests instead of a bearer token.
+   */
+  oauth1?: { requestToken(p: ConfiguredProvider): string };
   user(x: Exchange): Promise<ProviderUser>;
   /** Signing in with the provider's ID token (grant_type=id_token): its issuer and claim mapping. */
   idToken?: { issuer(p: ConfiguredProvider): string; mapping: IdTokenMapping };

@@ -1,6 +1,7 @@
 import { createHmac } from "node:crypto";
-import { claimedIssuer, ID_TOKEN_MAPPINGS, IdTokenError } from "./idTokens";
+import { claimedIssuer, ID_TOKEN_MAPPINGS, IdTokenError, type ProviderUser } from "./idTokens";
 import {
+  type Exchange,
   type ProviderSpec,
   appleIssuer,
   azureIssuerAllowed,
@@ -13,6 +14,29 @@ import {
   primary,
   str,
 } from "./providerSpec";
+
+/** Slack's OpenID user info (legacy and OIDC Slack alike); `verified` says whether its address is. */
+async function slackUser(
+  x: Exchange,
+  verified: (u: Record<string, unknown>) => boolean,
+): Promise<ProviderUser> {
+  const api = `${host(x.p, "slack.com")}/api`;
+  const u = await x.get(`${api}/openid.connect.userInfo`);
+  const id = u["https://slack.com/user_id"];
+  return {
+    emails: primary(u.email, verified(u)),
+    claims: {
+      iss: api,
+      sub: id,
+      name: u.name,
+      picture: u.picture,
+      custom_claims: { "https://slack.com/team_id": u["https://slack.com/team_id"] },
+      avatar_url: u.picture,
+      full_name: u.name,
+      provider_id: id,
+    },
+  };
+}
 
 /**
  * The OAuth providers Strata signs in with, one entry each as the platform's auth server has them
@@ -348,30 +372,23 @@ export const PROVIDERS: Record<string, ProviderSpec> = {
       };
     },
   },
+  slack: {
+    // Legacy Slack OAuth: Slack's v1 authorize and oauth.access, its OpenID user info.
+    scopes: ["profile", "email", "openid"],
+    endpoints: (p) => ({
+      authorize: `${host(p, "slack.com")}/oauth/authorize`,
+      token: `${host(p, "slack.com")}/api/oauth.access`,
+    }),
+    // Slack does not say whether the address is verified: the platform takes it as verified.
+    user: (x) => slackUser(x, () => true),
+  },
   slack_oidc: {
     scopes: ["profile", "email", "openid"],
     endpoints: (p) => ({
       authorize: `${host(p, "slack.com")}/openid/connect/authorize`,
       token: `${host(p, "slack.com")}/api/openid.connect.token`,
     }),
-    async user(x) {
-      const api = `${host(x.p, "slack.com")}/api`;
-      const u = await x.get(`${api}/openid.connect.userInfo`);
-      const id = u["https://slack.com/user_id"];
-      return {
-        emails: primary(u.email, u.email_verified === true),
-        claims: {
-          iss: api,
-          sub: id,
-          name: u.name,
-          picture: u.picture,
-          custom_claims: { "https://slack.com/team_id": u["https://slack.com/team_id"] },
-          avatar_url: u.picture,
-          full_name: u.name,
-          provider_id: id,
-        },
-      };
-    },
+    user: (x) => slackUser(x, (u) => u.email_verified === true),
   },
   spotify: {
     scopes: ["user-read-email"],
@@ -431,6 +448,33 @@ export const PROVIDERS: Record<string, ProviderSpec> = {
           avatar_url: u.profile_image_url,
           full_name: u.login,
           provider_id: u.id,
+        },
+      };
+    },
+  },
+  twitter: {
+    scopes: [],
+    fixedScopes: true,
+    oauth1: { requestToken: (p) => `${host(p, "api.twitter.com")}/oauth/request_token` },
+    endpoints: (p) => ({
+      authorize: `${host(p, "api.twitter.com")}/oauth/authenticate`,
+      token: `${host(p, "api.twitter.com")}/oauth/access_token`,
+    }),
+    async user(x) {
+      const profile = `${host(x.p, "api.twitter.com")}/1.1/account/verify_credentials.json`;
+      const u = await x.get(`${profile}?include_entities=false&skip_status=true&include_email=true`);
+      return {
+        emails: primary(u.email, true),
+        claims: {
+          iss: profile,
+          sub: u.id_str,
+          name: u.name,
+          picture: u.profile_image_url_https,
+          preferred_username: u.screen_name,
+          user_name: u.screen_name,
+          full_name: u.name,
+          avatar_url: u.profile_image_url_https,
+          provider_id: u.id_str,
         },
       };
     },

@@ -242,6 +242,24 @@ const CASES: Record<string, ProviderCase> = {
     claim: { custom_claims: { "https://slack.com/team_id": "T1" } },
     authorizePath: "/openid/connect/authorize",
   },
+  slack: {
+    fake: {
+      api: {
+        // Legacy Slack does not say whether the address is verified: taken as verified.
+        "/api/openid.connect.userInfo": {
+          "https://slack.com/user_id": "U2",
+          "https://slack.com/team_id": "T2",
+          email: "legacy-sl@example.test",
+          name: "Legacy Sla",
+        },
+      },
+    },
+    sub: "U2",
+    email: "legacy-sl@example.test",
+    claim: { full_name: "Legacy Sla", custom_claims: { "https://slack.com/team_id": "T2" } },
+    authorizePath: "/oauth/authorize",
+    scope: "profile email openid",
+  },
   spotify: {
     fake: { api: { "/me": { id: "sp-1", display_name: "Spot", email: "spot@example.test", images: [] } } },
     sub: "sp-1",

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { EncryptJWT, jwtDecrypt } from "jose";
 import { withAdminTransaction } from "../../db/transaction";
 import type { ProjectRuntime } from "../../projects/runtime";
@@ -13,12 +13,13 @@ import {
   providerUser,
   resolveProvider,
 } from "../externalProviders";
+import { exchangeVerifier, requestTokenRedirect } from "../oauth1";
 import type { ProviderTokens } from "../providerSpec";
 import { afterUserCreated, beforeUserCreated } from "../hook";
 import type { ProviderUser } from "../idTokens";
 import { redirectTarget, withParams } from "../redirects";
 import { sessionFragment, sessionResponse, type Session } from "../signIn";
-import { issueAuthCode, saveProviderTokens, startFlow } from "../store/flowState";
+import { deleteFlow, issueAuthCode, saveProviderTokens, startFlow } from "../store/flowState";
 import { startSession } from "../store/sessions";
 import { userById, type UserRow } from "../store/users";
 
@@ -58,6 +59,8 @@ interface OAuthState {
   link_user_id?: string;
   /** The verifier of the provider's own PKCE (X). */
   code_verifier?: string;
+  /** An OAuth 1.0a sign-in's id, which its request token is bound to. */
+  oauth1_id?: string;
 }
 
 /**
@@ -109,11 +112,30 @@ export async function providerRedirect(call: AuthCall, linkUserId?: string): Pro
     flow_state_id: flowStateId,
     link_user_id: linkUserId,
     code_verifier: codeVerifier,
+    oauth1_id: spec.oauth1 ? randomUUID() : undefined,
   };
   const state = await new EncryptJWT({ ...claims })
     .setProtectedHeader({ alg: "dir", enc: "A256GCM" })
     .setExpirationTime(`${STATE_SECONDS}s`)
     .encrypt(stateKey(project));
+  if (spec.oauth1 && claims.oauth1_id) {
+    // The provider calls back to the URL the request token was got for: the state rides in it.
+    const callbackUrl = withParams(`${apiUrl}/callback`, { state }, "query");
+    try {
+      return await requestTokenRedirect(
+        project.authPool,
+        p,
+        spec.oauth1.requestToken(p),
+        await spec.endpoints(p),
+        callbackUrl,
+        claims.oauth1_id,
+      );
+    } catch {
+      // Nothing of the refused sign-in is kept.
+      if (flowStateId) await deleteFlow(project.authPool, flowStateId);
+      throw new AuthApiError(500, "unexpected_failure", "Error getting request token from external provider");
+    }
+  }
   return authorizeUrl(spec, p, {
     redirectUri: `${apiUrl}/callback`,
     state,
@@ -179,13 +201,16 @@ export async function callback(call: AuthCall) {
   let tokens: ProviderTokens;
   let user: ProviderUser;
   try {
-    tokens = await exchangeCode(
-      spec,
-      p,
-      String(params.code ?? ""),
-      `${call.apiUrl}/callback`,
-      state.code_verifier,
-    );
+    tokens =
+      spec.oauth1 && state.oauth1_id
+        ? await exchangeVerifier(project.authPool, p, await spec.endpoints(p), state.oauth1_id, params)
+        : await exchangeCode(
+            spec,
+            p,
+            String(params.code ?? ""),
+            `${call.apiUrl}/callback`,
+            state.code_verifier,
+          );
     user = await providerUser(spec, p, tokens, params);
   } catch {
     return fail("bad_oauth_callback", "Error getting user profile from external provider");
