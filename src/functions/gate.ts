@@ -77,6 +77,8 @@ export class DeployedFunctions {
   private readonly changes = new Map<string, number>();
   private listener: pg.Client | undefined;
   private listening = false;
+  /** Counts the starts and ends of listening: a read that overlapped one is not kept either. */
+  private epoch = 0;
   private closed = false;
 
   constructor(private readonly ctx: AppContext) {
@@ -87,10 +89,10 @@ export class DeployedFunctions {
     const { ref, record } = project;
     const entry = this.cache.get(ref);
     if (entry?.record === record && entry.bySlug.has(slug)) return entry.bySlug.get(slug);
-    const listening = this.listening;
+    const epoch = this.epoch;
     const seen = this.changes.get(ref) ?? 0;
     const deployed = await readDeployedFunction(this.ctx, ref, slug);
-    if (listening && this.listening && (this.changes.get(ref) ?? 0) === seen) {
+    if (this.listening && this.epoch === epoch && (this.changes.get(ref) ?? 0) === seen) {
       let current = this.cache.get(ref);
       if (current?.record !== record) this.cache.set(ref, (current = { record, bySlug: new Map() }));
       current.bySlug.set(slug, deployed);
@@ -105,7 +107,8 @@ export class DeployedFunctions {
 
   private forgetAll() {
     this.listening = false;
-    for (const ref of new Set([...this.cache.keys(), ...this.changes.keys()])) this.changed(ref);
+    this.epoch++;
+    this.cache.clear();
   }
 
   private async listen(): Promise<void> {
@@ -128,7 +131,10 @@ export class DeployedFunctions {
       await client.connect();
       await client.query(`listen ${FUNCTIONS_CHANGED}`);
       // Reads from now on are kept; nothing was kept while not listening.
-      if (this.listener === client) this.listening = true;
+      if (this.listener === client) {
+        this.listening = true;
+        this.epoch++;
+      }
     } catch {
       retry();
     }
