@@ -1,4 +1,5 @@
 import type { Request } from "express";
+import pg from "pg";
 import { mintLegacyKey } from "../auth/legacyKeys";
 import { verifyJwt } from "../auth/verifyJwt";
 import type { AppContext } from "../context";
@@ -42,15 +43,118 @@ interface SealedSecret {
   root_key: string;
 }
 
+/** The deployed function of a slug and the project's secrets, decrypted. */
+export interface Deployed {
+  fn: DeployedFunction;
+  secrets: Record<string, string>;
+}
+
+/** What the management side announces on a deploy, update, delete or secret change: the project's ref. */
+export const FUNCTIONS_CHANGED = "strata_functions_changed";
+
 /**
- * The deployed function of a slug and the project's secrets, decrypted: one round trip per invocation, read
- * every time so that a redeploy or a secret's change applies at once.
+ * Tells every node that a project's functions or secrets changed, so their cached rows go (DeployedFunctions).
+ * Sent in the writer's transaction, a notification is delivered once it commits.
  */
-export async function deployedFunction(
+export async function announceFunctionsChanged(db: Pick<pg.ClientBase, "query">, ref: string) {
+  await db.query("select pg_notify($1, $2)", [FUNCTIONS_CHANGED, ref]);
+}
+
+/**
+ * The deployed functions of this node's projects, read once and kept until a change is announced
+ * (announceFunctionsChanged, on any node): an invocation costs no round trip to the control plane. Kept only
+ * while the node LISTENs; a lost connection empties the cache and reads every time until it listens again
+ * (reconnected after a second), so a change missed meanwhile is never served. A read that began before a
+ * change of its project is not kept. Entries are per project record: a new record (the project changed)
+ * reads again.
+ */
+export class DeployedFunctions {
+  private readonly cache = new Map<
+    string,
+    { record: ProjectRecord; bySlug: Map<string, Deployed | undefined> }
+  >();
+  /** Changes seen per project, so a read that overlapped one is not kept. */
+  private readonly changes = new Map<string, number>();
+  private listener: pg.Client | undefined;
+  private listening = false;
+  /** Counts the starts and ends of listening: a read that overlapped one is not kept either. */
+  private epoch = 0;
+  private closed = false;
+
+  constructor(private readonly ctx: AppContext) {
+    void this.listen();
+  }
+
+  async get(project: ProjectRuntime, slug: string): Promise<Deployed | undefined> {
+    const { ref, record } = project;
+    const entry = this.cache.get(ref);
+    if (entry?.record === record && entry.bySlug.has(slug)) return entry.bySlug.get(slug);
+    const epoch = this.epoch;
+    const seen = this.changes.get(ref) ?? 0;
+    const deployed = await readDeployedFunction(this.ctx, ref, slug);
+    if (this.listening && this.epoch === epoch && (this.changes.get(ref) ?? 0) === seen) {
+      let current = this.cache.get(ref);
+      if (current?.record !== record) this.cache.set(ref, (current = { record, bySlug: new Map() }));
+      current.bySlug.set(slug, deployed);
+    }
+    return deployed;
+  }
+
+  private changed(ref: string) {
+    this.changes.set(ref, (this.changes.get(ref) ?? 0) + 1);
+    this.cache.delete(ref);
+  }
+
+  private forgetAll() {
+    this.listening = false;
+    this.epoch++;
+    this.cache.clear();
+  }
+
+  private async listen(): Promise<void> {
+    if (this.closed) return;
+    const client = new pg.Client({ connectionString: this.ctx.controlUrl });
+    this.listener = client;
+    const retry = () => {
+      if (this.listener !== client) return;
+      this.listener = undefined;
+      this.forgetAll();
+      client.end().catch(() => {});
+      if (!this.closed) setTimeout(() => void this.listen(), 1000).unref();
+    };
+    client.on("error", retry);
+    client.on("end", retry);
+    client.on("notification", (msg) => {
+      if (msg.channel === FUNCTIONS_CHANGED && msg.payload) this.changed(msg.payload);
+    });
+    try {
+      await client.connect();
+      await client.query(`listen ${FUNCTIONS_CHANGED}`);
+      // Reads from now on are kept; nothing was kept while not listening.
+      if (this.listener === client) {
+        this.listening = true;
+        this.epoch++;
+      }
+    } catch {
+      retry();
+    }
+  }
+
+  async close() {
+    this.closed = true;
+    const client = this.listener;
+    this.listener = undefined;
+    this.forgetAll();
+    await client?.end().catch(() => {});
+  }
+}
+
+/** The deployed function of a slug and the project's secrets, decrypted: one round trip. */
+async function readDeployedFunction(
   ctx: AppContext,
   ref: string,
   slug: string,
-): Promise<{ fn: DeployedFunction; secrets: Record<string, string> } | undefined> {
+): Promise<Deployed | undefined> {
   const { rows } = await ctx.platformPool.query(
     `select f.id, f.slug, f.version, f.verify_jwt, f.entrypoint_path, f.import_map_path,
             (select coalesce(json_agg(json_build_object('name', s.name, 'ciphertext', s.ciphertext,

@@ -9,9 +9,9 @@ import {
   checkJwt,
   defaultEnv,
   deployedFiles,
-  deployedFunction,
   InvalidJwt,
   projectOf,
+  type Deployed,
   type DeployedFunction,
 } from "./gate";
 import { PoolExhausted } from "./pool";
@@ -62,24 +62,40 @@ function slugOf(req: Request): string | undefined {
 }
 
 /** Plan: the function, its environment and the key of the worker that runs them. */
-async function plan(ctx: AppContext, req: Request, res: Response) {
+async function plan(ctx: AppContext, runtime: FunctionRuntime, req: Request, res: Response) {
   const slug = slugOf(req);
   const project = await projectOf(ctx, req);
-  const deployed = slug ? await deployedFunction(ctx, project.ref, slug) : undefined;
+  const deployed = slug ? await runtime.deployed.get(project, slug) : undefined;
   if (!deployed) {
     refuse(res, 404, "NOT_FOUND", "Requested function was not found");
     return undefined;
   }
   // A CORS preflight carries no Authorization: it reaches the function's own handler.
-  const { fn, secrets } = deployed;
+  const { fn } = deployed;
   if (fn.verifyJwt && req.method !== "OPTIONS") await checkJwt(project, req.headers.authorization);
-  const env = {
-    ...secrets,
-    ...(await defaultEnv(ctx, project)),
-  };
-  const envHash = createHash("sha256").update(JSON.stringify(env)).digest("hex");
-  return { project, fn, env, key: `${project.ref}/${fn.slug}/${fn.version}/${envHash}` };
+  const { env, key } = workerEnv(project.ref, deployed, await defaultEnv(ctx, project));
+  return { project, fn, env, key };
 }
+
+/**
+ * The environment of a deployed function and the key of its worker (the version and a digest of the
+ * environment), made once per kept deployment and default environment (both cached), not per invocation.
+ */
+function workerEnv(ref: string, deployed: Deployed, defaults: Record<string, string>) {
+  const made = workerEnvs.get(deployed);
+  if (made?.defaults === defaults) return made;
+  const { fn, secrets } = deployed;
+  const env = { ...secrets, ...defaults };
+  const envHash = createHash("sha256").update(JSON.stringify(env)).digest("hex");
+  const fresh = { defaults, env, key: `${ref}/${fn.slug}/${fn.version}/${envHash}` };
+  workerEnvs.set(deployed, fresh);
+  return fresh;
+}
+
+const workerEnvs = new WeakMap<
+  Deployed,
+  { defaults: Record<string, string>; env: Record<string, string>; key: string }
+>();
 
 /** Act: proxies to the worker; resolves with the status the client got. */
 function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Promise<number> {
@@ -154,7 +170,7 @@ function hasNoBody(req: Request): boolean {
 
 async function invoke(ctx: AppContext, runtime: FunctionRuntime, req: Request, res: Response) {
   const started = Date.now();
-  const planned = await plan(ctx, req, res);
+  const planned = await plan(ctx, runtime, req, res);
   if (!planned) return;
   const { project, fn, env, key } = planned;
   const log = (status: number) =>

@@ -6,12 +6,15 @@ import { BOOTSTRAP_SOURCE } from "./bootstrap";
 import { openApiChannel, type ApiChannel, type PublicApi } from "./channel";
 import { denoBinary } from "./deno";
 import { denoCacheDir } from "./files";
+import { DeployedFunctions } from "./gate";
 import { FunctionLogs } from "./logs";
 import { WorkerPool } from "./pool";
 
-/** The running side of edge functions for one server: its worker pool and log writer. */
+/** The running side of edge functions for one server: its worker pool, deployed functions and log writer. */
 export interface FunctionRuntime {
   pool: WorkerPool;
+  /** The deployed functions and secrets, kept per node until a change is announced. */
+  deployed: DeployedFunctions;
   logs: FunctionLogs;
   /** How a worker of the project gets the project's API on a socket (none before the server is made). */
   apiChannel(ref: string): ((socketPath: string) => ApiChannel) | undefined;
@@ -45,6 +48,7 @@ export function functionRuntimeOf(ctx: AppContext): FunctionRuntime {
       },
     ),
     logs: new FunctionLogs(ctx),
+    deployed: new DeployedFunctions(ctx),
     apiChannel(ref) {
       const api = publicApis.get(ctx);
       return api && ((socketPath) => openApiChannel(ctx, api, ref, socketPath));
@@ -60,7 +64,7 @@ export async function stopFunctionRuntime(ctx: AppContext) {
   if (!runtime) return;
   runtimes.delete(ctx);
   runtime.pool.stopAll();
-  await runtime.logs.stop();
+  await Promise.all([runtime.logs.stop(), runtime.deployed.close()]);
 }
 
 /** A deleted project: its workers stop and its functions' files go. */

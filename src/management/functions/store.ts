@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { DeployedFile } from "../../functions/files";
+import { announceFunctionsChanged, FUNCTIONS_CHANGED } from "../../functions/gate";
 import { allRows, firstRow, oneRow } from "../rows";
 
 /** platform.edge_functions (what each function serves) and platform.edge_function_bundles (uploads waiting). */
@@ -35,14 +36,26 @@ const NEXT_VERSION = `greatest(
 export async function storeFunction(pool: pg.Pool, d: Deployment): Promise<FunctionRow> {
   return oneRow(
     pool,
-    `insert into platform.edge_functions
-       (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files, version)
-     values ($1, $2, $3, $4, $5, $6, $7, ${NEXT_VERSION})
-     on conflict (project_ref, slug) do update set name = excluded.name, verify_jwt = excluded.verify_jwt,
-       entrypoint_path = excluded.entrypoint_path, import_map_path = excluded.import_map_path, files = excluded.files,
-       version = excluded.version, updated_at = now()
-     returning *`,
-    [d.ref, d.slug, d.name, d.verifyJwt, d.entrypoint, d.importMap, JSON.stringify(d.files)],
+    // Every node serving the project reads the new version at its next invocation (DeployedFunctions).
+    `with f as (
+       insert into platform.edge_functions
+         (project_ref, slug, name, verify_jwt, entrypoint_path, import_map_path, files, version)
+       values ($1, $2, $3, $4, $5, $6, $7, ${NEXT_VERSION})
+       on conflict (project_ref, slug) do update set name = excluded.name, verify_jwt = excluded.verify_jwt,
+         entrypoint_path = excluded.entrypoint_path, import_map_path = excluded.import_map_path, files = excluded.files,
+         version = excluded.version, updated_at = now()
+       returning *)
+     select f.* from f, pg_notify($8, f.project_ref) as announced`,
+    [
+      d.ref,
+      d.slug,
+      d.name,
+      d.verifyJwt,
+      d.entrypoint,
+      d.importMap,
+      JSON.stringify(d.files),
+      FUNCTIONS_CHANGED,
+    ],
   );
 }
 
@@ -118,6 +131,7 @@ export async function activateOrUpdate(
          where project_ref = $1 and slug = $2 returning *`,
         [ref, f.slug, f.name, f.status, f.version, f.verify_jwt ?? null, f.entrypoint_path ?? null],
       );
+  await announceFunctionsChanged(client, ref);
   return rows[0];
 }
 
@@ -143,5 +157,9 @@ export async function functionExists(pool: pg.Pool, ref: string, slug: string): 
 }
 
 export async function deleteFunctionRow(pool: pg.Pool, id: string): Promise<void> {
-  await pool.query("delete from platform.edge_functions where id = $1", [id]);
+  await pool.query(
+    `with f as (delete from platform.edge_functions where id = $1 returning project_ref)
+     select from f, pg_notify($2, f.project_ref) as announced`,
+    [id, FUNCTIONS_CHANGED],
+  );
 }

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { announceFunctionsChanged, FUNCTIONS_CHANGED } from "../../functions/gate";
 import { kekOf } from "../../platform/kek";
 import { newRootKey } from "../../platform/secrets";
 import { allRows } from "../rows";
@@ -48,13 +49,15 @@ export async function upsertSecret(
      on conflict (project_ref, name) do update set ciphertext = excluded.ciphertext, value_digest = excluded.value_digest, updated_at = now()`,
     [ref, secret.name, secret.ciphertext, secret.digest],
   );
+  await announceFunctionsChanged(client, ref);
 }
 
 export async function deleteSecrets(pool: pg.Pool, ref: string, names: string[]): Promise<void> {
-  await pool.query("delete from platform.project_secrets where project_ref = $1 and name = any($2)", [
-    ref,
-    names,
-  ]);
+  await pool.query(
+    `with s as (delete from platform.project_secrets where project_ref = $1 and name = any($2))
+     select pg_notify($3, $1)`,
+    [ref, names, FUNCTIONS_CHANGED],
+  );
 }
 
 /** The project's encrypted secrets, locked until the caller's transaction ends. */
