@@ -143,8 +143,12 @@ test("100 subscribers of equal claims: each receives the insert once, checked on
       `(1 subscriber per group: ${rowChecks(single).length} and ${single.length})\n`,
   );
   expect(checks).toHaveLength(2);
-  expect(many).toHaveLength(single.length);
-  expect(many.map((s) => s.replace(/\s+/g, " ")).sort()).toEqual(
-    single.map((s) => s.replace(/\s+/g, " ")).sort(),
-  );
+  // No statement per subscriber: every statement of the change with many subscribers is one the change with one
+  // subscriber per group ran as often (that window may hold more: a new data connection gets its vault session).
+  const left = single.map((s) => s.replace(/\s+/g, " "));
+  for (const statement of many.map((s) => s.replace(/\s+/g, " "))) {
+    const at = left.indexOf(statement);
+    expect({ statement, inSingle: at >= 0 }).toEqual({ statement, inSingle: true });
+    left.splice(at, 1);
+  }
 }, 60_000);
