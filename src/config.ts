@@ -2,6 +2,7 @@ import { isIP } from "node:net";
 import { statSync } from "node:fs";
 import path from "node:path";
 import { z } from "zod";
+import { checkCidr } from "./net/cidr";
 
 /** The first part of `dir` (itself or a folder above it) that exists and is not a folder, if any. */
 function blockingFile(dir: string): string | undefined {
@@ -102,6 +103,12 @@ export interface StrataConfig {
   signingKeyDeleteAfterSeconds: number;
   /** Management API requests per minute per identity and project/organization scope (spec: 120). */
   managementRateLimit: number;
+  /**
+   * Addresses and CIDRs of the proxies in front of this node (`STRATA_TRUSTED_PROXIES`): a request from one
+   * of them is from the right-most address of its `X-Forwarded-For` that is not one of them. Empty: the
+   * header is never read.
+   */
+  trustedProxies: string[];
   /** Where people reach this installation: the links mailed to its users (invitations) start with it. */
   publicUrl: string;
   /**
@@ -301,6 +308,26 @@ const schema = z.object({
     .int("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .positive("MANAGEMENT_RATE_LIMIT must be a positive whole number of requests per minute")
     .default(120),
+  STRATA_TRUSTED_PROXIES: z
+    .string()
+    .default("")
+    .transform((value, zctx) => {
+      const entries = value
+        .split(",")
+        .map((entry) => entry.trim())
+        .filter(Boolean);
+      for (const entry of entries) {
+        const family = isIP(entry.split("/")[0]);
+        if (family === 0 || checkCidr(entry, family as 4 | 6)) {
+          zctx.addIssue({
+            code: "custom",
+            message: `STRATA_TRUSTED_PROXIES must list addresses or CIDRs separated by commas (such as 10.0.0.0/8,127.0.0.1): "${entry}" is neither`,
+          });
+          return z.NEVER;
+        }
+      }
+      return entries;
+    }),
   STRATA_PUBLIC_URL: z
     .url({
       protocol: /^https?$/,
@@ -436,6 +463,7 @@ export function loadConfig(
     logRetentionHours: c.LOG_RETENTION_HOURS,
     signingKeyDeleteAfterSeconds: c.SIGNING_KEY_DELETE_AFTER_SECONDS,
     managementRateLimit: c.MANAGEMENT_RATE_LIMIT,
+    trustedProxies: c.STRATA_TRUSTED_PROXIES,
     publicUrl: (c.STRATA_PUBLIC_URL ?? `http://${c.STRATA_DOMAIN.toLowerCase()}:${c.PORT}`).replace(
       /\/+$/,
       "",

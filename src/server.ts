@@ -96,6 +96,9 @@ export function createApp(ctx: AppContext): {
   app.set("query parser", "simple");
   // Paths match exactly as the spec writes them: `/v1/PROJECTS/...` is not `/v1/projects/...`.
   app.set("case sensitive routing", true);
+  // req.ip, the one client address of limits, bans, hooks and logs: from X-Forwarded-For only when the
+  // connection comes from a proxy the operator trusts (its right-most untrusted entry), else the socket's.
+  app.set("trust proxy", ctx.config.trustedProxies.length > 0 ? ctx.config.trustedProxies : false);
 
   // Request log: method and path only (the query string may carry an apikey, headers carry tokens).
   app.use(

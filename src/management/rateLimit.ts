@@ -27,7 +27,7 @@ interface StricterLimit {
 function identityOf(req: Request): string {
   if (req.principal?.oauthAppId) return `app:${req.principal.oauthAppId}`;
   if (req.principal) return `user:${req.principal.userId}`;
-  return `ip:${req.socket.remoteAddress ?? "unknown"}`;
+  return `ip:${req.ip ?? "unknown"}`;
 }
 
 function setHeaders(res: Response, limit: number, state: RateLimiterRes): void {

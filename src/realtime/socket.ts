@@ -186,6 +186,9 @@ export class RealtimeServer {
   }
 
   private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    // Node's HTTP server drops its own error listener at an upgrade: a client (or proxy) resetting the
+    // connection while the project and key are checked would otherwise be an uncaught error.
+    socket.on("error", () => socket.destroy());
     const url = new URL(req.url ?? "/", "http://localhost");
     const refuse = (status: number, message: string) => {
       const body = JSON.stringify({ message });
