@@ -264,12 +264,25 @@ function failure(e: unknown, timeoutMs: number): OutboundError {
   return new OutboundError(typeof code === "string" ? `${error.message} (${code})` : error.message);
 }
 
+/**
+ * `work` unless `signal` fires first: a name's lookup is part of a request's time (a resolver that never answers
+ * would otherwise hold the request past its timeout).
+ */
+function beforeTimeout<T>(work: Promise<T>, signal: AbortSignal, timeoutMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new OutboundError(`Timeout of ${timeoutMs} ms reached`));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 /** Sends one request under the policy above. */
 export async function fetchOutbound(raw: string, req: OutboundRequest = {}): Promise<OutboundResponse> {
   const method = (req.method ?? "GET").toUpperCase();
   const timeoutMs = req.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const signal = AbortSignal.timeout(timeoutMs);
-  let checked = await checkUrl(raw, req.allowHttp === true);
+  let checked = await beforeTimeout(checkUrl(raw, req.allowHttp === true), signal, timeoutMs);
   for (let hop = 0; ; hop++) {
     const dispatcher = pinnedTo(checked.address);
     try {
@@ -285,7 +298,11 @@ export async function fetchOutbound(raw: string, req: OutboundRequest = {}): Pro
       if (req.followRedirects && method === "GET" && res.status >= 300 && res.status < 400 && location) {
         await res.body?.cancel();
         if (hop >= MAX_REDIRECTS) throw refuse("too many redirects");
-        checked = await checkUrl(new URL(location, checked.url).href, req.allowHttp === true);
+        checked = await beforeTimeout(
+          checkUrl(new URL(location, checked.url).href, req.allowHttp === true),
+          signal,
+          timeoutMs,
+        );
         continue;
       }
       const text = await readAtMost(

@@ -165,7 +165,7 @@ where "status_code" >= 400 or "error_msg" is not null
 order by "created" desc;`);
       // Ours (the cron example's job may have posted too): the three above, the trigger's, the rows'.
       return rows.filter((r) => r.id >= get).length === 5 ? rows : undefined;
-    }, 30_000);
+    }, 45_000);
     expect(Object.keys(failed[0]).sort()).toEqual(
       ["content", "content_type", "created", "error_msg", "headers", "id", "status_code", "timed_out"].sort(),
     );
@@ -185,7 +185,7 @@ where n.nspname = 'net' and p.proname in ('http_get', 'http_post', 'http_delete'
     );
     await example("revoke execute on function public.notify_change() from public, anon, authenticated;");
     expect(await example("select net.worker_restart();")).toEqual([{ worker_restart: true }]);
-  }, 60_000);
+  }, 90_000);
 
   it("Vault: create, read decrypted, update", async () => {
     await example("create extension if not exists supabase_vault;");
