@@ -151,6 +151,8 @@ export async function approvedAddress(
   opts: { mailRelay?: boolean } = {},
 ): Promise<LookupAddress> {
   const bare = host.replace(/^\[|\]$/g, "");
+  // RFC 6761: names under .invalid never resolve; asking a resolver may only wait for its timeout.
+  if (/(^|\.)invalid\.?$/i.test(bare)) throw new OutboundError(`${host} does not resolve`);
   const addresses = isIP(bare)
     ? [bare]
     : (await lookup(bare, { all: true }).catch(() => [])).map((a) => a.address);

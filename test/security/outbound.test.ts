@@ -137,6 +137,14 @@ describe("The outbound policy", () => {
     );
   });
 
+  it("answers a name under .invalid as unresolvable without asking the resolver (RFC 6761)", async () => {
+    for (const host of ["docs.invalid", "a.b.INVALID", "invalid", "x.invalid."])
+      await expect(approvedAddress(host)).rejects.toThrow(/does not resolve/);
+    await expect(fetchOutbound("https://docs.invalid/x", { timeoutMs: 60_000 })).rejects.toThrow(
+      /does not resolve/,
+    );
+  });
+
   it("checks every redirect: a URL it may reach that redirects inward is refused", async () => {
     let received = 0;
     const local = await receiver((req, res) => {
