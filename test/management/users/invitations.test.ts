@@ -264,5 +264,5 @@ describe("teams without an SMTP server: links answered to the inviter, existing 
       0,
     );
     expect((await mgmt(server, "GET", "/v1/profile", { token: session })).status).toBe(401);
-  }, 120_000);
+  }, 240_000); // four runs of the command line, each compiled by tsx: about 15 s apiece on a loaded 2-core machine
 });
