@@ -156,6 +156,7 @@ function forward(address: string, listenPort: number, port: number): Promise<net
         query: `create schema scratch; create table scratch.t (id int);
                 create function public.answer() returns int language sql as 'select 42';
                 create type public.mood as enum ('ok');
+                create policy "kept files" on storage.objects for select using (bucket_id = 'kept-files');
                 insert into public.linked_notes values (1, 'gone with the reset')`,
       },
     });
@@ -186,10 +187,22 @@ function forward(address: string, listenPort: number, port: number): Promise<net
               (select count(*)::int from public.linked_notes) as notes, to_regprocedure('public.answer()')::text as fn,
               to_regtype('public.mood')::text as mood,
               (select count(*)::int from auth.users where email = 'kept@example.com') as users,
-              (select count(*)::int from storage.buckets where id = 'kept-files') as buckets`,
+              (select count(*)::int from storage.buckets where id = 'kept-files') as buckets,
+              (select count(*)::int from pg_policies where policyname = 'kept files') as policies,
+              (select count(*)::int from pg_policies where schemaname = 'cron') as cron_policies`,
     );
     expect(rows).toEqual([
-      { linked: "linked_notes", second: null, notes: 0, fn: null, mood: null, users: 1, buckets: 1 },
+      {
+        linked: "linked_notes",
+        second: null,
+        notes: 0,
+        fn: null,
+        mood: null,
+        users: 1,
+        buckets: 1,
+        policies: 0,
+        cron_policies: 4,
+      },
     ]);
     expect(await schemas()).toEqual(before.filter((name) => name !== "scratch"));
 
