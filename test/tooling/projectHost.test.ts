@@ -135,7 +135,7 @@ function forward(address: string, listenPort: number, port: number): Promise<net
       (await server.sql("select count(*)::int as n from storage.objects where bucket_id = 'cli-files'")).rows,
     ).toEqual([{ n: 0 }]);
   });
-  it("applies, resets and repairs migrations with --linked (migration up, down, repair)", async () => {
+  it("applies, resets and repairs migrations with --linked (migration up, down, repair; db reset)", async () => {
     const history = async () =>
       (
         await server.sql("select version from supabase_migrations.schema_migrations order by version")
@@ -220,6 +220,15 @@ function forward(address: string, listenPort: number, port: number): Promise<net
     await cli.ok(["migration", "repair", "--status", "reverted", "20260102000000", "--linked"]);
     expect(await history()).toEqual(["20260101000000"]);
     expect(await cli.ok(["migration", "list", "--linked"])).toMatch(/20260102000000.*\|\s*` `/);
+
+    // `db reset` runs the same reset in a transaction of its own, then applies every local migration.
+    await cli.ok(["db", "reset", "--linked", "--yes"]);
+    expect(await history()).toEqual(["20260101000000", "20260102000000"]);
+    const { rows: after } = await server.sql(
+      `select to_regclass('public.second_notes')::text as second,
+              (select count(*)::int from auth.users where email = 'kept@example.com') as users`,
+    );
+    expect(after).toEqual([{ second: "second_notes", users: 1 }]);
   });
 
   it("creates the buckets of config.toml (seed buckets), reads snippets, adds a SAML provider from a file", async () => {
