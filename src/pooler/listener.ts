@@ -6,7 +6,7 @@ import type { Logger } from "../log";
 import { banAddress } from "../projects/access";
 import type { ProjectRecord } from "../projects/runtime";
 import { refusal } from "./admission";
-import { StepDown } from "./stepDown";
+import { CliStatements } from "./cliStatements";
 import { openOwnerVaultSession, protocolMessage } from "./vaultSession";
 import {
   errorCode,
@@ -219,11 +219,15 @@ class Connection {
               this.log.debug({ ref: record.ref }, "database listener: the owner's session has no vault key");
           }
         : undefined;
-    // The platform CLI's temporary login steps down to `postgres`, which is the owner here (stepDown.ts).
-    const fromClient: Readable = login.startsWith("cli_login_")
-      ? this.client.pipe(new StepDown(record.ownerRole))
-      : this.client;
-    fromClient.on("error", () => this.close());
+    // The platform CLI's temporary login steps down to `postgres`, which is the owner here, and the CLI's reset
+    // is sent as Strata's, on the owner's sessions too (cliStatements.ts).
+    const temporary = login.startsWith("cli_login_");
+    const fromClient = (): Readable => {
+      if (!temporary && login !== record.ownerRole) return this.client;
+      const statements = this.client.pipe(new CliStatements(temporary ? record.ownerRole : undefined));
+      statements.on("error", () => this.close());
+      return statements;
+    };
     this.relay(
       upstream,
       target,
@@ -237,20 +241,21 @@ class Connection {
   }
 
   /**
-   * Pipes the two sides (the client's bytes from `fromClient`); the server's messages are read until the session is ready (or refused): a failed login
-   * is reported by its SQLSTATE, and the session's cancel key is noted. With `prepare`, the listener runs its
-   * own steps on the ready session before the client gets its ReadyForQuery; until then the client may send
-   * only its password messages, so nothing of its own runs in between.
+   * Pipes the two sides (the client's bytes as `fromClient`, called once, makes them); the server's messages are
+   * read until the session is ready (or refused): a failed login is reported by its SQLSTATE, and the session's
+   * cancel key is noted. With `prepare`, the listener runs its own steps on the ready session before the client
+   * gets its ReadyForQuery; until then the client may send only its password messages, so nothing of its own runs
+   * in between.
    */
   private relay(
     upstream: net.Socket,
     target: { host: string; port: number },
     failed: (code?: string) => void,
-    fromClient: Readable,
+    fromClient: () => Readable,
     prepare?: (session: net.Socket) => Promise<void>,
   ) {
     const reader = new ServerMessageReader();
-    const passClient = prepare ? this.passPasswordMessages(upstream) : undefined;
+    const passClient = prepare ? this.passPasswordMessages(upstream, fromClient) : undefined;
     const watch = (chunk: Buffer) => {
       let messages;
       try {
@@ -286,7 +291,7 @@ class Connection {
       }
     };
     upstream.on("data", watch);
-    if (!prepare) fromClient.pipe(upstream);
+    if (!prepare) fromClient().pipe(upstream);
     this.client.resume();
     const end = () => this.close();
     upstream.once("close", end);
@@ -299,7 +304,7 @@ class Connection {
    * Relays the client's password messages (the authentication exchange) to `upstream` and closes the connection
    * on any other message; answers the function that, once the session is ready, lets everything pass.
    */
-  private passPasswordMessages(upstream: net.Socket): () => void {
+  private passPasswordMessages(upstream: net.Socket, fromClient: () => Readable): () => void {
     const reader = new ServerMessageReader();
     const onData = (chunk: Buffer) => {
       let messages;
@@ -316,7 +321,7 @@ class Connection {
     this.client.on("data", onData);
     return () => {
       this.client.off("data", onData);
-      this.client.pipe(upstream);
+      fromClient().pipe(upstream);
     };
   }
 

@@ -3,6 +3,7 @@ import net from "node:net";
 import path from "node:path";
 import { startTestServer, type TestServer } from "../helpers/server";
 import { testTempDir } from "../helpers/tempDir";
+import { mgmt } from "../management/client";
 import { platformCli, type Cli } from "./clients";
 
 /**
@@ -134,7 +135,7 @@ function forward(address: string, listenPort: number, port: number): Promise<net
       (await server.sql("select count(*)::int as n from storage.objects where bucket_id = 'cli-files'")).rows,
     ).toEqual([{ n: 0 }]);
   });
-  it("applies and repairs migrations with --linked (migration up, repair); migration down drops nothing", async () => {
+  it("applies, resets and repairs migrations with --linked (migration up, down, repair; db reset)", async () => {
     const history = async () =>
       (
         await server.sql("select version from supabase_migrations.schema_migrations order by version")
@@ -148,17 +149,86 @@ function forward(address: string, listenPort: number, port: number): Promise<net
     expect((await server.sql("select to_regclass('public.second_notes') as t")).rows[0].t).toBe(
       "second_notes",
     );
-    // `migration down` resets by dropping every schema not owned by the platform's `supabase_admin`: Strata's
-    // own are not the owner's, so the one statement fails whole and nothing is dropped.
-    const down = await cli.run(["migration", "down", "--linked", "--last", "1", "--yes"]);
-    expect(down.stderr).toMatch(/must be owner of schema/);
-    expect((await server.sql("select to_regclass('public.second_notes') as t")).rows[0].t).toBe(
-      "second_notes",
+
+    // The user's objects outside the migrations, made as the owner; a user of auth, a bucket of storage.
+    const made = await mgmt(server, "POST", `/v1/projects/${ref}/database/query`, {
+      body: {
+        query: `create schema scratch; create table scratch.t (id int);
+                create function public.answer() returns int language sql as 'select 42';
+                create type public.mood as enum ('ok');
+                create policy "kept files" on storage.objects for select using (bucket_id = 'kept-files');
+                insert into public.linked_notes values (1, 'gone with the reset')`,
+      },
+    });
+    expect(made.status).toBe(201);
+    const service = { apikey: server.serviceKey, authorization: `Bearer ${server.serviceKey}` };
+    const user = await fetch(`${server.url}/auth/v1/admin/users`, {
+      method: "POST",
+      headers: { ...service, "content-type": "application/json" },
+      body: JSON.stringify({ email: "kept@example.com", password: "Kept-pass-1", email_confirm: true }),
+    });
+    expect(user.status).toBe(200);
+    const bucket = await fetch(`${server.url}/storage/v1/bucket`, {
+      method: "POST",
+      headers: { ...service, "content-type": "application/json" },
+      body: JSON.stringify({ id: "kept-files", name: "kept-files" }),
+    });
+    expect(bucket.status).toBe(200);
+    const schemas = async () =>
+      (await server.sql("select nspname from pg_namespace order by nspname")).rows.map((r) => r.nspname);
+    const before = await schemas();
+
+    // The CLI's reset (shared with `db reset --linked`) empties the user's objects, then applies the migrations up
+    // to the one before the last; Strata's schemas and the project's auth users and buckets stay.
+    await cli.ok(["migration", "down", "--linked", "--last", "1", "--yes"]);
+    expect(await history()).toEqual(["20260101000000"]);
+    const { rows } = await server.sql(
+      `select to_regclass('public.linked_notes')::text as linked, to_regclass('public.second_notes')::text as second,
+              (select count(*)::int from public.linked_notes) as notes, to_regprocedure('public.answer()')::text as fn,
+              to_regtype('public.mood')::text as mood,
+              (select count(*)::int from auth.users where email = 'kept@example.com') as users,
+              (select count(*)::int from storage.buckets where id = 'kept-files') as buckets,
+              (select count(*)::int from pg_policies where policyname = 'kept files') as policies,
+              (select count(*)::int from pg_policies where schemaname = 'cron') as cron_policies`,
     );
-    expect(await history()).toEqual(["20260101000000", "20260102000000"]);
+    expect(rows).toEqual([
+      {
+        linked: "linked_notes",
+        second: null,
+        notes: 0,
+        fn: null,
+        mood: null,
+        users: 1,
+        buckets: 1,
+        policies: 0,
+        cron_policies: 4,
+      },
+    ]);
+    expect(await schemas()).toEqual(before.filter((name) => name !== "scratch"));
+
+    // The project still serves its data API and auth.
+    const rest = await fetch(`${server.url}/rest/v1/linked_notes?select=id`, { headers: service });
+    expect(rest.status).toBe(200);
+    expect(await rest.json()).toEqual([]);
+    const token = await fetch(`${server.url}/auth/v1/token?grant_type=password`, {
+      method: "POST",
+      headers: { apikey: server.anonKey, "content-type": "application/json" },
+      body: JSON.stringify({ email: "kept@example.com", password: "Kept-pass-1" }),
+    });
+    expect(token.status).toBe(200);
+
     await cli.ok(["migration", "repair", "--status", "reverted", "20260102000000", "--linked"]);
     expect(await history()).toEqual(["20260101000000"]);
     expect(await cli.ok(["migration", "list", "--linked"])).toMatch(/20260102000000.*\|\s*` `/);
+
+    // `db reset` runs the same reset in a transaction of its own, then applies every local migration.
+    await cli.ok(["db", "reset", "--linked", "--yes"]);
+    expect(await history()).toEqual(["20260101000000", "20260102000000"]);
+    const { rows: after } = await server.sql(
+      `select to_regclass('public.second_notes')::text as second,
+              (select count(*)::int from auth.users where email = 'kept@example.com') as users`,
+    );
+    expect(after).toEqual([{ second: "second_notes", users: 1 }]);
   });
 
   it("creates the buckets of config.toml (seed buckets), reads snippets, adds a SAML provider from a file", async () => {
