@@ -169,7 +169,7 @@ function makeInstallation(source: string, root: string): string {
     }
     // Copies of this major made for other binaries or another Strata version (and any left half-made).
     for (const other of readdirSync(root))
-      if (other !== name && (other.startsWith(`${major}.`) || other.startsWith(`.${major}.`)))
+      if (other !== name && /^\.?(\d+)/.exec(other)?.[1] === major)
         rmSync(path.join(root, other), { recursive: true, force: true });
   }
   return path.join(target, "bin");
