@@ -89,6 +89,15 @@ describe("the modules' extensions through the database listener", () => {
           where e.extname = any(array['pg_cron', 'pg_net', 'pgmq', 'supabase_vault']) and d.deptype = 'e'`,
       ),
     ).toEqual([{ members: 0 }]);
+    // The owner's privileges, granted again as each time Strata opens the project, stay those for Strata's cron.
+    const role = `postgres_${server.ref}`;
+    expect(
+      await asSuperuser(
+        `select _strata.grant_modules('${server.ref}'),
+                has_table_privilege('${role}', 'cron.job', 'insert') as writes_jobs,
+                has_function_privilege('${role}', 'cron._job_slot_start()', 'execute') as internal`,
+      ),
+    ).toEqual([{ grant_modules: "", writes_jobs: true, internal: false }]);
 
     const one = async (sql: string) => (await owner.query(sql)).rows[0].id;
     const job = await one("select cron.schedule('ext-job', '1 seconds', 'select 1') as id");
