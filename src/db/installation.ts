@@ -27,8 +27,8 @@ import path from "node:path";
  * platform's tools expect. A real extension owns its tables, which is how Strata tells one apart
  * (sql/project/800_module_extensions.sql).
  *
- * The copy is made once per binaries and Strata version (its directory is named for a digest of both) and
- * reused; a new one replaces the copies of the same major made before (a dependency update).
+ * The copy is made once per server binary and set of Strata's files (its directory is named for a digest of
+ * both) and reused; a new one replaces the copies of the same major made before (a dependency update).
  */
 
 interface ModuleExtension {
@@ -40,10 +40,11 @@ interface ModuleExtension {
   schema?: string;
   /** A table of Strata's module in the database: the extension may be created where it exists. */
   moduleTable: string;
+  /** Strata's module, as messages name it. */
   module: string;
 }
 
-export const MODULE_EXTENSIONS: readonly ModuleExtension[] = [
+const MODULE_EXTENSIONS: readonly ModuleExtension[] = [
   {
     name: "pg_cron",
     version: "1.6",
@@ -77,7 +78,7 @@ export const MODULE_EXTENSIONS: readonly ModuleExtension[] = [
 ];
 
 /** The files Strata adds to the installation's `share/postgresql/extension`, by name. */
-export function moduleExtensionFiles(): Map<string, string> {
+function moduleExtensionFiles(): Map<string, string> {
   const files = new Map<string, string>();
   for (const e of MODULE_EXTENSIONS) {
     files.set(
