@@ -461,12 +461,12 @@ export async function startEmbeddedPostgres(
 ): Promise<EmbeddedDatabase> {
   const { listenAddresses = "127.0.0.1", archiveDir } = opts;
   const databaseDir = path.resolve(dataDir, "pgdata");
-  // PostgreSQL runs as the OS user `postgres`, which must be able to reach the data directory (and its
-  // installation in it).
+  // PostgreSQL runs as the OS user `postgres`, which must be able to reach the data directory and the
+  // installation copied into it (Strata opens up the data directory itself): checked before anything is made.
+  checkReachableAsRoot(dataDir, dataDir);
   mkdirSync(dataDir, { recursive: true });
   chmodSync(dataDir, 0o755);
   const postgres = await embeddedPostgresBinary(dataDir);
-  checkReachableAsRoot(dataDir, postgres);
   checkMajorVersion(databaseDir, postgres);
   // A generated password keeps the machine's other users out of the cluster.
   const passwordFile = path.join(dataDir, PASSWORD_FILE);
