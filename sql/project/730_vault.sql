@@ -1,11 +1,11 @@
 -- vault: supabase_vault's SQL interface (vault.secrets, vault.decrypted_secrets, vault.create_secret,
 -- vault.update_secret) without its C extension. A secret is stored encrypted with the project's public key
 -- (pgcrypto's OpenPGP public-key encryption, AES-256 for the data, bound to the secret's id); the private key is
--- not in the database: Strata keeps it sealed in the control plane and loads it into the sessions it opens for
--- the project's owner only (the Management API's SQL and migrations, cron jobs), into a temporary table of the
--- session that only strata_vault may read (src/modules/vault.ts). So create_secret works in any session, and
--- decrypted_secrets decrypts only in those: anywhere else (a direct connection, the data API's sessions) it
--- raises. Privileges are the platform's: the owner (_strata.grant_modules) and service_role may read, delete,
+-- not in the database: Strata keeps it sealed in the control plane and loads it into the sessions it opens (the
+-- Management API's SQL and migrations, cron jobs; since 765, the data API's; the owner's through the database
+-- listener, src/pooler/vaultSession.ts), into a temporary table of the session that only strata_vault may read
+-- (src/modules/vault.ts). So create_secret works in any session, and decrypted_secrets decrypts only in those,
+-- for the roles granted it: anywhere else (a direct connection to the cluster) it raises. Privileges are the platform's: the owner (_strata.grant_modules) and service_role may read, delete,
 -- create and update secrets; anon and authenticated have nothing.
 
 create or replace function _strata.install_vault() returns void
@@ -61,7 +61,7 @@ begin
                     where c.relnamespace = pg_my_temp_schema() and c.relname = 'strata_vault_session'
                       and c.relkind = 'r' and c.relowner = 'strata_vault'::regrole) then
       raise exception 'vault: this session cannot decrypt secrets' using errcode = '42501',
-        hint = 'Strata decrypts vault.decrypted_secrets in the sessions it opens for the project''s owner: the SQL editor and database/query, migrations and cron jobs.';
+        hint = 'Strata decrypts vault.decrypted_secrets in the sessions it opens: the SQL editor and database/query, migrations, cron jobs, the data API''s, and the owner''s through the database listener.';
     end if;
     execute 'select array_agg(key) from pg_temp.strata_vault_session' into keys;
     if cardinality(keys) is distinct from 1 then

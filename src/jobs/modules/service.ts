@@ -42,12 +42,22 @@ interface ModuleState {
   queuedRequests: boolean;
 }
 
+/**
+ * Whether the extension named by the parameter `$n` owns the table named by `$n+1` (as _strata.extension_owns,
+ * sql/project/800): a real pg_cron owns cron.job; Strata's marker of that name (src/db/installation.ts) owns
+ * nothing, and Strata's module serves the project.
+ */
+const ownsTable = (n: number) =>
+  `exists (select from pg_depend d join pg_extension e on e.oid = d.refobjid
+            where e.extname = $${n} and d.refclassid = 'pg_extension'::regclass and d.classid = 'pg_class'::regclass
+              and d.objid = to_regclass($${n + 1}) and d.deptype = 'e')`;
+
 /** What a project's database says of its modules, read on a superuser connection (Strata's tables only). */
 async function probe(client: pg.ClientBase): Promise<ModuleState> {
   const { rows } = await client.query(
-    `select exists (select from pg_extension where extname = 'pg_cron') as cron_extension,
-            exists (select from pg_extension where extname = 'pg_net') as net_extension,
+    `select ${ownsTable(1)} as cron_extension, ${ownsTable(3)} as net_extension,
             to_regclass('cron.job') is not null as cron, to_regclass('net.http_request_queue') is not null as net`,
+    ["pg_cron", "cron.job", "pg_net", "net.http_request_queue"],
   );
   const found = rows[0];
   const cronModule = found.cron && !found.cron_extension;
