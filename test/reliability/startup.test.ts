@@ -131,7 +131,7 @@ describe("Start-up failures", () => {
     const made = await start({ STRATA_DATA_DIR: dir, STRATA_PG_PORT: String(await freePort()) });
     expect(made.code).toBe(1);
     expect(made.lastLine).toMatch(/was made by PostgreSQL 13, and this Strata runs PostgreSQL 17/);
-  });
+  }, 150_000); // an initdb, a cluster's start and stop, and two starts of Strata
 
   (asRoot ? it : it.skip)(
     "names a data directory that the postgres OS user cannot reach when run as root",
