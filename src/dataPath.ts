@@ -1,15 +1,18 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Express, NextFunction, Request, Response } from "express";
 import type { AppContext } from "./context";
+import { handleFunctions } from "./functions/router";
 import { graphqlBody, handleGraphql } from "./graphql/router";
 import { handleRest, restBody } from "./rest/router";
 
 /**
- * The data path: `POST /graphql/v1` and `/rest/v1/...` served on node:http ahead of Express. Express' router
- * walks every middleware and router layer of the app per request, and pino-http builds a child logger per
- * request; here the request goes straight through the same pieces the Express routes use, in the same
- * order: CORS, the route's body parser, its handler, and the error handler that answers what they pass on.
- * Express' request and response prototypes are kept, so the handlers see exactly what they see there.
+ * The data path: `POST /graphql/v1`, `/rest/v1/...` and edge-function invocations (`/functions/v1/...`)
+ * served on node:http ahead of Express. Express' router walks every middleware and router layer of the app
+ * per request, and pino-http builds a child logger per request; here the request goes straight through the
+ * same pieces the Express routes use, in the same order: CORS, the route's body parser, its handler, and the
+ * error handler that answers what they pass on (functions have neither CORS nor a body parser: they answer
+ * their own preflights, and their bodies are streamed). Express' request and response prototypes are kept, so
+ * the handlers see exactly what they see there.
  */
 
 type Handler = (req: Request, res: Response, next: NextFunction) => void;
@@ -25,6 +28,11 @@ export interface DataPathParts {
 }
 
 const REST = "/rest/v1";
+const FUNCTIONS = "/functions/v1";
+
+/** Whether `path` is `prefix` or below it, as Express mounts a router at `prefix`. */
+const under = (path: string, prefix: string) =>
+  path.startsWith(prefix) && (path.length === prefix.length || path[prefix.length] === "/");
 
 /** Returns a listener that serves a data request and answers true, or answers false for any other request. */
 export function dataPath(
@@ -37,6 +45,7 @@ export function dataPath(
     (req, res, next) => void handleGraphql(ctx, req, res, next),
   ];
   const rest: Handler[] = [parts.cors, restBody, (req, res) => void handleRest(ctx, req, res)];
+  const functions: Handler[] = [(req, res) => void handleFunctions(ctx, req, res)];
   const { app } = parts;
 
   // The request line holds method, path (never the query), status and time, nothing to redact: searching it
@@ -63,12 +72,17 @@ export function dataPath(
     const q = url.indexOf("?");
     const path = q === -1 ? url : url.slice(0, q);
     let chain: Handler[];
+    let mount: string | undefined;
     if (path === "/graphql/v1") {
       // Other methods are Express' (CORS, then its 404).
       if (incoming.method !== "POST" && incoming.method !== "OPTIONS") return false;
       chain = graphql;
-    } else if (path === REST || path.startsWith(REST + "/")) {
+    } else if (under(path, REST)) {
       chain = rest;
+      mount = REST;
+    } else if (under(path, FUNCTIONS)) {
+      chain = functions;
+      mount = FUNCTIONS;
     } else {
       return false;
     }
@@ -85,10 +99,10 @@ export function dataPath(
     req.originalUrl = url;
     req.params = {};
     parts.observe(req, path);
-    if (chain === rest) {
-      // What mounting the router at /rest/v1 does: handlers see the path below it.
-      req.baseUrl = REST;
-      const below = url.slice(REST.length);
+    if (mount) {
+      // What mounting a router at its prefix does: handlers see the path below it.
+      req.baseUrl = mount;
+      const below = url.slice(mount.length);
       req.url = below.startsWith("/") ? below : "/" + below;
     }
     let step = 0;

@@ -29,6 +29,12 @@ export class WorkerPool {
     this.sweeper.unref();
   }
 
+  /** The running worker for `key`, if there is one. */
+  running(key: string): Worker | undefined {
+    const current = this.workers.get(key);
+    return current && !current.worker.ended ? current.worker : undefined;
+  }
+
   /** The running worker for `key`, started when there is none (synchronous: one start per key). */
   workerFor(
     fn: string,
@@ -36,8 +42,8 @@ export class WorkerPool {
     spec: WorkerSpec,
     onLine: (level: "log" | "error", line: string) => void,
   ): Worker {
-    const current = this.workers.get(key);
-    if (current && !current.worker.ended) return current.worker;
+    const running = this.running(key);
+    if (running) return running;
     this.retireOthers(fn, key);
     this.makeRoom();
     const worker = new Worker(spec, this.options, this.runtime, onLine, this.owner.owner);

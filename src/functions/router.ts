@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { ClientRequest, IncomingHttpHeaders, IncomingMessage } from "node:http";
+import type { ClientRequest, IncomingMessage } from "node:http";
 import { Router, type Request, type Response } from "express";
 import type { AppContext } from "../context";
 import { GateError } from "../http/gate";
@@ -47,8 +47,37 @@ const HOP_BY_HOP = new Set([
   "trailer",
 ]);
 
-function forwardable(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  return Object.fromEntries(Object.entries(headers).filter(([name]) => !HOP_BY_HOP.has(name)));
+/** Request headers the worker never gets from the client: hop-by-hop ones, and those Strata sets itself. */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, "x-forwarded-proto", "x-forwarded-for"]);
+
+/**
+ * What the worker gets: the client's headers less hop-by-hop ones, with where the request came from, as a
+ * raw list (node:http sends it as it is, without a setHeader per header). From `headers`, not `rawHeaders`:
+ * the API channel pins a function's calls to its project's Host there (channel.ts).
+ */
+function requestHeaders(req: Request): string[] {
+  const given = req.headers;
+  const headers: string[] = [];
+  for (const name in given) {
+    const value = given[name];
+    if (value === undefined || NOT_FORWARDED.has(name)) continue;
+    if (typeof value === "string") headers.push(name, value);
+    else for (const v of value) headers.push(name, v);
+  }
+  // node:http adds a Host of its own only to headers it is given as an object.
+  if (given.host === undefined) headers.push("host", "localhost");
+  headers.push("x-forwarded-proto", req.protocol, "x-forwarded-for", req.ip ?? "");
+  return headers;
+}
+
+/** The worker's answer headers as a raw list (duplicates kept), less hop-by-hop ones. */
+function answerHeaders(answer: IncomingMessage): string[] {
+  const raw = answer.rawHeaders;
+  const headers: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    if (!HOP_BY_HOP.has(raw[i].toLowerCase())) headers.push(raw[i], raw[i + 1]);
+  }
+  return withTenantContentPolicy(headers);
 }
 
 /** The slug: the first segment of the path under /functions/v1. */
@@ -113,16 +142,12 @@ function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Pro
       refuse(res, status, code, why);
       finish(status);
     };
-    const headers = {
-      ...forwardable(req.headers),
-      "x-forwarded-proto": req.protocol,
-      "x-forwarded-for": req.ip ?? "",
-    };
+    const headers = requestHeaders(req);
     const bodyless = hasNoBody(req);
     const send = (retry: boolean): ClientRequest => {
       const sent = worker.request({ method: req.method, path: req.url, headers }, { reuse: bodyless });
       sent.on("response", (answer: IncomingMessage) => {
-        res.writeHead(answer.statusCode ?? 502, withTenantContentPolicy(forwardable(answer.headers)));
+        res.writeHead(answer.statusCode ?? 502, answerHeaders(answer));
         answer.pipe(res);
         answer.on("end", () => finish(answer.statusCode ?? 502));
         answer.on("error", () => finish(answer.statusCode ?? 502));
@@ -185,14 +210,7 @@ async function invoke(ctx: AppContext, runtime: FunctionRuntime, req: Request, r
       status,
       durationMs: Date.now() - started,
     });
-  const dir = functionDir(ctx.config.dataDir, project.ref, fn.slug, fn.version);
-  await materialise(dir, () => deployedFiles(ctx, fn.id, fn.version));
-  const worker = runtime.pool.workerFor(
-    `${project.ref}/${fn.slug}`,
-    key,
-    { dir, entrypoint: fn.entrypoint, importMap: fn.importMap, env, api: runtime.apiChannel(project.ref) },
-    (level, message) => runtime.logs.add(consoleRow(project.ref, fn, level, message)),
-  );
+  const worker = runtime.pool.running(key) ?? (await startWorker(ctx, runtime, project.ref, fn, env, key));
   try {
     await worker.booted();
   } catch {
@@ -201,6 +219,25 @@ async function invoke(ctx: AppContext, runtime: FunctionRuntime, req: Request, r
     return;
   }
   log(await proxy(req, res, worker, ctx.config.functions.wallMs));
+}
+
+/** A new worker for the function, its files written first where this node has none (a new node, a cleaned disk). */
+async function startWorker(
+  ctx: AppContext,
+  runtime: FunctionRuntime,
+  ref: string,
+  fn: DeployedFunction,
+  env: Record<string, string>,
+  key: string,
+): Promise<Worker> {
+  const dir = functionDir(ctx.config.dataDir, ref, fn.slug, fn.version);
+  await materialise(dir, () => deployedFiles(ctx, fn.id, fn.version));
+  return runtime.pool.workerFor(
+    `${ref}/${fn.slug}`,
+    key,
+    { dir, entrypoint: fn.entrypoint, importMap: fn.importMap, env, api: runtime.apiChannel(ref) },
+    (level, message) => runtime.logs.add(consoleRow(ref, fn, level, message)),
+  );
 }
 
 function consoleRow(ref: string, fn: DeployedFunction, level: string, message: string) {
@@ -215,18 +252,26 @@ function consoleRow(ref: string, fn: DeployedFunction, level: string, message: s
   };
 }
 
-export function functionsRouter(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
-  router.use(async (req, res) => {
-    try {
-      await invoke(ctx, functionRuntimeOf(ctx), req, res);
-    } catch (e) {
-      if (e instanceof InvalidJwt) return refuse(res, 401, 401, e.message);
-      if (e instanceof GateError) return refuse(res, e.status, e.status, e.message);
-      if (e instanceof PoolExhausted) return refuse(res, 503, "WORKER_RESOURCE_LIMIT", e.message);
+/**
+ * One invocation, below the /functions/v1 mount (the data path serves it ahead of Express, dataPath.ts; the
+ * Express route is for request targets the data path leaves to Express). Every error is answered here.
+ */
+export async function handleFunctions(ctx: AppContext, req: Request, res: Response): Promise<void> {
+  try {
+    await invoke(ctx, functionRuntimeOf(ctx), req, res);
+  } catch (e) {
+    if (e instanceof InvalidJwt) refuse(res, 401, 401, e.message);
+    else if (e instanceof GateError) refuse(res, e.status, e.status, e.message);
+    else if (e instanceof PoolExhausted) refuse(res, 503, "WORKER_RESOURCE_LIMIT", e.message);
+    else {
       ctx.log.error({ err: e }, "function invocation failed");
       refuse(res, 500, "INTERNAL_ERROR", "Internal server error");
     }
-  });
+  }
+}
+
+export function functionsRouter(ctx: AppContext): Router {
+  const router = Router({ caseSensitive: true });
+  router.use((req, res) => void handleFunctions(ctx, req, res));
   return router;
 }

@@ -102,6 +102,23 @@ function neutraliserFor(spec: WorkerSpec, runtime: RuntimeFiles, scratch: string
 }
 
 /**
+ * Kept-alive connections to a worker's socket. node:http's Agent reads each answer's headers for a keep-alive
+ * hint to time an idle connection by (building the header object a proxy otherwise never needs); a worker
+ * sends none, and its idle connections close after IDLE_SOCKET_MS whatever it says.
+ */
+class KeptAliveAgent extends http.Agent {
+  constructor() {
+    super({ keepAlive: true, maxSockets: 256, timeout: IDLE_SOCKET_MS });
+  }
+
+  override keepSocketAlive(socket: net.Socket): boolean {
+    socket.unref();
+    if (socket.timeout !== IDLE_SOCKET_MS) socket.setTimeout(IDLE_SOCKET_MS);
+    return true;
+  }
+}
+
+/**
  * One Deno process serving one function version on a unix socket in its own scratch directory. It may
  * read only its files, the bootstrap and the scratch directory, write only the scratch directory, see
  * only the environment it is given; it may reach the internet (network.ts), not this machine's network
@@ -117,7 +134,7 @@ export class Worker {
   // Requests without a body reuse kept-alive connections (the router sends one again on a new connection when
   // the worker closed its connection just as it went out); a request with a body, which could not be sent
   // again, gets a connection of its own. Idle connections close after a moment, before the worker would.
-  private readonly keptAlive = new http.Agent({ keepAlive: true, maxSockets: 256, timeout: IDLE_SOCKET_MS });
+  private readonly keptAlive = new KeptAliveAgent();
   private readonly agent = new http.Agent({ keepAlive: false, maxSockets: 256 });
   private readonly ready: Promise<void>;
   private readonly stderrTail: string[] = [];
