@@ -100,7 +100,11 @@ export class DeployedFunctions {
     return deployed;
   }
 
-  private changed(ref: string) {
+  /**
+   * Drops what is kept of `ref`: on a change announced by any node, and at once on the node that made it, after
+   * its transaction committed (its own notification may come back after the caller's next invocation).
+   */
+  forget(ref: string) {
     this.changes.set(ref, (this.changes.get(ref) ?? 0) + 1);
     this.cache.delete(ref);
   }
@@ -125,7 +129,7 @@ export class DeployedFunctions {
     client.on("error", retry);
     client.on("end", retry);
     client.on("notification", (msg) => {
-      if (msg.channel === FUNCTIONS_CHANGED && msg.payload) this.changed(msg.payload);
+      if (msg.channel === FUNCTIONS_CHANGED && msg.payload) this.forget(msg.payload);
     });
     try {
       await client.connect();

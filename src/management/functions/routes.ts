@@ -160,6 +160,7 @@ async function deployFiles(
     },
   );
   await publishVersion(staging, functionDir(ctx.config.dataDir, ref, fn.slug, fn.version));
+  functionRuntimeOf(ctx).deployed.forget(ref);
   if (!meta.bundleOnly) await pruneVersions(ctx.config.dataDir, ref, fn.slug, fn.version);
   return functionJson(fn);
 }
@@ -260,6 +261,7 @@ export function functionRoutes(ctx: AppContext): Router {
         }
         return rows;
       });
+      functionRuntimeOf(ctx).deployed.forget(project.ref);
       for (const fn of updated) await pruneVersions(ctx.config.dataDir, project.ref, fn.slug, fn.version);
       return { functions: updated.map(functionJson) };
     },
@@ -287,6 +289,7 @@ export function functionRoutes(ctx: AppContext): Router {
     async ({ project, params }) => {
       const fn = await one(project, params.slug);
       await deleteFunctionRow(ctx.platformPool, fn.id);
+      functionRuntimeOf(ctx).deployed.forget(fn.project_ref);
       functionRuntimeOf(ctx).pool.stopFunction(`${fn.project_ref}/${fn.slug}`);
       await removeFunctionFiles(ctx.config.dataDir, fn.project_ref, fn.slug);
       return {};

@@ -15,6 +15,7 @@ import {
   upsertSecret,
 } from "./store";
 import { withAdminTransaction } from "../../db/transaction";
+import { functionRuntimeOf } from "../../functions/runtime";
 
 /** Project secrets (encrypted at rest) and the root key they are encrypted under (`sodium`/`pgsodium`). */
 
@@ -78,6 +79,7 @@ export function secretRoutes(ctx: AppContext): Router {
             digest: digestOf(value),
           });
       });
+      functionRuntimeOf(ctx).deployed.forget(project.ref);
       return {};
     },
   );
@@ -92,6 +94,7 @@ export function secretRoutes(ctx: AppContext): Router {
     },
     async ({ project, body }) => {
       await deleteSecrets(ctx.platformPool, project.ref, body);
+      functionRuntimeOf(ctx).deployed.forget(project.ref);
       return {};
     },
   );
