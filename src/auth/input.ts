@@ -13,6 +13,21 @@ export const pkceFields = {
   code_challenge_method: z.string().nullish(),
 };
 
+/**
+ * The row a path's `id` names, or `notFound()`: an id that is not a UUID names no row (it is not looked up,
+ * so a malformed id is the same 404 as an unknown one).
+ */
+export async function rowById<T>(
+  id: unknown,
+  find: (id: string) => Promise<T | null | undefined>,
+  notFound: () => Error,
+): Promise<T> {
+  const text = String(id);
+  const row = uuid.safeParse(text).success ? await find(text) : undefined;
+  if (!row) throw notFound();
+  return row;
+}
+
 /** A body as `schema` reads it, or the auth server's 400 naming the first field at fault. */
 export function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
   const parsed = schema.safeParse(body ?? {});

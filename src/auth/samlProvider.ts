@@ -6,6 +6,7 @@ import { kekOf } from "../platform/kek";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { AuthSettings } from "./authConfig";
 import { AuthApiError } from "./errors";
+import { STANDARD_CLAIMS } from "./idTokens";
 import {
   insertSpKeys,
   recordConsumedIds,
@@ -38,33 +39,12 @@ const EMAIL_ATTRIBUTES = [
   "Mail",
   "email",
 ];
+/** Claims the assertion itself sets: a mapped attribute of that name is passed over. */
+const ASSERTED_CLAIMS = ["iss", "sub", "email", "email_verified"];
 /** Claims the platform keeps at the top of identity_data; other mapped attributes go to custom_claims. */
-const STANDARD_CLAIMS = new Set([
-  "aud",
-  "iat",
-  "exp",
-  "name",
-  "family_name",
-  "given_name",
-  "middle_name",
-  "nickname",
-  "preferred_username",
-  "profile",
-  "picture",
-  "website",
-  "gender",
-  "birthdate",
-  "zoneinfo",
-  "locale",
-  "updated_at",
-  "phone",
-  "phone_verified",
-  "avatar_url",
-  "full_name",
-  "slug",
-  "provider_id",
-  "user_name",
-]);
+const TOP_LEVEL_CLAIMS = new Set(
+  [...STANDARD_CLAIMS].filter((c) => c !== "custom_claims" && !ASSERTED_CLAIMS.includes(c)),
+);
 const KEY_PURPOSE = "platform.saml_sp_keys.private_key";
 const CERT_PURPOSE = "platform.saml_sp_keys.certificate";
 /** How long an ID is kept when the assertion states no NotOnOrAfter at all. */
@@ -358,8 +338,8 @@ export function assertedUser(provider: SsoProvider, extract: Extract, content: s
     email_verified: true,
   };
   for (const [key, value] of Object.entries(claims)) {
-    if (["iss", "sub", "email", "email_verified"].includes(key)) continue;
-    if (STANDARD_CLAIMS.has(key)) identityData[key] = value;
+    if (ASSERTED_CLAIMS.includes(key)) continue;
+    if (TOP_LEVEL_CLAIMS.has(key)) identityData[key] = value;
     else custom[key] = value;
   }
   if (Object.keys(custom).length) identityData.custom_claims = custom;
