@@ -45,6 +45,9 @@ import {
 } from "./store";
 
 const CLOUD_PROVIDER = "STRATA";
+/** The access rules of the operations on one project (read it, change it or its lifecycle). */
+const ADMIN_READ = { permission: "project_admin_read", scope: "projects:read" } as const;
+const ADMIN_WRITE = { permission: "project_admin_write", scope: "projects:write" } as const;
 
 function summary(p: ProjectRow) {
   return {
@@ -226,7 +229,7 @@ export function projectRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref",
     "Gets a project",
     {
-      access: { permission: "project_admin_read", scope: "projects:read" },
+      access: ADMIN_READ,
       status: 200,
       response: projectDetail,
     },
@@ -237,7 +240,7 @@ export function projectRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref",
     "Renames a project",
     {
-      access: { permission: "project_admin_write", scope: "projects:write" },
+      access: ADMIN_WRITE,
       body: renameProjectBody,
       status: 200,
       response: projectRefResponse,
@@ -253,7 +256,7 @@ export function projectRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref",
     "Deletes a project and drops its database",
     {
-      access: { permission: "project_admin_write", scope: "projects:write" },
+      access: ADMIN_WRITE,
       status: 200,
       response: projectRefResponse,
     },
@@ -268,7 +271,7 @@ export function projectRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/health",
     "Checks the project's services (db, GraphQL, REST, auth) for real",
     {
-      access: { permission: "project_admin_read", scope: "projects:read" },
+      access: ADMIN_READ,
       query: healthQuery,
       status: 200,
       response: healthItem.array(),
@@ -290,7 +293,7 @@ export function projectRoutes(ctx: AppContext): Router {
       path,
       summaryText,
       {
-        access: { permission: "project_admin_write", scope: "projects:write" },
+        access: ADMIN_WRITE,
         status: 200,
         response: emptyObject,
       },
@@ -325,7 +328,7 @@ export function projectRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/restore",
     "Lists the versions a paused project can be restored to",
     {
-      access: { permission: "project_admin_read", scope: "projects:read" },
+      access: ADMIN_READ,
       status: 200,
       response: restoreVersionsResponse,
     },
