@@ -3,6 +3,7 @@ import { useParams } from "react-router";
 import type { Row } from "../components/DataGrid";
 import { ErrorBox } from "../components/Feedback";
 import { ListPage } from "../components/ListPage";
+import { PasswordFields } from "../components/PasswordFields";
 import { isBanned, UserBan } from "../components/UserBan";
 import { useProjectApi, type ProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
@@ -37,20 +38,12 @@ function NewUser({ api, onDone }: { api: ProjectApi; onDone: () => void }) {
 
   return (
     <form className="card form-row" aria-label="New user" onSubmit={(e) => void submit(e, false)}>
-      <label className="field">
-        <span>Email</span>
-        <input name="email" type="email" value={email} onChange={(e) => setEmail(e.target.value)} required />
-      </label>
-      <label className="field">
-        <span>Password</span>
-        <input
-          name="password"
-          type="password"
-          autoComplete="new-password"
-          value={password}
-          onChange={(e) => setPassword(e.target.value)}
-        />
-      </label>
+      <PasswordFields
+        purpose="new-user"
+        account={{ field: "email", value: email, onChange: setEmail }}
+        password={password}
+        onPassword={setPassword}
+      />
       <button className="button primary" type="submit" disabled={busy || !password}>
         Create user
       </button>

@@ -2,6 +2,7 @@ import { useState, type FormEvent } from "react";
 import { useNavigate, useSearchParams } from "react-router";
 import { account } from "../api";
 import { ErrorBox } from "../components/Feedback";
+import { PasswordFields } from "../components/PasswordFields";
 
 /** The page an invitation's link opens (`/join?token=...&slug=...`): set a password, then sign in. */
 export default function Join() {
@@ -35,26 +36,12 @@ export default function Join() {
         <p className="muted">
           Choose your password (an existing account gives its own) to accept the invitation.
         </p>
-        <label className="field">
-          <span>User name (optional)</span>
-          <input
-            name="username"
-            autoComplete="username"
-            value={username}
-            onChange={(e) => setUsername(e.target.value)}
-          />
-        </label>
-        <label className="field">
-          <span>Password</span>
-          <input
-            name="password"
-            type="password"
-            autoComplete="new-password"
-            value={password}
-            onChange={(e) => setPassword(e.target.value)}
-            required
-          />
-        </label>
+        <PasswordFields
+          purpose="join"
+          account={{ field: "username", value: username, onChange: setUsername }}
+          password={password}
+          onPassword={setPassword}
+        />
         <ErrorBox error={error ?? (token ? undefined : new Error("This link has no invitation token"))} />
         <button className="button primary" type="submit" disabled={busy || !token}>
           {busy ? "Joining…" : "Accept invitation"}

@@ -278,6 +278,46 @@ const emptyColumn = (): NewColumn => ({
   references: "",
 });
 
+/**
+ * One cell of the new table's column rows, bound to one field of its column: a checkbox for a yes/no field,
+ * a choice among `choices` ("" is "none", shown as —), else a text box.
+ */
+function ColumnCell({
+  column,
+  field,
+  label,
+  choices,
+  onChange,
+}: {
+  column: NewColumn;
+  field: keyof NewColumn;
+  label: string;
+  choices?: readonly string[];
+  onChange: (change: Partial<NewColumn>) => void;
+}) {
+  const value = column[field];
+  const set = (v: string | boolean) => onChange({ [field]: v });
+  let input;
+  if (typeof value === "boolean") {
+    input = (
+      <input type="checkbox" aria-label={label} checked={value} onChange={(e) => set(e.target.checked)} />
+    );
+  } else if (choices) {
+    input = (
+      <select aria-label={label} value={value} onChange={(e) => set(e.target.value)}>
+        {choices.map((choice) => (
+          <option key={choice} value={choice}>
+            {choice || "—"}
+          </option>
+        ))}
+      </select>
+    );
+  } else {
+    input = <input aria-label={label} value={value} onChange={(e) => set(e.target.value)} />;
+  }
+  return <td>{input}</td>;
+}
+
 /** Create a table: columns, primary key, foreign keys; the SQL it runs is shown as it is written. */
 function NewTable({
   ref_,
@@ -365,59 +405,29 @@ function NewTable({
         <tbody>
           {columns.map((c, i) => (
             <tr key={i}>
-              <td>
-                <input
-                  aria-label="Column name"
-                  value={c.name}
-                  onChange={(e) => update(i, { name: e.target.value })}
-                />
-              </td>
-              <td>
-                <select
-                  aria-label="Column type"
-                  value={c.type}
-                  onChange={(e) => update(i, { type: e.target.value })}
-                >
-                  {COLUMN_TYPES.map((t) => (
-                    <option key={t}>{t}</option>
-                  ))}
-                </select>
-              </td>
-              <td>
-                <input
-                  aria-label="Default"
-                  value={c.default}
-                  onChange={(e) => update(i, { default: e.target.value })}
-                />
-              </td>
-              <td>
-                <input
-                  type="checkbox"
-                  aria-label="Nullable"
-                  checked={c.nullable}
-                  onChange={(e) => update(i, { nullable: e.target.checked })}
-                />
-              </td>
-              <td>
-                <input
-                  type="checkbox"
-                  aria-label="Primary key"
-                  checked={c.primary_key}
-                  onChange={(e) => update(i, { primary_key: e.target.checked })}
-                />
-              </td>
-              <td>
-                <select
-                  aria-label="References"
-                  value={c.references}
-                  onChange={(e) => update(i, { references: e.target.value })}
-                >
-                  <option value="">—</option>
-                  {referenceable.data?.map((r) => (
-                    <option key={r}>{r}</option>
-                  ))}
-                </select>
-              </td>
+              <ColumnCell column={c} field="name" label="Column name" onChange={(ch) => update(i, ch)} />
+              <ColumnCell
+                column={c}
+                field="type"
+                label="Column type"
+                choices={COLUMN_TYPES}
+                onChange={(ch) => update(i, ch)}
+              />
+              <ColumnCell column={c} field="default" label="Default" onChange={(ch) => update(i, ch)} />
+              <ColumnCell column={c} field="nullable" label="Nullable" onChange={(ch) => update(i, ch)} />
+              <ColumnCell
+                column={c}
+                field="primary_key"
+                label="Primary key"
+                onChange={(ch) => update(i, ch)}
+              />
+              <ColumnCell
+                column={c}
+                field="references"
+                label="References"
+                choices={["", ...(referenceable.data ?? [])]}
+                onChange={(ch) => update(i, ch)}
+              />
               <td>
                 <button
                   type="button"
