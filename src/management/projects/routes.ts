@@ -46,7 +46,7 @@ import {
 
 const CLOUD_PROVIDER = "STRATA";
 /** The access rules of the operations on one project (read it, change it or its lifecycle). */
-const ADMIN_READ = { permission: "project_admin_read", scope: "projects:read" } as const;
+export const ADMIN_READ = { permission: "project_admin_read", scope: "projects:read" } as const;
 const ADMIN_WRITE = { permission: "project_admin_write", scope: "projects:write" } as const;
 
 function summary(p: ProjectRow) {
