@@ -7,19 +7,17 @@ import { PasswordFields } from "../components/PasswordFields";
 import { isBanned, UserBan } from "../components/UserBan";
 import { useProjectApi, type ProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
+import { useAction } from "../useAction";
 
 /** Create a user (confirmed at once) or invite one by email (the project's mailer sends the link). */
 function NewUser({ api, onDone }: { api: ProjectApi; onDone: () => void }) {
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
 
   async function submit(e: FormEvent, invite: boolean) {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       if (invite) await api.call("/auth/v1/invite", { method: "POST", body: { email } });
       else
         await api.call("/auth/v1/admin/users", {
@@ -29,11 +27,7 @@ function NewUser({ api, onDone }: { api: ProjectApi; onDone: () => void }) {
       setEmail("");
       setPassword("");
       onDone();
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (

@@ -3,6 +3,7 @@ import { useNavigate, useSearchParams } from "react-router";
 import { account } from "../api";
 import { ErrorBox } from "../components/Feedback";
 import { PasswordFields } from "../components/PasswordFields";
+import { useAction } from "../useAction";
 
 /** The page an invitation's link opens (`/join?token=...&slug=...`): set a password, then sign in. */
 export default function Join() {
@@ -10,23 +11,16 @@ export default function Join() {
   const token = params.get("token") ?? "";
   const [username, setUsername] = useState("");
   const [password, setPassword] = useState("");
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const navigate = useNavigate();
 
   async function submit(e: FormEvent) {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       const accepted = await account.acceptInvitation(token, password, username.trim() || undefined);
       const next = new URLSearchParams({ email: accepted.user.email, joined: accepted.organization.name });
       navigate(`/sign-in?${next}`, { replace: true });
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (

@@ -16,6 +16,7 @@ import { Empty, ErrorBox, PageHeader, Spinner } from "../components/Feedback";
 import { TableStructure } from "../components/TableStructure";
 import { useProjectApi, type ProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
+import { useAction } from "../useAction";
 
 const PAGE_SIZE = 100;
 const OPERATORS = ["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "is"] as const;
@@ -193,8 +194,7 @@ function RowForm({
         ]),
       ),
   );
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const keys = columns.filter((c) => c.primary_key);
   const where = row && new URLSearchParams(keys.map((k) => [k.name, `eq.${textOf(row[k.name])}`]));
   const path = `/rest/v1/${encodeURIComponent(table)}`;
@@ -203,9 +203,7 @@ function RowForm({
   async function save(e: FormEvent) {
     e.preventDefault();
     if (!api) return;
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       // Insert: what the user typed (blank fields take the column's default). Edit: what the user changed.
       const body = Object.fromEntries(
         editable
@@ -215,24 +213,15 @@ function RowForm({
       if (row) await api.call(`${path}?${where}`, { method: "PATCH", body, headers: profile });
       else await api.call(path, { method: "POST", body, headers: profile });
       onDone();
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   async function remove() {
     if (!api || !row || !window.confirm(`Delete this row of ${table}?`)) return;
-    setBusy(true);
-    try {
+    await run(async () => {
       await api.call(`${path}?${where}`, { method: "DELETE", headers: profile });
       onDone();
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (
@@ -351,8 +340,7 @@ function NewTable({
       references: "",
     },
   ]);
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const sql = createTableSql(schema, name || "new_table", columns);
   const referenceable = useAsync(
     () =>
@@ -366,16 +354,10 @@ function NewTable({
 
   async function create(e: FormEvent) {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       await runSql(ref_, sql);
       onCreated(name);
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (
