@@ -19,6 +19,8 @@ export const bodyTooLarge = () =>
 
 /** Refusals that several endpoints answer alike. */
 export const userNotFound = () => new AuthApiError(404, "user_not_found", "User not found");
+export const factorNotFound = () => new AuthApiError(404, "mfa_factor_not_found", "Factor not found");
+export const passkeyNotFound = () => new AuthApiError(404, "validation_failed", "Passkey not found");
 export const emailExists = () =>
   new AuthApiError(422, "email_exists", "A user with this email address has already been registered");
 export const signupDisabled = () =>

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { AuthApiError } from "./errors";
+import { AuthApiError, emailOrPhoneOnly } from "./errors";
 import type { Pkce } from "./otp";
 
 /** What the auth endpoints read from request bodies: the shared field schemas and their 400s. */
@@ -12,6 +12,34 @@ export const pkceFields = {
   code_challenge: z.string().nullish(),
   code_challenge_method: z.string().nullish(),
 };
+
+/**
+ * The row a path's `id` names, or `notFound()`: an id that is not a UUID names no row (it is not looked up,
+ * so a malformed id is the same 404 as an unknown one).
+ */
+export async function rowById<T>(
+  id: unknown,
+  find: (id: string) => Promise<T | null | undefined>,
+  notFound: () => Error,
+): Promise<T> {
+  const text = String(id);
+  const row = uuid.safeParse(text).success ? await find(text) : undefined;
+  if (!row) throw notFound();
+  return row;
+}
+
+/**
+ * Whether a body takes the phone flow: it names a phone number, and then no email address (both are refused,
+ * `ending` finishing the refusal as the platform's endpoint words it).
+ */
+export function takesPhoneFlow(
+  body: { phone?: unknown; email?: unknown } | undefined,
+  ending: string,
+): boolean {
+  if (!body?.phone) return false;
+  if (body.email) throw emailOrPhoneOnly(ending);
+  return true;
+}
 
 /** A body as `schema` reads it, or the auth server's 400 naming the first field at fault. */
 export function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {

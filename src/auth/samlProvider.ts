@@ -5,7 +5,9 @@ import { fetchPublicText } from "../net/outbound";
 import { kekOf } from "../platform/kek";
 import type { ProjectRuntime } from "../projects/runtime";
 import type { AuthSettings } from "./authConfig";
+import type { AuthCall } from "./call";
 import { AuthApiError } from "./errors";
+import { STANDARD_CLAIMS } from "./idTokens";
 import {
   insertSpKeys,
   recordConsumedIds,
@@ -38,33 +40,12 @@ const EMAIL_ATTRIBUTES = [
   "Mail",
   "email",
 ];
+/** Claims the assertion itself sets: a mapped attribute of that name is passed over. */
+const ASSERTED_CLAIMS = ["iss", "sub", "email", "email_verified"];
 /** Claims the platform keeps at the top of identity_data; other mapped attributes go to custom_claims. */
-const STANDARD_CLAIMS = new Set([
-  "aud",
-  "iat",
-  "exp",
-  "name",
-  "family_name",
-  "given_name",
-  "middle_name",
-  "nickname",
-  "preferred_username",
-  "profile",
-  "picture",
-  "website",
-  "gender",
-  "birthdate",
-  "zoneinfo",
-  "locale",
-  "updated_at",
-  "phone",
-  "phone_verified",
-  "avatar_url",
-  "full_name",
-  "slug",
-  "provider_id",
-  "user_name",
-]);
+const TOP_LEVEL_CLAIMS = new Set(
+  [...STANDARD_CLAIMS].filter((c) => c !== "custom_claims" && !ASSERTED_CLAIMS.includes(c)),
+);
 const KEY_PURPOSE = "platform.saml_sp_keys.private_key";
 const CERT_PURPOSE = "platform.saml_sp_keys.certificate";
 /** How long an ID is kept when the assertion states no NotOnOrAfter at all. */
@@ -72,7 +53,7 @@ const UNBOUNDED_KEEP_MS = 24 * 3600 * 1000;
 /** The clock difference samlify allows on NotOnOrAfter (serviceProvider clockDrifts). */
 const CLOCK_DRIFT_MS = 60_000;
 
-export interface SpKeys {
+interface SpKeys {
   privateKey: string;
   certificate: string;
 }
@@ -81,7 +62,7 @@ export interface SpKeys {
  * The project's service-provider key pair (sealed at rest), made on first use: an RSA 2048 key and a
  * self-signed certificate valid for 10 years, as the platform's SAML key.
  */
-export async function spKeys(platformPool: pg.Pool, ref: string): Promise<SpKeys> {
+async function spKeys(platformPool: pg.Pool, ref: string): Promise<SpKeys> {
   const kek = kekOf(platformPool);
   let row = await spKeyRow(platformPool, ref);
   if (!row) {
@@ -106,12 +87,19 @@ export async function spKeys(platformPool: pg.Pool, ref: string): Promise<SpKeys
   };
 }
 
-/** This service provider as the platform describes it: entity id = metadata URL, ACS under /sso/saml/acs. */
-export function serviceProvider(
-  apiUrl: string,
-  keys: SpKeys,
-  options: { relayState?: string; nameIdFormat?: string; encryption?: boolean },
+/** What the project's service provider is built from: the project, its auth settings and its API's URL. */
+type SamlCall = Pick<AuthCall, "project" | "settings" | "apiUrl">;
+
+/**
+ * The project's service provider as the platform describes it: entity id = metadata URL, ACS under
+ * /sso/saml/acs, all at the project's SAML base URL (samlBase), signing with its key pair (spKeys).
+ */
+export async function serviceProvider(
+  call: SamlCall,
+  options: { relayState?: string; nameIdFormat?: string; encryption?: boolean } = {},
 ) {
+  const apiUrl = samlBase(call.settings, call.apiUrl);
+  const keys = await spKeys(call.project.platformPool, call.project.ref);
   return samlify.ServiceProvider({
     // With saml_allow_encrypted_assertions the key also decrypts, and the metadata offers it for encryption.
     ...(options.encryption ? { encPrivateKey: keys.privateKey, encryptCert: keys.certificate } : {}),
@@ -137,7 +125,7 @@ export function serviceProvider(
   });
 }
 
-type ServiceProvider = ReturnType<typeof serviceProvider>;
+type ServiceProvider = Awaited<ReturnType<typeof serviceProvider>>;
 
 /**
  * An identity provider from its metadata, or undefined when the document is none. samlify warns on the
@@ -358,8 +346,8 @@ export function assertedUser(provider: SsoProvider, extract: Extract, content: s
     email_verified: true,
   };
   for (const [key, value] of Object.entries(claims)) {
-    if (["iss", "sub", "email", "email_verified"].includes(key)) continue;
-    if (STANDARD_CLAIMS.has(key)) identityData[key] = value;
+    if (ASSERTED_CLAIMS.includes(key)) continue;
+    if (TOP_LEVEL_CLAIMS.has(key)) identityData[key] = value;
     else custom[key] = value;
   }
   if (Object.keys(custom).length) identityData.custom_claims = custom;

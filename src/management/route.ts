@@ -48,12 +48,7 @@ export interface RouteOptions<
 }
 
 /** One Management API operation: its path, access rule, validated inputs and success status. */
-export interface RouteSpec<
-  B extends z.ZodType = z.ZodType,
-  Q extends z.ZodType = z.ZodType,
-  P extends ProjectNeed | undefined = ProjectNeed | undefined,
-  O extends boolean | undefined = boolean | undefined,
-> extends RouteOptions<B, Q, P, O> {
+export interface RouteSpec extends RouteOptions {
   method: Method;
   /** Express path, e.g. `/v1/projects/:ref/api-keys/:id`. */
   path: string;
@@ -112,23 +107,18 @@ function refuseUncheckedMembership(req: Request, path: string, params: Record<st
   }
 }
 
+/** A handler as `mount` sees it: the route table's `Register` gives handlers their inputs' types. */
+type AnyHandler = (
+  input: RouteInput<z.ZodType, z.ZodType, ProjectNeed | undefined, boolean | undefined>,
+) => Promise<unknown>;
+
 /**
- * Registers an operation on `router`: checks the token's access, validates body and query (400 naming the
+ * Mounts an operation on `router`: checks the token's access, validates body and query (400 naming the
  * field), loads the project the spec asks for, runs the handler and answers its result with the spec's
  * status. A handler that already answered (e.g. 204 with no body) returns undefined after doing so.
  */
-export function route<
-  B extends z.ZodType = z.ZodUnknown,
-  Q extends z.ZodType = z.ZodUnknown,
-  P extends ProjectNeed | undefined = undefined,
-  O extends boolean | undefined = undefined,
->(
-  ctx: AppContext,
-  router: Router,
-  spec: RouteSpec<B, Q, P, O>,
-  handler: (input: RouteInput<B, Q, P, O>) => Promise<unknown>,
-): void {
-  managementRoutes.push(spec as RouteSpec);
+function mount(ctx: AppContext, router: Router, spec: RouteSpec, handler: AnyHandler): void {
+  managementRoutes.push(spec);
   router[spec.method](spec.path, async (req: Request, res: Response, next) => {
     try {
       checkAccess(req.principal!, spec.access, req.membership);
@@ -152,15 +142,7 @@ export function route<
         : undefined;
       if (spec.feature)
         await requireFeature(ctx.platformPool, params.ref, spec.feature.name, spec.feature.status);
-      const result = await handler({
-        req,
-        res,
-        params,
-        body: body as z.infer<B>,
-        query: query as z.infer<Q>,
-        project: project as RouteInput<B, Q, P, O>["project"],
-        organization: organization as RouteInput<B, Q, P, O>["organization"],
-      });
+      const result = await handler({ req, res, params, body, query, project, organization });
       if (!res.headersSent) {
         if (result === undefined) res.status(spec.status).end();
         else res.status(spec.status).json(result);
@@ -198,11 +180,11 @@ export function routeTable<F extends ProjectNeed | undefined = undefined>(
   const register =
     (method: Method): Register<F> =>
     (path, summary, options, handler) =>
-      route(
+      mount(
         ctx,
         router,
         { project: family.project, ...options, method, path, summary } as RouteSpec,
-        handler as never,
+        handler as AnyHandler,
       );
   return {
     router,

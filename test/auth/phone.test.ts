@@ -517,4 +517,37 @@ describe("phone sign-in and the send-SMS hook", () => {
     expect(whatsapp.error).toMatchObject({ status: 400, code: "validation_failed" });
     await config({ sms_autoconfirm: false });
   });
+
+  it("refuses a body with both an email address and a phone number, writing no user", async () => {
+    const cases = [
+      { path: "/signup", ending: " on signup." },
+      { path: "/otp", ending: "" },
+      { path: "/token?grant_type=password", ending: " on login." },
+    ];
+    for (const { path, ending } of cases) {
+      const res = await fetch(`${server.url}/auth/v1${path}`, {
+        method: "POST",
+        headers: { apikey: server.anonKey, "content-type": "application/json" },
+        body: JSON.stringify({ email: "both@example.test", phone: "+15550100018", password: "Both-1234-pw" }),
+      });
+      expect({ path, status: res.status, body: await res.json() }).toMatchObject({
+        path,
+        status: 400,
+        body: {
+          error_code: "validation_failed",
+          msg: `Only an email address or phone number should be provided${ending}`,
+        },
+      });
+    }
+    const written = await server.sql(
+      "select count(*)::int as n from auth.users where email = 'both@example.test' or phone = '15550100018'",
+    );
+    expect(written.rows[0].n).toBe(0);
+    // The phone alone still signs up.
+    await config({ external_phone_enabled: true, sms_autoconfirm: true });
+    const { error } = await client().auth.signUp({ phone: "+15550100018", password: "Both-1234-pw" });
+    expect(error).toBeNull();
+    expect(await userRow("phone", "15550100018")).toBeDefined();
+    await config({ sms_autoconfirm: false });
+  });
 });

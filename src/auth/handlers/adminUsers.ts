@@ -2,8 +2,8 @@ import type pg from "pg";
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
 import type { AuthCall } from "../call";
-import { AuthApiError, emailExists, userNotFound } from "../errors";
-import { email, metadata, parse, uuid } from "../input";
+import { AuthApiError, emailExists, factorNotFound, passkeyNotFound, userNotFound } from "../errors";
+import { email, metadata, parse, rowById } from "../input";
 import { hashPassword } from "../passwords";
 import { validatePhone } from "../sms";
 import { deleteFactorOfUser, factorsOf, toFactor } from "../store/factors";
@@ -72,10 +72,7 @@ const uniqueViolation = (e: { code?: string; constraint?: string }): never => {
 
 /** The user named in the path (`:id`). */
 async function userOf({ project, req }: AuthCall): Promise<UserRow> {
-  const id = String(req.params.id);
-  const user = uuid.safeParse(id).success ? await userById(project.authPool, id) : undefined;
-  if (!user) throw userNotFound();
-  return user;
+  return rowById(req.params.id, (id) => userById(project.authPool, id), userNotFound);
 }
 
 /** GET /admin/users: a page of users, with the total and the links to the next and last page. */
@@ -195,11 +192,11 @@ export async function listFactors(call: AuthCall) {
 /** DELETE /admin/users/:id/factors/:factorId */
 export async function removeFactor(call: AuthCall) {
   const user = await userOf(call);
-  const factorId = String(call.req.params.factorId);
-  const removed = uuid.safeParse(factorId).success
-    ? await deleteFactorOfUser(call.project.authPool, user.id, factorId)
-    : undefined;
-  if (!removed) throw new AuthApiError(404, "mfa_factor_not_found", "Factor not found");
+  const removed = await rowById(
+    call.req.params.factorId,
+    (id) => deleteFactorOfUser(call.project.authPool, user.id, id),
+    factorNotFound,
+  );
   return toFactor(removed);
 }
 
@@ -212,11 +209,11 @@ export async function listPasskeys(call: AuthCall) {
 /** DELETE /admin/users/:id/passkeys/:passkeyId (204) */
 export async function removePasskey(call: AuthCall) {
   const user = await userOf(call);
-  const passkeyId = String(call.req.params.passkeyId);
-  const passkey = uuid.safeParse(passkeyId).success
-    ? await passkeyOfUser(call.project.authPool, user.id, passkeyId)
-    : undefined;
-  if (!passkey) throw new AuthApiError(404, "validation_failed", "Passkey not found");
+  const passkey = await rowById(
+    call.req.params.passkeyId,
+    (id) => passkeyOfUser(call.project.authPool, user.id, id),
+    passkeyNotFound,
+  );
   await deletePasskey(call.project.authPool, passkey.id);
   call.res.status(204).end();
 }

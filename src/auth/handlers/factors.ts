@@ -3,9 +3,9 @@ import * as OTPAuth from "otpauth";
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
 import { smsSenderOf, type SessionCall } from "../call";
-import { AuthApiError } from "../errors";
+import { AuthApiError, factorNotFound } from "../errors";
 import { checkVerificationAttempt } from "../hook";
-import { parse, uuid } from "../input";
+import { parse, rowById } from "../input";
 import { tokenHash } from "../otp";
 import { sessionResponse } from "../signIn";
 import {
@@ -76,12 +76,7 @@ const ipOf = (ip: string | undefined) => (ip && /^[0-9a-f.:]+$/i.test(ip) ? ip :
 
 /** The caller's factor named in the path (`:id`). */
 async function factorOf({ project, req, caller }: SessionCall): Promise<FactorRow> {
-  const id = String(req.params.id);
-  const factor = uuid.safeParse(id).success
-    ? await factorOfUser(project.authPool, caller.user.id, id)
-    : undefined;
-  if (!factor) throw new AuthApiError(404, "mfa_factor_not_found", "Factor not found");
-  return factor;
+  return rowById(req.params.id, (id) => factorOfUser(project.authPool, caller.user.id, id), factorNotFound);
 }
 
 async function checkFactorLimits({ project, settings, caller }: SessionCall) {

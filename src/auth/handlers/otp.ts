@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
 import { mailed, smsSenderOf, type AuthCall } from "../call";
-import { AuthApiError, emailOrPhoneOnly, phoneExists, signupDisabled } from "../errors";
+import { AuthApiError, phoneExists, signupDisabled } from "../errors";
 import { afterUserCreated, beforeUserCreated } from "../hook";
-import { email, metadata, parse, pkceFields, pkceOf } from "../input";
+import { email, metadata, parse, pkceFields, pkceOf, takesPhoneFlow } from "../input";
 import { issueToken } from "../otp";
 import { requireEmailProvider, requirePhoneProvider } from "../providers";
 import { redirectTarget } from "../redirects";
@@ -32,10 +32,7 @@ const otpDisabled = () => new AuthApiError(422, "otp_disabled", "Signups not all
 
 export async function sendOtp(call: AuthCall) {
   const { project, req, settings } = call;
-  if (req.body?.phone) {
-    if (req.body.email) throw emailOrPhoneOnly("");
-    return sendPhoneOtpCode(call);
-  }
+  if (takesPhoneFlow(req.body, "")) return sendPhoneOtpCode(call);
   requireEmailProvider(settings, "logins");
   const body = parse(otpBody, req.body);
   const pkce = pkceOf(body);

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
 import type { AuthCall, SessionCall } from "../call";
-import { AuthApiError } from "../errors";
-import { parse, uuid } from "../input";
+import { AuthApiError, passkeyNotFound } from "../errors";
+import { parse, rowById } from "../input";
 import { sessionResponse } from "../signIn";
 import { factorsOf } from "../store/factors";
 import {
@@ -200,12 +200,7 @@ export async function authenticationVerify(call: AuthCall) {
 
 /** The caller's passkey named in the path (`:id`). */
 async function passkeyOf({ project, req, caller }: SessionCall) {
-  const id = String(req.params.id);
-  const passkey = uuid.safeParse(id).success
-    ? await passkeyOfUser(project.authPool, caller.user.id, id)
-    : undefined;
-  if (!passkey) throw new AuthApiError(404, "validation_failed", "Passkey not found");
-  return passkey;
+  return rowById(req.params.id, (id) => passkeyOfUser(project.authPool, caller.user.id, id), passkeyNotFound);
 }
 
 /** GET /passkeys: the caller's passkeys. */

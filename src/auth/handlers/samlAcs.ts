@@ -12,7 +12,6 @@ import {
   requireSaml,
   samlBase,
   serviceProvider,
-  spKeys,
   verifyResponse,
   type AssertedUser,
 } from "../samlProvider";
@@ -146,9 +145,7 @@ async function consumeAssertion(call: AuthCall): Promise<string> {
       "SAML Assertion is not valid: encrypted assertions are not allowed",
     );
   }
-  const sp = serviceProvider(apiUrl, await spKeys(project.platformPool, project.ref), {
-    encryption: encrypted,
-  });
+  const sp = await serviceProvider(call, { encryption: encrypted });
   const { extract, content } = await verifyResponse(sp, provider, samlResponse, {
     apiUrl,
     requestId,

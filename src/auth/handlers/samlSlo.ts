@@ -5,14 +5,7 @@ import type { AuthCall, SessionCall } from "../call";
 import { AuthApiError } from "../errors";
 import { parse } from "../input";
 import { redirectTarget } from "../redirects";
-import {
-  identityProvider,
-  refreshedProvider,
-  requireSaml,
-  samlBase,
-  serviceProvider,
-  spKeys,
-} from "../samlProvider";
+import { identityProvider, refreshedProvider, requireSaml, serviceProvider } from "../samlProvider";
 import { userIdOfIdentity } from "../store/identities";
 import { recordConsumedIds, ssoProviders, type SsoProvider } from "../store/saml";
 import { endProviderSessions, endSessions, ssoProviderOfSession } from "../store/sessions";
@@ -59,13 +52,9 @@ async function subjectAt(call: SessionCall, provider: SsoProvider): Promise<stri
 }
 
 async function entitiesOf(call: AuthCall, provider: SsoProvider) {
-  const { project, settings } = call;
+  const { project } = call;
   const idp = identityProvider(await refreshedProvider(project, provider));
-  const sp = serviceProvider(
-    samlBase(settings, call.apiUrl),
-    await spKeys(project.platformPool, project.ref),
-    {},
-  );
+  const sp = await serviceProvider(call);
   return { sp, idp };
 }
 

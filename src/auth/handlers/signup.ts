@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
 import { mailed, smsSenderOf, type AuthCall } from "../call";
-import { AuthApiError, emailOrPhoneOnly, phoneExists, signupDisabled } from "../errors";
+import { AuthApiError, phoneExists, signupDisabled } from "../errors";
 import { afterUserCreated, beforeUserCreated } from "../hook";
-import { email, metadata, parse, pkceFields, pkceOf } from "../input";
+import { email, metadata, parse, pkceFields, pkceOf, takesPhoneFlow } from "../input";
 import { issueToken } from "../otp";
 import { checkPassword, hashPassword } from "../passwords";
 import { requireEmailProvider, requirePhoneProvider } from "../providers";
@@ -39,10 +39,7 @@ export async function signUp(call: AuthCall) {
   const { project, req, settings } = call;
   if (settings.disable_signup) throw signupDisabled();
   if (req.body?.email === undefined && req.body?.password === undefined) return signUpAnonymously(call);
-  if (req.body?.phone) {
-    if (req.body.email) throw emailOrPhoneOnly(" on signup.");
-    return signUpWithPhone(call);
-  }
+  if (takesPhoneFlow(req.body, " on signup.")) return signUpWithPhone(call);
   requireEmailProvider(settings, "signups");
   const body = parse(signupBody, req.body);
   const pkce = pkceOf(body);

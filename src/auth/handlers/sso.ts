@@ -4,14 +4,7 @@ import { withAdminTransaction } from "../../db/transaction";
 import type { AuthCall } from "../call";
 import { AuthApiError } from "../errors";
 import { parse, pkceOf } from "../input";
-import {
-  identityProvider,
-  refreshedProvider,
-  requireSaml,
-  samlBase,
-  serviceProvider,
-  spKeys,
-} from "../samlProvider";
+import { identityProvider, refreshedProvider, requireSaml, serviceProvider } from "../samlProvider";
 import { startFlow } from "../store/flowState";
 import { clearStaleRelayStates, insertRelayState, ssoProviders } from "../store/saml";
 
@@ -57,10 +50,10 @@ export async function startSso({ project, req, res, settings, apiUrl }: AuthCall
   const pkce = pkceOf(body);
   const idp = identityProvider(await refreshedProvider(project, provider));
   const relayStateId = randomUUID();
-  const sp = serviceProvider(samlBase(settings, apiUrl), await spKeys(project.platformPool, project.ref), {
-    relayState: relayStateId,
-    nameIdFormat: provider.saml.name_id_format,
-  });
+  const sp = await serviceProvider(
+    { project, settings, apiUrl },
+    { relayState: relayStateId, nameIdFormat: provider.saml.name_id_format },
+  );
   let request: { id: string; context: string };
   try {
     request = sp.createLoginRequest(idp, "redirect");
@@ -96,9 +89,10 @@ export async function startSso({ project, req, res, settings, apiUrl }: AuthCall
 /** GET /sso/saml/metadata: this service provider's metadata (entity id = its URL), for the identity provider. */
 export async function metadata({ project, req, res, settings, apiUrl }: AuthCall) {
   requireSaml(settings);
-  const sp = serviceProvider(samlBase(settings, apiUrl), await spKeys(project.platformPool, project.ref), {
-    encryption: settings.saml_allow_encrypted_assertions === true,
-  });
+  const sp = await serviceProvider(
+    { project, settings, apiUrl },
+    { encryption: settings.saml_allow_encrypted_assertions === true },
+  );
   res.set("Content-Type", "application/xml");
   res.set("Cache-Control", "public, max-age=600");
   if (req.query.download === "true") res.set("Content-Disposition", 'attachment; filename="metadata.xml"');

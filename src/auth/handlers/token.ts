@@ -2,10 +2,10 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { withAdminTransaction } from "../../db/transaction";
 import type { AuthCall } from "../call";
-import { AuthApiError, emailOrPhoneOnly } from "../errors";
+import { AuthApiError } from "../errors";
 import { checkVerificationAttempt } from "../hook";
 import { idTokenGrant } from "./idToken";
-import { email, parse } from "../input";
+import { email, parse, takesPhoneFlow } from "../input";
 import { passwordWeakness, verifyPassword } from "../passwords";
 import { requireEmailProvider, requirePhoneProvider } from "../providers";
 import { sessionResponse } from "../signIn";
@@ -43,8 +43,7 @@ async function passwordGrant(call: AuthCall) {
   const { project, req, settings } = call;
   let body: { password: string };
   let user: UserRow | undefined;
-  if (req.body?.phone) {
-    if (req.body.email) throw emailOrPhoneOnly(" on login.");
+  if (takesPhoneFlow(req.body, " on login.")) {
     requirePhoneProvider(settings, 422, "Phone logins are disabled");
     const phoneBody = parse(phonePasswordBody, req.body);
     body = phoneBody;

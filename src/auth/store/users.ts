@@ -91,17 +91,28 @@ export async function userById(db: Db, id: string): Promise<UserRow | undefined>
   return (await db.query("select * from auth.users where id::text = $1", [id])).rows[0];
 }
 
+/** What a new user with an address or number has besides it. */
+export interface NewUser {
+  passwordHash: string | null;
+  /** Its address or number is confirmed at once. */
+  confirmed: boolean;
+  metadata: Record<string, unknown>;
+  /** Merged into the provider fields of raw_app_meta_data. */
+  appMetadata?: Record<string, unknown>;
+}
+
+/** The statement values of a NewUser, in the order both inserts take them ($2 to $5). */
+const newUserValues = (user: NewUser) => [
+  user.passwordHash,
+  user.confirmed,
+  JSON.stringify(user.metadata),
+  user.appMetadata ? JSON.stringify(user.appMetadata) : null,
+];
+
 /** A new user (and its email identity). Undefined when the email is taken. */
 export async function insertUser(
   db: Db,
-  user: {
-    email: string;
-    passwordHash: string | null;
-    confirmed: boolean;
-    metadata: Record<string, unknown>;
-    appMetadata?: Record<string, unknown>;
-    invited?: boolean;
-  },
+  user: NewUser & { email: string; invited?: boolean },
 ): Promise<UserRow | undefined> {
   const { rows } = await db.query(
     `insert into auth.users (email, encrypted_password, email_confirmed_at, raw_user_meta_data, raw_app_meta_data,
@@ -110,14 +121,7 @@ export async function insertUser(
              '{"provider": "email", "providers": ["email"]}'::jsonb || coalesce($5, '{}')::jsonb,
              case when $6 then now() end)
      on conflict (email) where is_sso_user = false do nothing returning *`,
-    [
-      user.email,
-      user.passwordHash,
-      user.confirmed,
-      JSON.stringify(user.metadata),
-      user.appMetadata ? JSON.stringify(user.appMetadata) : null,
-      Boolean(user.invited),
-    ],
+    [user.email, ...newUserValues(user), Boolean(user.invited)],
   );
   const row: UserRow | undefined = rows[0];
   if (row) await upsertEmailIdentity(db, row);
@@ -127,26 +131,14 @@ export async function insertUser(
 /** A new phone user (and its phone identity). Undefined when the number is taken. */
 export async function insertPhoneUser(
   db: Db,
-  user: {
-    phone: string;
-    passwordHash: string | null;
-    confirmed: boolean;
-    metadata: Record<string, unknown>;
-    appMetadata?: Record<string, unknown>;
-  },
+  user: NewUser & { phone: string },
 ): Promise<UserRow | undefined> {
   const { rows } = await db.query(
     `insert into auth.users (phone, encrypted_password, phone_confirmed_at, raw_user_meta_data, raw_app_meta_data)
      values ($1, $2, case when $3 then now() end, $4,
              '{"provider": "phone", "providers": ["phone"]}'::jsonb || coalesce($5, '{}')::jsonb)
      on conflict (phone) do nothing returning *`,
-    [
-      user.phone,
-      user.passwordHash,
-      user.confirmed,
-      JSON.stringify(user.metadata),
-      user.appMetadata ? JSON.stringify(user.appMetadata) : null,
-    ],
+    [user.phone, ...newUserValues(user)],
   );
   const row: UserRow | undefined = rows[0];
   if (row) await upsertPhoneIdentity(db, row);

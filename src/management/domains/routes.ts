@@ -168,6 +168,12 @@ export function domainRoutes(ctx: AppContext): Router {
   const vanityRead = { permission: "vanity_subdomain_read", scope: "domains:read" } as const;
   const vanityWrite = { permission: "vanity_subdomain_write", scope: "domains:write" } as const;
   const vanityHost = (name: string) => `${name}.${ctx.config.domain}`;
+  /** What checking a vanity subdomain and activating it both take: the feature, the write rule, the name. */
+  const vanityRequest = {
+    feature: { name: "vanity_subdomain", status: 400 },
+    access: vanityWrite,
+    body: z.object({ vanity_subdomain: subdomainSchema }),
+  } as const;
   routes.get(
     "/v1/projects/:ref/vanity-subdomain",
     "Gets the vanity subdomain",
@@ -186,13 +192,7 @@ export function domainRoutes(ctx: AppContext): Router {
   routes.post(
     "/v1/projects/:ref/vanity-subdomain/check-availability",
     "Checks whether a vanity subdomain is free",
-    {
-      feature: { name: "vanity_subdomain", status: 400 },
-      access: vanityWrite,
-      body: z.object({ vanity_subdomain: subdomainSchema }),
-      status: 201,
-      response: z.object({ available: z.boolean() }),
-    },
+    { ...vanityRequest, status: 201, response: z.object({ available: z.boolean() }) },
     async ({ project, body }) => {
       return {
         available: !(await isHostnameTaken(ctx.platformPool, vanityHost(body.vanity_subdomain), project.ref)),
@@ -202,13 +202,7 @@ export function domainRoutes(ctx: AppContext): Router {
   routes.post(
     "/v1/projects/:ref/vanity-subdomain/activate",
     "Serves the project's APIs at <vanity_subdomain>.<STRATA_DOMAIN>",
-    {
-      feature: { name: "vanity_subdomain", status: 400 },
-      access: vanityWrite,
-      body: z.object({ vanity_subdomain: subdomainSchema }),
-      status: 201,
-      response: z.object({ custom_domain: z.string() }),
-    },
+    { ...vanityRequest, status: 201, response: z.object({ custom_domain: z.string() }) },
     async ({ project, body }) => {
       const hostname = vanityHost(body.vanity_subdomain);
       if (!(await claimVanityHostname(ctx.platformPool, project.ref, hostname)))

@@ -237,28 +237,6 @@ export function oauthRoutes(ctx: AppContext): Router {
   const db = ctx.platformPool;
   const server = libraryServer(ctx);
 
-  routes.get(
-    "/v1/oauth/authorize",
-    "Authorises an application for the calling user (personal access token) in one organization: redirects (302) to redirect_uri with a code",
-    { access: {}, query: authorizeQuery, status: 302 },
-    async ({ req, res, query }) => {
-      const principal = consentingUser(req);
-      const organization = theOrganization(
-        await userOrganizations(db, principal.userId, query.organization_slug ?? null),
-        query.organization_slug,
-        "You belong to several organizations: name one with organization_slug",
-      );
-      if (query.scope) {
-        const unknown = query.scope
-          .split(" ")
-          .filter((s) => s && !(OAUTH_SCOPES as readonly string[]).includes(s));
-        if (unknown.length) throw new HttpError(400, `Unknown scope(s): ${unknown.join(", ")}`);
-      }
-      const user: OAuthUser = { id: principal.userId, organizationId: organization.id };
-      return redirectWithCode(req, res, user);
-    },
-  );
-
   /** The library checks client, redirect URI, scope and PKCE, stores the code and redirects with it. */
   async function redirectWithCode(req: Request, res: Response, user: OAuthUser): Promise<undefined> {
     const response = new OAuth2Server.Response();
@@ -278,12 +256,46 @@ export function oauthRoutes(ctx: AppContext): Router {
     return undefined;
   }
 
-  routes.get(
+  /**
+   * A consent endpoint: what the code grants is `grant`'s answer for the consenting user (consentingUser)
+   * and the query; the library then redirects (302) to the application with the code.
+   */
+  function consent<Q extends z.ZodType>(
+    path: string,
+    summary: string,
+    query: Q,
+    grant: (principal: Principal, query: z.infer<Q>) => Promise<OAuthUser>,
+  ): void {
+    routes.get(path, summary, { access: {}, query, status: 302 }, async ({ req, res, query }) =>
+      redirectWithCode(req, res, await grant(consentingUser(req), query)),
+    );
+  }
+
+  consent(
+    "/v1/oauth/authorize",
+    "Authorises an application for the calling user (personal access token) in one organization: redirects (302) to redirect_uri with a code",
+    authorizeQuery,
+    async (principal, query) => {
+      const organization = theOrganization(
+        await userOrganizations(db, principal.userId, query.organization_slug ?? null),
+        query.organization_slug,
+        "You belong to several organizations: name one with organization_slug",
+      );
+      if (query.scope) {
+        const unknown = query.scope
+          .split(" ")
+          .filter((s) => s && !(OAUTH_SCOPES as readonly string[]).includes(s));
+        if (unknown.length) throw new HttpError(400, `Unknown scope(s): ${unknown.join(", ")}`);
+      }
+      return { id: principal.userId, organizationId: organization.id };
+    },
+  );
+
+  consent(
     "/v1/oauth/authorize/project-claim",
     "The user (personal access token, Owner or Administrator of the target organization) consents to claim a project of the application's organization: redirects (302) to redirect_uri with a code; the project moves into the user's organization when the application exchanges the code (with its secret) at /v1/oauth/token",
-    { access: {}, query: projectClaimQuery, status: 302 },
-    async ({ req, res, query }) => {
-      const principal = consentingUser(req);
+    projectClaimQuery,
+    async (principal, query) => {
       const appOrganizationId = await appOrganization(db, query.client_id);
       if (!appOrganizationId) throw new HttpError(400, "Invalid client: unknown client_id");
       // Only a project the application's organization holds can be claimed from it.
@@ -302,11 +314,7 @@ export function oauthRoutes(ctx: AppContext): Router {
       checkRole(organization.role_name, { and: ["organization_admin_write", "project_admin_write"] });
       if (organization.id === project.organization_id)
         throw new HttpError(400, `The project already belongs to ${organization.slug}`);
-      return redirectWithCode(req, res, {
-        id: principal.userId,
-        organizationId: organization.id,
-        claimProjectRef: query.project_ref,
-      });
+      return { id: principal.userId, organizationId: organization.id, claimProjectRef: query.project_ref };
     },
   );
 

@@ -17,7 +17,7 @@ import {
   listInvitations,
   type InvitationRow,
 } from "./invitations";
-import { checkManagesRole } from "./roles";
+import { checkManagesRole, MEMBERS_READ } from "./roles";
 import {
   createdInvitation,
   invitation,
@@ -187,7 +187,7 @@ export function memberRoutes(ctx: AppContext): Router {
     "Lists the organization's invitations not yet accepted (without their links)",
     {
       organization: true,
-      access: { permission: "members_read", scope: "organizations:read" },
+      access: MEMBERS_READ,
       status: 200,
       response: invitation.array(),
     },

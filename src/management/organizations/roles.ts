@@ -6,6 +6,9 @@ export const ROLE_NAMES = ["Owner", "Administrator", "Developer", "Read-only"] a
 /** The roles with the platform's ids (1 to 4, in that order). */
 export const BASE_ROLES = ROLE_NAMES.map((name, i) => ({ id: i + 1, name }));
 
+/** The access rule of the routes that list an organization's members, invitations and roles. */
+export const MEMBERS_READ = { permission: "members_read", scope: "organizations:read" } as const;
+
 export function baseRoleOf(name: string): { id: number; name: string } {
   return BASE_ROLES.find((r) => r.name === name) ?? { id: 0, name };
 }

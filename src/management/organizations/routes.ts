@@ -3,7 +3,7 @@ import type { AppContext } from "../../context";
 import { routeTable } from "../route";
 import { entitlementsOf } from "../billing/plans";
 import { cursorPage } from "./pagination";
-import { BASE_ROLES, baseRoleOf } from "./roles";
+import { BASE_ROLES, baseRoleOf, MEMBERS_READ } from "./roles";
 import {
   createOrganizationBody,
   cursorPageQuery,
@@ -85,7 +85,7 @@ export function organizationRoutes(ctx: AppContext): Router {
     "Lists the organization's members",
     {
       organization: true,
-      access: { permission: "members_read", scope: "organizations:read" },
+      access: MEMBERS_READ,
       status: 200,
       response: memberV1.array(),
     },
@@ -97,7 +97,7 @@ export function organizationRoutes(ctx: AppContext): Router {
     "Lists the organization's members, cursor-paginated",
     {
       organization: true,
-      access: { permission: "members_read", scope: "organizations:read" },
+      access: MEMBERS_READ,
       query: cursorPageQuery,
       status: 200,
       response: membersV2Response,
@@ -127,7 +127,7 @@ export function organizationRoutes(ctx: AppContext): Router {
     "Lists the organization's roles, cursor-paginated",
     {
       organization: true,
-      access: { permission: "members_read", scope: "organizations:read" },
+      access: MEMBERS_READ,
       query: cursorPageQuery,
       status: 200,
       response: rolesV2Response,

@@ -10,6 +10,7 @@ import { POSTGRES_CONFIG_READ } from "../database-config/routes";
 import { checkAccess, found, HttpError, type Access } from "../http";
 import { ACCESS as NETWORK_ACCESS, networkRestrictions, sslEnforcement } from "../network/routes";
 import { POOL_SETTINGS_READ, poolSettings } from "../pooler/routes";
+import { ADMIN_READ as PROJECT_READ } from "../projects/routes";
 import { findProject } from "../projects/store";
 import { REALTIME_CONFIG_READ, realtimeConfig } from "../realtime/routes";
 import { REST_CONFIG_READ, restConfig } from "../restapi/routes";
@@ -152,7 +153,7 @@ export function projectConfigRoutes(ctx: AppContext): Router {
     "/v2/projects/:ref/config",
     "Gets the project's database, pooler, auth, Data API, realtime and storage config in one document (each " +
       "section as its v1 GET answers the caller; auth secrets as HMAC-SHA256 of their value keyed by the ref)",
-    { access: { permission: "project_admin_read", scope: "projects:read" }, status: 200 },
+    { access: PROJECT_READ, status: 200 },
     async ({ req, project }) => {
       for (const section of SECTIONS) checkSectionAccess(req, project.ref, section);
       const [version, ssl, network, postgres, pgbouncer, authSection, rest, realtimeSection, storageSection] =

@@ -1,11 +1,12 @@
-import { Router } from "express";
+import type { Router } from "express";
+import type { z } from "zod";
 import type { AppContext } from "../../context";
 import { clusterVersion } from "../../projects/clusters";
 import { DEFAULT_CLUSTER_ID } from "../../platform/firstStart";
 import { newProjectRef, randomSecret } from "../../platform/ids";
 import { checkRole, HttpError } from "../http";
 import { organizationOf } from "../membership";
-import { routeTable } from "../route";
+import { routeTable, type RouteInput } from "../route";
 import { COMPUTE_SIZES, computeOfInstanceSize, computeSize } from "../billing/compute";
 import { planHas } from "../billing/plans";
 import { writeSettings } from "../../projects/settings";
@@ -45,6 +46,9 @@ import {
 } from "./store";
 
 const CLOUD_PROVIDER = "STRATA";
+/** The access rules of the operations on one project (read it, change it or its lifecycle). */
+export const ADMIN_READ = { permission: "project_admin_read", scope: "projects:read" } as const;
+const ADMIN_WRITE = { permission: "project_admin_write", scope: "projects:write" } as const;
 
 function summary(p: ProjectRow) {
   return {
@@ -104,6 +108,14 @@ export function projectRoutes(ctx: AppContext): Router {
     if (!project) throw new HttpError(404, `Project ${ref} not found`);
     return project;
   }
+
+  /** The handler of an operation on the project `:ref`: `run` gets its row (see memberProjectRow). */
+  const onProject =
+    <B extends z.ZodType = z.ZodUnknown, Q extends z.ZodType = z.ZodUnknown>(
+      run: (project: ProjectRow, input: RouteInput<B, Q, undefined>) => Promise<unknown>,
+    ) =>
+    async (input: RouteInput<B, Q, undefined>) =>
+      run(await memberProjectRow(input.req.principal!.userId, input.params.ref), input);
 
   routes.get(
     "/v1/projects",
@@ -226,59 +238,56 @@ export function projectRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref",
     "Gets a project",
     {
-      access: { permission: "project_admin_read", scope: "projects:read" },
+      access: ADMIN_READ,
       status: 200,
       response: projectDetail,
     },
-    async ({ req, params }) => detail(await memberProjectRow(req.principal!.userId, params.ref)),
+    onProject(detail),
   );
 
   routes.patch(
     "/v1/projects/:ref",
     "Renames a project",
     {
-      access: { permission: "project_admin_write", scope: "projects:write" },
+      access: ADMIN_WRITE,
       body: renameProjectBody,
       status: 200,
       response: projectRefResponse,
     },
-    async ({ req, params, body }) => {
-      const project = await memberProjectRow(req.principal!.userId, params.ref);
+    onProject(async (project, { body }) => {
       await renameProject(db, project.ref, body.name);
       return { id: project.id, ref: project.ref, name: body.name };
-    },
+    }),
   );
 
   routes.delete(
     "/v1/projects/:ref",
     "Deletes a project and drops its database",
     {
-      access: { permission: "project_admin_write", scope: "projects:write" },
+      access: ADMIN_WRITE,
       status: 200,
       response: projectRefResponse,
     },
-    async ({ req, params }) => {
-      const project = await memberProjectRow(req.principal!.userId, params.ref);
+    onProject(async (project) => {
       await deleteProject(ctx, project);
       return { id: project.id, ref: project.ref, name: project.name };
-    },
+    }),
   );
 
   routes.get(
     "/v1/projects/:ref/health",
     "Checks the project's services (db, GraphQL, REST, auth) for real",
     {
-      access: { permission: "project_admin_read", scope: "projects:read" },
+      access: ADMIN_READ,
       query: healthQuery,
       status: 200,
       response: healthItem.array(),
     },
-    async ({ req, params, query }) => {
-      const project = await memberProjectRow(req.principal!.userId, params.ref);
+    onProject(async (project, { params, query }) => {
       const runtime = await ctx.registry.get(project.ref);
       if (!runtime) throw new HttpError(404, `Project ${params.ref} not found`);
       return projectHealth(ctx, runtime, query.services, query.timeout_ms);
-    },
+    }),
   );
 
   const lifecycle = (
@@ -290,14 +299,14 @@ export function projectRoutes(ctx: AppContext): Router {
       path,
       summaryText,
       {
-        access: { permission: "project_admin_write", scope: "projects:write" },
+        access: ADMIN_WRITE,
         status: 200,
         response: emptyObject,
       },
-      async ({ req, params }) => {
-        await action(ctx, await memberProjectRow(req.principal!.userId, params.ref));
+      onProject(async (project) => {
+        await action(ctx, project);
         return {};
-      },
+      }),
     );
 
   lifecycle(
@@ -325,19 +334,18 @@ export function projectRoutes(ctx: AppContext): Router {
     "/v1/projects/:ref/restore",
     "Lists the versions a paused project can be restored to",
     {
-      access: { permission: "project_admin_read", scope: "projects:read" },
+      access: ADMIN_READ,
       status: 200,
       response: restoreVersionsResponse,
     },
-    async ({ req, params }) => {
-      const project = await memberProjectRow(req.principal!.userId, params.ref);
+    onProject(async (project) => {
       const version = await clusterVersion(project.cluster);
       return {
         available_versions: [
           { version, release_channel: "ga", sql_engine: "postgres", postgres_engine: "postgres" },
         ],
       };
-    },
+    }),
   );
 
   return routes.router;

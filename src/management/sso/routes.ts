@@ -6,7 +6,7 @@ import type { SsoProvider } from "../../auth/store/saml";
 import { fetchPublicText, OutboundError } from "../../net/outbound";
 import type { AppContext } from "../../context";
 import { HttpError } from "../http";
-import { route } from "../route";
+import { routeTable } from "../route";
 import { readSettings, writeSettings } from "../../projects/settings";
 
 /**
@@ -67,7 +67,7 @@ const domainsOf = (names: string[], now: string) =>
   names.map((domain) => ({ id: randomUUID(), domain, created_at: now, updated_at: now }));
 
 export function ssoRoutes(ctx: AppContext): Router {
-  const router = Router({ caseSensitive: true });
+  const routes = routeTable(ctx, { project: "any" });
   const base = "/v1/projects/:ref/config/auth/sso/providers";
   const read = { permission: "auth_config_read", scope: "auth:read" };
   const write = { permission: "auth_config_write", scope: "auth:write" };
@@ -81,18 +81,10 @@ export function ssoRoutes(ctx: AppContext): Router {
     return p;
   };
 
-  route(
-    ctx,
-    router,
-    {
-      method: "post",
-      project: "any",
-      path: base,
-      summary: "Creates a SAML provider",
-      access: write,
-      body: Create,
-      status: 201,
-    },
+  routes.post(
+    base,
+    "Creates a SAML provider",
+    { access: write, body: Create, status: 201 },
     async ({ project, body }) => {
       const now = new Date().toISOString();
       const id = randomUUID();
@@ -120,37 +112,19 @@ export function ssoRoutes(ctx: AppContext): Router {
       return provider;
     },
   );
-  route(
-    ctx,
-    router,
-    { method: "get", project: "any", path: base, summary: "Lists SSO providers", access: read, status: 200 },
-    async ({ project }) => ({ items: await load(project.ref) }),
-  );
-  route(
-    ctx,
-    router,
-    {
-      method: "get",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Gets an SSO provider",
-      access: read,
-      status: 200,
-    },
+  routes.get(base, "Lists SSO providers", { access: read, status: 200 }, async ({ project }) => ({
+    items: await load(project.ref),
+  }));
+  routes.get(
+    `${base}/:id`,
+    "Gets an SSO provider",
+    { access: read, status: 200 },
     async ({ project, params }) => find(await load(project.ref), params.id),
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "put",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Updates an SSO provider",
-      access: write,
-      body: Update,
-      status: 200,
-    },
+  routes.put(
+    `${base}/:id`,
+    "Updates an SSO provider",
+    { access: write, body: Update, status: 200 },
     async ({ project, params, body }) => {
       const items = await load(project.ref);
       const p = find(items, params.id);
@@ -172,17 +146,10 @@ export function ssoRoutes(ctx: AppContext): Router {
       return p;
     },
   );
-  route(
-    ctx,
-    router,
-    {
-      method: "delete",
-      project: "any",
-      path: `${base}/:id`,
-      summary: "Deletes an SSO provider",
-      access: write,
-      status: 200,
-    },
+  routes.delete(
+    `${base}/:id`,
+    "Deletes an SSO provider",
+    { access: write, status: 200 },
     async ({ project, params }) => {
       const items = await load(project.ref);
       const p = find(items, params.id);
@@ -193,5 +160,5 @@ export function ssoRoutes(ctx: AppContext): Router {
       return p;
     },
   );
-  return router;
+  return routes.router;
 }

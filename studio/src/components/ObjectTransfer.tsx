@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from "react";
 import type { ProjectApi } from "../projectApi";
 import { ErrorBox } from "./Feedback";
+import { useAction } from "../useAction";
 
 /**
  * Moves (renames) or copies one object to a path of its bucket or of another, through the storage API's
@@ -21,28 +22,21 @@ export function ObjectTransfer({
 }) {
   const [toBucket, setToBucket] = useState(bucket);
   const [toPath, setToPath] = useState(path);
-  const [error, setError] = useState<Error>();
   const [copied, setCopied] = useState<string>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const unchanged = toBucket === bucket && toPath === path;
 
   async function transfer(e: FormEvent, how: "move" | "copy") {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
     setCopied(undefined);
-    try {
+    await run(async () => {
       await api.call(`/storage/v1/object/${how}`, {
         method: "POST",
         body: { bucketId: bucket, sourceKey: path, destinationBucket: toBucket, destinationKey: toPath },
       });
       if (how === "copy") setCopied(`${toBucket}/${toPath}`);
       onDone(how);
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (

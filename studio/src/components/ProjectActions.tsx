@@ -3,26 +3,20 @@ import { useNavigate } from "react-router";
 import { mgmt } from "../api";
 import type { Project } from "../types";
 import { ErrorBox } from "./Feedback";
+import { useAction } from "../useAction";
 
 /** Pause or restore a project, or delete it after its name is typed to confirm. */
 export function ProjectActions({ project, onChanged }: { project: Project; onChanged: () => void }) {
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<Error>();
+  const { busy, error, run } = useAction();
   const [confirming, setConfirming] = useState(false);
   const [typed, setTyped] = useState("");
   const navigate = useNavigate();
 
   async function act(work: () => Promise<unknown>, after: () => void = onChanged) {
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       await work();
       after();
-    } catch (e) {
-      setError(e as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   const paused = project.status === "INACTIVE";

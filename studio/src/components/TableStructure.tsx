@@ -3,6 +3,7 @@ import { ident, literal, runSql } from "../api";
 import { COLUMN_TYPES, type ColumnInfo } from "../catalog";
 import { useAsync } from "../useAsync";
 import { ErrorBox } from "./Feedback";
+import { useAction } from "../useAction";
 
 interface Policy {
   policyname: string;
@@ -46,8 +47,7 @@ export function TableStructure({
 }) {
   const target = `${ident(schema)}.${ident(table)}`;
   const [pending, setPending] = useState<string>();
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const policies = useAsync(
     () =>
       runSql<Policy>(
@@ -67,21 +67,15 @@ export function TableStructure({
     check: "",
   });
 
-  async function run() {
+  async function runPending() {
     if (!pending) return;
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       await runSql(projectRef, pending);
       setPending(undefined);
       setChange({ column: "", name: "", type: "" });
       policies.reload();
       onChanged();
-    } catch (e) {
-      setError(e as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   function addColumn(e: FormEvent) {
@@ -128,7 +122,7 @@ export function TableStructure({
           <pre className="sql-preview">{pending}</pre>
           <ErrorBox error={error} />
           <div className="form-actions">
-            <button className="button primary" onClick={() => void run()} disabled={busy}>
+            <button className="button primary" onClick={() => void runPending()} disabled={busy}>
               {busy ? "Running…" : "Run"}
             </button>
             <button className="button ghost" onClick={() => setPending(undefined)}>

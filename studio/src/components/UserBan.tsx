@@ -2,6 +2,7 @@ import { useState } from "react";
 import type { ProjectApi } from "../projectApi";
 import type { Row } from "./DataGrid";
 import { ErrorBox } from "./Feedback";
+import { useAction } from "../useAction";
 
 /** Ban lengths as the auth admin API takes them (Go durations); "forever" is the platform's hundred years. */
 const DURATIONS: [label: string, duration: string][] = [
@@ -20,24 +21,17 @@ export function isBanned(user: Row): boolean {
 /** Bans a user for a chosen time or lifts the ban, through `PUT /auth/v1/admin/users/{id}` (`ban_duration`). */
 export function UserBan({ api, user, onDone }: { api: ProjectApi; user: Row; onDone: () => void }) {
   const [duration, setDuration] = useState(DURATIONS[1][1]);
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const banned = isBanned(user);
 
   async function setBan(banDuration: string) {
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       await api.call(`/auth/v1/admin/users/${String(user.id)}`, {
         method: "PUT",
         body: { ban_duration: banDuration },
       });
       onDone();
-    } catch (e) {
-      setError(e as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (

@@ -3,22 +3,21 @@ import { useParams } from "react-router";
 import type { Row } from "../components/DataGrid";
 import { ErrorBox } from "../components/Feedback";
 import { ListPage } from "../components/ListPage";
+import { PasswordFields } from "../components/PasswordFields";
 import { isBanned, UserBan } from "../components/UserBan";
 import { useProjectApi, type ProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
+import { useAction } from "../useAction";
 
 /** Create a user (confirmed at once) or invite one by email (the project's mailer sends the link). */
 function NewUser({ api, onDone }: { api: ProjectApi; onDone: () => void }) {
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
 
   async function submit(e: FormEvent, invite: boolean) {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       if (invite) await api.call("/auth/v1/invite", { method: "POST", body: { email } });
       else
         await api.call("/auth/v1/admin/users", {
@@ -28,29 +27,17 @@ function NewUser({ api, onDone }: { api: ProjectApi; onDone: () => void }) {
       setEmail("");
       setPassword("");
       onDone();
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (
     <form className="card form-row" aria-label="New user" onSubmit={(e) => void submit(e, false)}>
-      <label className="field">
-        <span>Email</span>
-        <input name="email" type="email" value={email} onChange={(e) => setEmail(e.target.value)} required />
-      </label>
-      <label className="field">
-        <span>Password</span>
-        <input
-          name="password"
-          type="password"
-          autoComplete="new-password"
-          value={password}
-          onChange={(e) => setPassword(e.target.value)}
-        />
-      </label>
+      <PasswordFields
+        purpose="new-user"
+        account={{ field: "email", value: email, onChange: setEmail }}
+        password={password}
+        onPassword={setPassword}
+      />
       <button className="button primary" type="submit" disabled={busy || !password}>
         Create user
       </button>

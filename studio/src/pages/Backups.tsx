@@ -5,6 +5,7 @@ import { DataGrid, type Row } from "../components/DataGrid";
 import { ErrorBox } from "../components/Feedback";
 import { ListPage } from "../components/ListPage";
 import { useAsync } from "../useAsync";
+import { useAction } from "../useAction";
 
 /** Restores the database as it was at a time (point in time), after confirmation; the restores list shows progress. */
 function Restore({ projectRef, onStarted }: { projectRef: string; onStarted: () => void }) {
@@ -42,8 +43,7 @@ function Restore({ projectRef, onStarted }: { projectRef: string; onStarted: () 
 /** The project's backups; a backup taken here shows its progress until it completes. */
 export default function Backups() {
   const { ref } = useParams() as { ref: string };
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const backups = useAsync(
     () => mgmt.get<{ backups: Row[] }>(`/v1/projects/${ref}/database/backups`).then((b) => b.backups),
     [ref],
@@ -62,16 +62,10 @@ export default function Backups() {
   }, [running, backups, restores]);
 
   async function take() {
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       await mgmt.post(`/v1/projects/${ref}/database/backups`, {});
       backups.reload();
-    } catch (e) {
-      setError(e as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (

@@ -8,6 +8,7 @@ import { FunctionLogs } from "../components/FunctionLogs";
 import { ListPage } from "../components/ListPage";
 import { useProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
+import { useAction } from "../useAction";
 
 interface DeployedFile {
   name: string;
@@ -143,22 +144,15 @@ function FunctionDetail({
   );
   const [files, setFiles] = useState<DeployedFile[]>();
   const [open, setOpen] = useState(0);
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   useEffect(() => setFiles(body.data), [body.data]);
 
   async function redeploy() {
     if (!files) return;
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       await deploy(ref, slug, files, String(fn.data?.entrypoint_path ?? files[0].name));
       fn.reload();
-    } catch (e) {
-      setError(e as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (

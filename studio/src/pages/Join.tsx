@@ -2,6 +2,8 @@ import { useState, type FormEvent } from "react";
 import { useNavigate, useSearchParams } from "react-router";
 import { account } from "../api";
 import { ErrorBox } from "../components/Feedback";
+import { PasswordFields } from "../components/PasswordFields";
+import { useAction } from "../useAction";
 
 /** The page an invitation's link opens (`/join?token=...&slug=...`): set a password, then sign in. */
 export default function Join() {
@@ -9,23 +11,16 @@ export default function Join() {
   const token = params.get("token") ?? "";
   const [username, setUsername] = useState("");
   const [password, setPassword] = useState("");
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const navigate = useNavigate();
 
   async function submit(e: FormEvent) {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       const accepted = await account.acceptInvitation(token, password, username.trim() || undefined);
       const next = new URLSearchParams({ email: accepted.user.email, joined: accepted.organization.name });
       navigate(`/sign-in?${next}`, { replace: true });
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (
@@ -35,26 +30,12 @@ export default function Join() {
         <p className="muted">
           Choose your password (an existing account gives its own) to accept the invitation.
         </p>
-        <label className="field">
-          <span>User name (optional)</span>
-          <input
-            name="username"
-            autoComplete="username"
-            value={username}
-            onChange={(e) => setUsername(e.target.value)}
-          />
-        </label>
-        <label className="field">
-          <span>Password</span>
-          <input
-            name="password"
-            type="password"
-            autoComplete="new-password"
-            value={password}
-            onChange={(e) => setPassword(e.target.value)}
-            required
-          />
-        </label>
+        <PasswordFields
+          purpose="join"
+          account={{ field: "username", value: username, onChange: setUsername }}
+          password={password}
+          onPassword={setPassword}
+        />
         <ErrorBox error={error ?? (token ? undefined : new Error("This link has no invitation token"))} />
         <button className="button primary" type="submit" disabled={busy || !token}>
           {busy ? "Joining…" : "Accept invitation"}

@@ -5,6 +5,7 @@ import { Empty, ErrorBox, PageHeader, Spinner } from "../components/Feedback";
 import type { Organization, Project } from "../types";
 import { useAsync } from "../useAsync";
 import { usePollWhileBusy } from "../usePollWhileBusy";
+import { useAction } from "../useAction";
 
 const ACTIVE = "ACTIVE_HEALTHY";
 
@@ -42,23 +43,16 @@ function NewProject({ organizations, onCreated }: { organizations: Organization[
   const [name, setName] = useState("");
   const [org, setOrg] = useState(organizations[0]?.slug ?? "");
   const [password, setPassword] = useState("");
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
 
   async function submit(e: FormEvent) {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       await mgmt.post("/v1/projects", { name, organization_slug: org, db_pass: password });
       setName("");
       setPassword("");
       onCreated();
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (

@@ -3,6 +3,7 @@ import { useParams } from "react-router";
 import { mgmt } from "../api";
 import { ErrorBox, PageHeader, Spinner } from "../components/Feedback";
 import { useAsync } from "../useAsync";
+import { useAction } from "../useAction";
 
 /**
  * The project's database settings through the Management API: SSL enforcement, network restrictions (the
@@ -21,22 +22,15 @@ function SettingForm({
   children: ReactNode;
   submit: string;
 }) {
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const [saved, setSaved] = useState(false);
   async function onSubmit(e: FormEvent) {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
     setSaved(false);
-    try {
+    await run(async () => {
       await send();
       setSaved(true);
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
   return (
     <form className="form-row" aria-label={label} onSubmit={(e) => void onSubmit(e)}>

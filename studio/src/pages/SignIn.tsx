@@ -2,6 +2,7 @@ import { useState, type FormEvent } from "react";
 import { useNavigate, useSearchParams } from "react-router";
 import { account, session } from "../api";
 import { ErrorBox } from "../components/Feedback";
+import { PasswordFields } from "../components/PasswordFields";
 
 /** Only paths of Studio itself: never another site after signing in. */
 function safeNext(next: string | null): string {
@@ -51,28 +52,12 @@ export default function SignIn() {
           onSubmit={(e) => void signIn(e, "password")}
           aria-label="Sign in with email"
         >
-          <label className="field">
-            <span>Email</span>
-            <input
-              name="email"
-              type="email"
-              autoComplete="username"
-              value={email}
-              onChange={(e) => setEmail(e.target.value)}
-              required
-            />
-          </label>
-          <label className="field">
-            <span>Password</span>
-            <input
-              name="password"
-              type="password"
-              autoComplete="current-password"
-              value={password}
-              onChange={(e) => setPassword(e.target.value)}
-              required
-            />
-          </label>
+          <PasswordFields
+            purpose="sign-in"
+            account={{ field: "email", value: email, onChange: setEmail }}
+            password={password}
+            onPassword={setPassword}
+          />
           {error?.form === "password" && <ErrorBox error={error.error} />}
           <button className="button primary full" type="submit" disabled={busy}>
             Sign in

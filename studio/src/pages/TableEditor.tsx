@@ -16,6 +16,7 @@ import { Empty, ErrorBox, PageHeader, Spinner } from "../components/Feedback";
 import { TableStructure } from "../components/TableStructure";
 import { useProjectApi, type ProjectApi } from "../projectApi";
 import { useAsync } from "../useAsync";
+import { useAction } from "../useAction";
 
 const PAGE_SIZE = 100;
 const OPERATORS = ["eq", "neq", "gt", "gte", "lt", "lte", "like", "ilike", "is"] as const;
@@ -193,8 +194,7 @@ function RowForm({
         ]),
       ),
   );
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const keys = columns.filter((c) => c.primary_key);
   const where = row && new URLSearchParams(keys.map((k) => [k.name, `eq.${textOf(row[k.name])}`]));
   const path = `/rest/v1/${encodeURIComponent(table)}`;
@@ -203,9 +203,7 @@ function RowForm({
   async function save(e: FormEvent) {
     e.preventDefault();
     if (!api) return;
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       // Insert: what the user typed (blank fields take the column's default). Edit: what the user changed.
       const body = Object.fromEntries(
         editable
@@ -215,24 +213,15 @@ function RowForm({
       if (row) await api.call(`${path}?${where}`, { method: "PATCH", body, headers: profile });
       else await api.call(path, { method: "POST", body, headers: profile });
       onDone();
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   async function remove() {
     if (!api || !row || !window.confirm(`Delete this row of ${table}?`)) return;
-    setBusy(true);
-    try {
+    await run(async () => {
       await api.call(`${path}?${where}`, { method: "DELETE", headers: profile });
       onDone();
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (
@@ -278,6 +267,46 @@ const emptyColumn = (): NewColumn => ({
   references: "",
 });
 
+/**
+ * One cell of the new table's column rows, bound to one field of its column: a checkbox for a yes/no field,
+ * a choice among `choices` ("" is "none", shown as —), else a text box.
+ */
+function ColumnCell({
+  column,
+  field,
+  label,
+  choices,
+  onChange,
+}: {
+  column: NewColumn;
+  field: keyof NewColumn;
+  label: string;
+  choices?: readonly string[];
+  onChange: (change: Partial<NewColumn>) => void;
+}) {
+  const value = column[field];
+  const set = (v: string | boolean) => onChange({ [field]: v });
+  let input;
+  if (typeof value === "boolean") {
+    input = (
+      <input type="checkbox" aria-label={label} checked={value} onChange={(e) => set(e.target.checked)} />
+    );
+  } else if (choices) {
+    input = (
+      <select aria-label={label} value={value} onChange={(e) => set(e.target.value)}>
+        {choices.map((choice) => (
+          <option key={choice} value={choice}>
+            {choice || "—"}
+          </option>
+        ))}
+      </select>
+    );
+  } else {
+    input = <input aria-label={label} value={value} onChange={(e) => set(e.target.value)} />;
+  }
+  return <td>{input}</td>;
+}
+
 /** Create a table: columns, primary key, foreign keys; the SQL it runs is shown as it is written. */
 function NewTable({
   ref_,
@@ -311,8 +340,7 @@ function NewTable({
       references: "",
     },
   ]);
-  const [error, setError] = useState<Error>();
-  const [busy, setBusy] = useState(false);
+  const { busy, error, run } = useAction();
   const sql = createTableSql(schema, name || "new_table", columns);
   const referenceable = useAsync(
     () =>
@@ -326,16 +354,10 @@ function NewTable({
 
   async function create(e: FormEvent) {
     e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
+    await run(async () => {
       await runSql(ref_, sql);
       onCreated(name);
-    } catch (err) {
-      setError(err as Error);
-    } finally {
-      setBusy(false);
-    }
+    });
   }
 
   return (
@@ -365,59 +387,29 @@ function NewTable({
         <tbody>
           {columns.map((c, i) => (
             <tr key={i}>
-              <td>
-                <input
-                  aria-label="Column name"
-                  value={c.name}
-                  onChange={(e) => update(i, { name: e.target.value })}
-                />
-              </td>
-              <td>
-                <select
-                  aria-label="Column type"
-                  value={c.type}
-                  onChange={(e) => update(i, { type: e.target.value })}
-                >
-                  {COLUMN_TYPES.map((t) => (
-                    <option key={t}>{t}</option>
-                  ))}
-                </select>
-              </td>
-              <td>
-                <input
-                  aria-label="Default"
-                  value={c.default}
-                  onChange={(e) => update(i, { default: e.target.value })}
-                />
-              </td>
-              <td>
-                <input
-                  type="checkbox"
-                  aria-label="Nullable"
-                  checked={c.nullable}
-                  onChange={(e) => update(i, { nullable: e.target.checked })}
-                />
-              </td>
-              <td>
-                <input
-                  type="checkbox"
-                  aria-label="Primary key"
-                  checked={c.primary_key}
-                  onChange={(e) => update(i, { primary_key: e.target.checked })}
-                />
-              </td>
-              <td>
-                <select
-                  aria-label="References"
-                  value={c.references}
-                  onChange={(e) => update(i, { references: e.target.value })}
-                >
-                  <option value="">—</option>
-                  {referenceable.data?.map((r) => (
-                    <option key={r}>{r}</option>
-                  ))}
-                </select>
-              </td>
+              <ColumnCell column={c} field="name" label="Column name" onChange={(ch) => update(i, ch)} />
+              <ColumnCell
+                column={c}
+                field="type"
+                label="Column type"
+                choices={COLUMN_TYPES}
+                onChange={(ch) => update(i, ch)}
+              />
+              <ColumnCell column={c} field="default" label="Default" onChange={(ch) => update(i, ch)} />
+              <ColumnCell column={c} field="nullable" label="Nullable" onChange={(ch) => update(i, ch)} />
+              <ColumnCell
+                column={c}
+                field="primary_key"
+                label="Primary key"
+                onChange={(ch) => update(i, ch)}
+              />
+              <ColumnCell
+                column={c}
+                field="references"
+                label="References"
+                choices={["", ...(referenceable.data ?? [])]}
+                onChange={(ch) => update(i, ch)}
+              />
               <td>
                 <button
                   type="button"
