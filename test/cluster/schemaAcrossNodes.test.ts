@@ -10,6 +10,13 @@ import {
   type TestServer,
 } from "../helpers/server";
 import { testTempDir } from "../helpers/tempDir";
+import {
+  isSchemaChanged,
+  queryInOneRoundTrip,
+  withPipelinedTransaction,
+  withTransaction,
+  type TransactionScope,
+} from "../../src/db/transaction";
 
 /**
  * Read-your-writes of the schema across nodes: a change committed through one node (its SQL endpoint) is what
@@ -120,4 +127,29 @@ test("a column grant or revoke through node A is what node B's next GraphQL and 
   await sqlThroughA("revoke select (secret) on public.items from anon");
   expect((await graphqlOnB(SECRETS)).errors).toBeDefined();
   expect((await restOnB("items?select=id,secret")).status).toBe(401);
+});
+
+test("a statement planned for an older schema version fails before it runs, in each way a data request sends one", async () => {
+  const pool = (await a.strata.ctx.registry.get(a.ref))!.dataPool;
+  const { rows } = await a.sql("select sum(changes)::text as version from extensions.strata_schema_changes");
+  const current: string = rows[0].version;
+  const older = String(BigInt(current) - 1n);
+  const insert = (id: number) => ({
+    text: "insert into public.items (id, title) values ($1, 'x')",
+    values: [id],
+  });
+  const scope = (schemaVersion: string): TransactionScope => ({ role: "anon", claims: {}, schemaVersion });
+  const ways = [
+    (v: string, id: number) => queryInOneRoundTrip(pool, scope(v), insert(id)),
+    (v: string, id: number) => withPipelinedTransaction(pool, scope(v), (tx) => tx.query(insert(id))),
+    (v: string, id: number) =>
+      withTransaction(pool, scope(v), (c) => c.query(insert(id).text, insert(id).values)),
+  ];
+  for (const [i, send] of ways.entries()) {
+    const refused = await send(older, 10 + i).catch((e: unknown) => e);
+    expect(isSchemaChanged(refused)).toBe(true);
+    await send(current, 20 + i);
+  }
+  const { rows: written } = await a.sql("select id from public.items where id >= 10 order by id");
+  expect(written.map((r: { id: number }) => r.id)).toEqual([20, 21, 22]);
 });
