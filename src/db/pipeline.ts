@@ -284,13 +284,12 @@ export function settingsPreamble(client: pg.ClientBase, scope: TransactionScope)
   const statement = settingsStatement(names);
   if (statement !== null) return { ...statement, values, parse: !known.has(statement.name) };
   const checked = names[0] === SCHEMA_CHECK_COLUMN;
-  const set = checked ? names.slice(1) : names;
-  const bound = [
-    ...(checked ? [values[0]!] : []),
-    ...set.flatMap((n, i) => [n, values[i + (checked ? 1 : 0)]!]),
-  ];
-  const name = `strata_settings_bound_${set.length}${checked ? "_checked" : ""}`;
-  return { text: boundSettingsText(set.length, checked), name, values: bound, parse: !known.has(name) };
+  const skip = checked ? 1 : 0;
+  const pairs = names.slice(skip).flatMap((n, i) => [n, values[i + skip]!]);
+  const bound = checked ? [values[0]!, ...pairs] : pairs;
+  const count = names.length - skip;
+  const name = `strata_settings_bound_${count}${checked ? "_checked" : ""}`;
+  return { text: boundSettingsText(count, checked), name, values: bound, parse: !known.has(name) };
 }
 
 /** A statement without parameters (BEGIN, a savepoint, COMMIT), unnamed: parsed each time it is sent. */
