@@ -42,3 +42,13 @@ export function isDatabaseUnreachable(e: unknown): boolean {
   }
   return e instanceof Error && /^Connection terminated/.test(e.message);
 }
+
+/**
+ * Whether a statement was refused because the schema changed after the version its scope was planned for
+ * (`TransactionScope.schemaVersion`, checked by pipeline.ts's SCHEMA_CHECK): nothing of it ran, and it may be
+ * planned again and retried.
+ */
+export function isSchemaChanged(e: unknown): boolean {
+  const { code, message } = (e ?? {}) as { code?: unknown; message?: unknown };
+  return code === "22P02" && typeof message === "string" && message.includes('"strata: the schema changed');
+}

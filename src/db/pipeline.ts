@@ -14,12 +14,36 @@ import type { TransactionScope } from "./transaction";
  */
 
 /**
+ * The schema check (sql/project/820_schema_version.sql) with the planned version as `param`: no row while the
+ * database's version is the planned one, else an error (a failed cast, whose message `isSchemaChanged` knows:
+ * a function that raises would cost three times as much on every request).
+ */
+function schemaCheck(param: string): string {
+  return `select ('strata: the schema changed, now version ' || sum(changes))::int from extensions.strata_schema_changes having sum(changes) > ${param}::bigint`;
+}
+
+/** The schema check as a statement of its own. */
+export const SCHEMA_CHECK = schemaCheck("$1");
+
+/**
+ * In the settings' names, the schema check: a column of the settings statement ahead of every set_config, its
+ * value the planned version. Its table's privilege is checked when the statement starts, before the role is
+ * set: the connection's login reads it (the request's role may not).
+ */
+const SCHEMA_CHECK_COLUMN = "\u0000schema check";
+
+/**
  * The scope's settings in the order they are set (role and claims last, so they win over a setting of the same
- * name), as names and values: plain text parameters, which the driver sends as they are.
+ * name), as names and values: plain text parameters, which the driver sends as they are. The schema check
+ * first, when the scope has a version.
  */
 function settingsOf(scope: TransactionScope): { names: string[]; values: string[] } {
   const names: string[] = [];
   const values: string[] = [];
+  if (scope.schemaVersion !== undefined) {
+    names.push(SCHEMA_CHECK_COLUMN);
+    values.push(scope.schemaVersion);
+  }
   // First: a read-only transaction stays read-only whatever the statement calls.
   if (scope.readOnly) {
     names.push("transaction_read_only");
@@ -64,19 +88,33 @@ function settingsStatement(names: readonly string[]): SettingsStatement | null {
   }
   if (node.statement === undefined) {
     if (settingsStatements >= MAX_SETTINGS_STATEMENTS) return null;
-    const calls = names.map((n, i) => `set_config('${n.replaceAll("'", "''")}', $${i + 1}, true)`);
+    const calls = names.map((n, i) =>
+      n === SCHEMA_CHECK_COLUMN
+        ? `(${schemaCheck(`$${i + 1}`)})`
+        : `set_config('${n.replaceAll("'", "''")}', $${i + 1}, true)`,
+    );
     node.statement = { name: `strata_settings_${settingsStatements++}`, text: `select ${calls.join(", ")}` };
   }
   return node.statement;
 }
 
-/** The statement that sets `count` settings with names and values bound (when too many sequences were seen). */
-const boundSettingsTexts: string[] = [];
-function boundSettingsText(count: number): string {
-  let text = boundSettingsTexts[count];
+/**
+ * The statement that sets `count` settings with names and values bound (when too many sequences were seen),
+ * after the schema check (its version the first parameter) when `checked`.
+ */
+const boundSettingsTexts = new Map<string, string>();
+function boundSettingsText(count: number, checked: boolean): string {
+  const key = `${count}${checked ? "+check" : ""}`;
+  let text = boundSettingsTexts.get(key);
   if (text === undefined) {
-    const calls = Array.from({ length: count }, (_, i) => `set_config($${2 * i + 1}, $${2 * i + 2}, true)`);
-    boundSettingsTexts[count] = text = `select ${calls.join(", ")}`;
+    const first = checked ? 2 : 1;
+    const calls = Array.from(
+      { length: count },
+      (_, i) => `set_config($${first + 2 * i}, $${first + 2 * i + 1}, true)`,
+    );
+    if (checked) calls.unshift(`(${schemaCheck("$1")})`);
+    text = `select ${calls.join(", ")}`;
+    boundSettingsTexts.set(key, text);
   }
   return text;
 }
@@ -245,9 +283,13 @@ export function settingsPreamble(client: pg.ClientBase, scope: TransactionScope)
   const { names, values } = settingsOf(scope);
   const statement = settingsStatement(names);
   if (statement !== null) return { ...statement, values, parse: !known.has(statement.name) };
-  const bound = names.flatMap((n, i) => [n, values[i]!]);
-  const name = `strata_settings_bound_${names.length}`;
-  return { text: boundSettingsText(names.length), name, values: bound, parse: !known.has(name) };
+  const checked = names[0] === SCHEMA_CHECK_COLUMN;
+  const skip = checked ? 1 : 0;
+  const pairs = names.slice(skip).flatMap((n, i) => [n, values[i + skip]!]);
+  const bound = checked ? [values[0]!, ...pairs] : pairs;
+  const count = names.length - skip;
+  const name = `strata_settings_bound_${count}${checked ? "_checked" : ""}`;
+  return { text: boundSettingsText(count, checked), name, values: bound, parse: !known.has(name) };
 }
 
 /** A statement without parameters (BEGIN, a savepoint, COMMIT), unnamed: parsed each time it is sent. */

@@ -1,10 +1,10 @@
 import pg from "pg";
 import { prepareValue } from "pg/lib/utils";
 import { NulInText } from "./errors";
-import { pipelined, plainStatement, settingsPreamble, type Preamble } from "./pipeline";
+import { pipelined, plainStatement, SCHEMA_CHECK, settingsPreamble, type Preamble } from "./pipeline";
 import { markBroken, withPooledClient } from "./pooledClient";
 
-export { asPoolTimeout, isDatabaseUnreachable, PoolTimeout } from "./errors";
+export { asPoolTimeout, isDatabaseUnreachable, isSchemaChanged, PoolTimeout } from "./errors";
 
 /**
  * Every transaction of Strata starts here: `withTransaction` for work under a role and its claims (data
@@ -24,6 +24,11 @@ export interface TransactionScope {
   readOnly?: boolean;
   /** With `readOnly`: every statement reads one snapshot, the transaction's first (repeatable read). */
   snapshot?: boolean;
+  /**
+   * The database's schema version (sql/project/820_schema_version.sql) the statements were planned for: checked
+   * ahead of them in the same round trip, and a newer one fails them (`isSchemaChanged`) before they run.
+   */
+  schemaVersion?: string;
 }
 
 /** The BEGIN of a transaction of `scope`. */
@@ -63,7 +68,11 @@ function beginStatement(client: pg.ClientBase, scope: TransactionScope): string 
   const configs = Object.entries(settings).map(
     ([name, value]) => `set_config(${literalOf(client, name)}, ${literalOf(client, value)}, true)`,
   );
-  return `${beginText(scope)}; select ${configs.join(", ")}`;
+  const check =
+    scope.schemaVersion === undefined
+      ? ""
+      : `${SCHEMA_CHECK.replace("$1", literalOf(client, scope.schemaVersion))}; `;
+  return `${beginText(scope)}; ${check}select ${configs.join(", ")}`;
 }
 
 /**

@@ -5,6 +5,7 @@ import { makeSchema } from "graphile-build";
 import type { RequestAuth } from "../auth/dataAuth";
 import { dataApiConfigOf } from "../catalog/dataApiConfig";
 import type { AppContext } from "../context";
+import { isSchemaChanged } from "../db/errors";
 import type { ProjectRuntime } from "../projects/runtime";
 import basePreset from "../../graphile.config";
 import { planningDepthFor } from "../../plugins/PgGqlLimitsPlugin";
@@ -94,35 +95,45 @@ export async function executeGraphql(
   /** `request.method`, `request.path`, `request.headers` for RLS policies, as PostgREST sets them. */
   settings: Record<string, string> = {},
 ): Promise<GraphqlResponse> {
-  if (typeof body.query !== "string") return { data: null, errors: [{ message: "No query" }] };
+  const source = body.query;
+  if (typeof source !== "string") return { data: null, errors: [{ message: "No query" }] };
   const variables = body.variables ?? undefined;
   if (variables !== undefined && (typeof variables !== "object" || Array.isArray(variables))) {
     return { errors: [{ message: "variables must be an object" }] };
   }
-  let built: RoleSchema;
-  try {
-    built = await schemaFor(ctx, project, auth.role);
-  } catch (e) {
-    // A schema pg_graphql would not load either (a malformed comment directive): every request says why.
-    if (e instanceof Error && isSafeError(e)) return { errors: [{ message: e.message }] };
-    throw e;
-  }
-  const result = await grafast({
-    schema: built.schema,
-    resolvedPreset: built.resolvedPreset,
-    source: body.query,
-    variableValues: variables as Record<string, unknown> | undefined,
-    operationName: typeof body.operationName === "string" ? body.operationName : undefined,
-    // A plain object of our own: without one, grafast makes a prototype-less one (slow dictionary mode in V8).
-    contextValue: {},
-    requestContext: {
-      strata: { auth, withPgClient: requestPgClients(project.dataPool, { ...auth, settings }) },
-    },
+  return project.onCurrentSchema(async (schemaVersion) => {
+    let built: RoleSchema;
+    try {
+      built = await schemaFor(ctx, project, auth.role);
+    } catch (e) {
+      // A schema pg_graphql would not load either (a malformed comment directive): every request says why.
+      if (!(e instanceof Error && isSafeError(e))) throw e;
+      await project.confirmSchemaVersion(schemaVersion);
+      return { errors: [{ message: e.message }] };
+    }
+    const withPgClient = requestPgClients(project.dataPool, { ...auth, settings, schemaVersion });
+    const result = await grafast({
+      schema: built.schema,
+      resolvedPreset: built.resolvedPreset,
+      source,
+      variableValues: variables as Record<string, unknown> | undefined,
+      operationName: typeof body.operationName === "string" ? body.operationName : undefined,
+      // A plain object of our own: without one, grafast makes a prototype-less one (slow dictionary mode in V8).
+      contextValue: {},
+      requestContext: {
+        strata: { auth, withPgClient },
+      },
+    });
+    if (Symbol.asyncIterator in result)
+      return { data: null, errors: [{ message: "Subscriptions are not supported" }] };
+    const { errors } = result as ExecutionResult;
+    // The database out of reach, or the schema changed since it was planned (planned again): thrown.
+    const thrown = errors
+      ?.map(pgGqlOriginalError)
+      .find((e) => isDatabaseUnavailable(e) || isSchemaChanged(e));
+    if (thrown) throw thrown;
+    // Answered from the schema alone (a document's errors, an introspection): is it still the database's?
+    if (!withPgClient.sentStatement) await project.confirmSchemaVersion(schemaVersion);
+    return result as GraphqlResponse;
   });
-  if (Symbol.asyncIterator in result)
-    return { data: null, errors: [{ message: "Subscriptions are not supported" }] };
-  const { errors } = result as ExecutionResult;
-  const unavailable = errors?.map(pgGqlOriginalError).find(isDatabaseUnavailable);
-  if (unavailable) throw unavailable;
-  return result as GraphqlResponse;
 }

@@ -33,11 +33,14 @@ function grafastQuery(
 }
 
 /** The client of a PipelinedTransaction: nested transactions one after the other, as savepoints. */
-function clientInTransaction(tx: PipelinedTransaction): PgClient {
+function clientInTransaction(tx: PipelinedTransaction, markSent: () => void): PgClient {
   let savepoints = 0;
   let queue: Promise<unknown> = Promise.resolve();
   const client: PgClient = {
-    query: grafastQuery((statement, rowMode) => tx.query(statement, rowMode)),
+    query: grafastQuery((statement, rowMode) => {
+      markSent();
+      return tx.query(statement, rowMode);
+    }),
     withTransaction<T>(callback: (client: PgClient) => Promise<T>): Promise<T> {
       const run = async () => {
         const name = `strata_tx${++savepoints}`;
@@ -59,21 +62,28 @@ function clientInTransaction(tx: PipelinedTransaction): PgClient {
   return client;
 }
 
+/** A request's `withPgClient`, which tells whether a statement was sent (the scope's schema check with it). */
+export type RequestPgClients = WithPgClient & WithPgTransaction & { sentStatement: boolean };
+
 /**
  * The `withPgClient` of a request for `scope` (its role, claims and settings; grafast's `pgSettings` are the
  * same role and claims, so they are not applied again).
  */
-export function requestPgClients(pool: pg.Pool, scope: TransactionScope): WithPgClient & WithPgTransaction {
+export function requestPgClients(pool: pg.Pool, scope: TransactionScope): RequestPgClients {
   const readScope = { ...scope, readOnly: true };
+  const markSent = () => (withPgClient.sentStatement = true);
   const inTransaction = <T>(txScope: TransactionScope, callback: (client: PgClient) => Promise<T>) =>
-    withPipelinedTransaction(pool, txScope, (tx) => callback(clientInTransaction(tx)));
+    withPipelinedTransaction(pool, txScope, (tx) => callback(clientInTransaction(tx, markSent)));
   const client: PgClient = {
-    query: grafastQuery((statement, rowMode) => queryInOneRoundTrip(pool, readScope, statement, rowMode)),
+    query: grafastQuery((statement, rowMode) => {
+      markSent();
+      return queryInOneRoundTrip(pool, readScope, statement, rowMode);
+    }),
     // The rare step that asks for a transaction of its own outside the request's gets a read-only one.
     withTransaction: (callback) => inTransaction(readScope, callback as (client: PgClient) => Promise<never>),
   };
-  const withPgClient = (async (_pgSettings, callback) => callback(client)) as WithPgClient &
-    WithPgTransaction;
+  const withPgClient = (async (_pgSettings, callback) => callback(client)) as RequestPgClients;
+  withPgClient.sentStatement = false;
   withPgClient.withPgTransaction = (_pgSettings, options: PgGqlTransactionOptions, callback) =>
     inTransaction({ ...scope, readOnly: options.readOnly, snapshot: options.snapshot }, callback);
   return withPgClient;

@@ -1,6 +1,8 @@
 import { EventEmitter } from "node:events";
 import pg from "pg";
 import { CATALOG_ONLY_SESSION } from "../db/client";
+import { isSchemaChanged } from "../db/errors";
+import { SCHEMA_CHECK } from "../db/pipeline";
 import { enforceStatementDeadline } from "../db/statementDeadline";
 import { withPort } from "../db/urls";
 import type { Logger } from "../log";
@@ -52,6 +54,9 @@ const AUTH_SEARCH_PATH = "pg_catalog,auth,pg_temp";
 /** Notices of the DDL watch within this window cause one schema rebuild. */
 const DDL_DEBOUNCE_MS = 50;
 
+/** Times a data request is planned again after the schema changed under it before its failure is answered. */
+const SCHEMA_ATTEMPTS = 3;
+
 /** The bounds of a request on a project's pools, and what a new data connection gets first. */
 export interface PoolLimits {
   /** How long a request waits for a free connection (default 10 s). */
@@ -79,6 +84,11 @@ export class ProjectRuntime {
   readonly caches = new Map<string, unknown>();
   /** Bumped on every schema change. */
   schemaVersion = 0;
+  /**
+   * The database's schema version (sql/project/820_schema_version.sql) that `caches` reflect: read after each
+   * change before anything is derived again, so that what is derived is never older than it.
+   */
+  private databaseSchemaVersion: Promise<string> | undefined;
   private dataPoolInstance: pg.Pool | undefined;
   /** Data pools replaced after a schema change, ending after RETIRE_GRACE_MS (or at close). */
   private readonly retiredPools = new Set<pg.Pool>();
@@ -201,10 +211,56 @@ export class ProjectRuntime {
   /** Forgets everything derived from the schema; the next request rebuilds it. */
   invalidateSchema(reason: string): void {
     this.schemaVersion++;
+    this.databaseSchemaVersion = undefined;
     this.caches.clear();
     this.retireDataPool();
     this.log.debug({ ref: this.ref, reason }, "schema changed");
     this.events.emit("schema-changed", reason);
+  }
+
+  /**
+   * Runs a data request planned on the schema caches, with the database's schema version they reflect
+   * (`TransactionScope.schemaVersion`). The DDL watch's notice of a change made through another node (or any
+   * other connection) may arrive after the next request: that request's own round trip finds the newer version
+   * and fails before anything ran, and it is planned again on caches derived anew.
+   */
+  async onCurrentSchema<T>(work: (schemaVersion: string) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const read = this.currentSchemaVersion();
+      const version = await read;
+      try {
+        return await work(version);
+      } catch (e) {
+        if (!isSchemaChanged(e) || attempt === SCHEMA_ATTEMPTS) throw e;
+        // Once for the requests that failed together.
+        if (this.databaseSchemaVersion === read) this.invalidateSchema("changed through another connection");
+      }
+    }
+  }
+
+  /**
+   * Fails as a request's statement would (`isSchemaChanged`) when the schema changed after `schemaVersion`: for a
+   * request answered from the caches alone (a plan's error, an introspection), which sent no statement.
+   */
+  async confirmSchemaVersion(schemaVersion: string): Promise<void> {
+    await this.dataPool.query(SCHEMA_CHECK, [schemaVersion]);
+  }
+
+  /** The schema version the caches reflect, read on the data login when not known since the last change. */
+  private currentSchemaVersion(): Promise<string> {
+    if (this.databaseSchemaVersion) return this.databaseSchemaVersion;
+    const read = this.dataPool
+      .query<{ version: string }>(
+        "select coalesce(sum(changes), 0)::text as version from extensions.strata_schema_changes",
+      )
+      .then(({ rows }) => rows[0]!.version);
+    this.databaseSchemaVersion = read;
+    read.then(
+      // What was derived while the version was read may be older than it (the requests awaiting it come after).
+      () => this.databaseSchemaVersion === read && this.caches.clear(),
+      () => this.databaseSchemaVersion === read && (this.databaseSchemaVersion = undefined),
+    );
+    return read;
   }
 
   /** LISTENs for the DDL watch's notices (sql/project/004_ddl_watch.sql). Reconnects when the database returns. */

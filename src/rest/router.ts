@@ -173,8 +173,8 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
     const opened = await openDataRequest(ctx, req, { query });
     const project = opened.project;
     auth = opened.auth;
-    const config = await dataApiConfigOf(ctx, project);
     if ((req.path === "/" || req.path === "") && (req.method === "GET" || req.method === "HEAD")) {
+      const config = await dataApiConfigOf(ctx, project);
       const doc = await buildRestOpenApi(project, config.schemas[0], auth.role);
       res
         .status(200)
@@ -189,18 +189,31 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
       headers: req.headers,
       body: Buffer.isBuffer(req.body) ? req.body : undefined,
     };
-    const request = plannedRequest(input, rawQuery, await schemaCacheOf(project, config.schemas), config);
-    const { apiReq } = request;
-    const readOnly = req.method === "GET" || req.method === "HEAD";
-    const settings = {
-      ...(await roleSettingsOf(project, auth.role)),
-      ...requestSettings(req, apiReq, config),
-    };
-    const scope = { ...auth, settings, readOnly };
-    // Reads go to the project's read replicas when it has any (writes, calls by POST and GraphQL stay on
-    // the primary); a read right after a write may not see it yet, as with any asynchronous replica.
-    const pool = readOnly ? project.readPool : project.dataPool;
-    send(res, req, apiReq, await run(pool, scope, request));
+    const requestAuth = auth;
+    const { apiReq, outcome } = await project.onCurrentSchema(async (schemaVersion) => {
+      let request: PlannedRequest;
+      let config: DataApiConfig;
+      try {
+        config = await dataApiConfigOf(ctx, project);
+        request = plannedRequest(input, rawQuery, await schemaCacheOf(project, config.schemas), config);
+      } catch (e) {
+        // A plan's error comes from the schema cache alone: is it still the database's?
+        if (e instanceof RestError) await project.confirmSchemaVersion(schemaVersion);
+        throw e;
+      }
+      if (!request.statement) await project.confirmSchemaVersion(schemaVersion);
+      const readOnly = req.method === "GET" || req.method === "HEAD";
+      const settings = {
+        ...(await roleSettingsOf(project, requestAuth.role)),
+        ...requestSettings(req, request.apiReq, config),
+      };
+      const scope = { ...requestAuth, settings, readOnly, schemaVersion };
+      // Reads go to the project's read replicas when it has any (writes, calls by POST and GraphQL stay on
+      // the primary); a read right after a write may not see it yet, as with any asynchronous replica.
+      const pool = readOnly ? project.readPool : project.dataPool;
+      return { apiReq: request.apiReq, outcome: await run(pool, scope, request) };
+    });
+    send(res, req, apiReq, outcome);
   } catch (e) {
     sendFailure(ctx, res, e, auth);
   }

@@ -54,6 +54,48 @@ describe("client addresses behind a trusted proxy (STRATA_TRUSTED_PROXIES)", () 
     expect(keys.some((key) => key.includes("203.0.113.9") || key.includes("203.0.113.10"))).toBe(false);
   });
 
+  it("counts auth's per-address limits for the forwarded client, and a client cannot spoof its way out", async () => {
+    const patched = await fetch(`${server.url}/v1/projects/${server.ref}/config/auth`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${server.managementToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ rate_limit_verify: 2 }),
+    });
+    expect(patched.status).toBe(200);
+    /** A failing OTP verification (limited per address) from `host` with an X-Forwarded-For. */
+    const verifyFrom = async (host: string, forwardedFor: string) => {
+      const res = await fetch(`http://${host}:${port}/auth/v1/verify`, {
+        method: "POST",
+        headers: {
+          apikey: server.anonKey,
+          "content-type": "application/json",
+          "x-forwarded-for": forwardedFor,
+        },
+        body: JSON.stringify({ type: "email", email: "nobody@example.invalid", token: "000000" }),
+      });
+      await res.text();
+      return res.status;
+    };
+    // Untrusted: a new forged address each time is still the one socket's address, refused on the third.
+    const spoofed = [];
+    for (const forged of ["192.0.2.1", "192.0.2.2", "192.0.2.3"])
+      spoofed.push(await verifyFrom("[::1]", forged));
+    expect(spoofed.slice(0, 2)).not.toContain(429);
+    expect(spoofed[2]).toBe(429);
+    // Through the trusted proxy, each client has its own count; the same client is refused on its third.
+    const proxied = [];
+    for (const client of ["203.0.113.21", "203.0.113.22", "203.0.113.21", "203.0.113.21"])
+      proxied.push(await verifyFrom("127.0.0.1", client));
+    expect(proxied.slice(0, 3)).not.toContain(429);
+    expect(proxied[3]).toBe(429);
+    const { rows } = await server.controlSql(
+      "select key from platform.rate_limits where key like 'auth-verify-%' order by key",
+    );
+    const keys = rows.map((row: { key: string }) => row.key);
+    expect(keys.filter((key) => key.endsWith(`${server.ref}:203.0.113.21`))).toHaveLength(1);
+    expect(keys.filter((key) => key.endsWith(`${server.ref}:::1`))).toHaveLength(1);
+    expect(keys.some((key) => key.includes("192.0.2."))).toBe(false);
+  });
+
   it("refuses a setting that is not a list of addresses or CIDRs", () => {
     for (const value of ["loopback", "10.0.0.1/8", "127.0.0.1;10.0.0.0/8", "300.1.1.1"]) {
       expect(() =>

@@ -59,7 +59,9 @@ function requestTo(from: Request, method: string, path: string, headers: Outgoin
     method,
     path,
     headers: { ...headers, host: from.headers.host },
-    createConnection: () => connectionTo(app, from.socket.remoteAddress),
+    // The browser's address as the app resolved it (behind a trusted proxy, the forwarded one): the call
+    // carries no X-Forwarded-For, so the Management API's limits see the browser, not the proxy.
+    createConnection: () => connectionTo(app, from.ip ?? from.socket.remoteAddress),
   });
 }
 
