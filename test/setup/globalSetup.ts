@@ -8,6 +8,7 @@ import { startEmbeddedPostgres } from "../../src/db/embedded";
 import { withDatabase } from "../../src/db/urls";
 import { ensureChromium } from "./chromium";
 import { ensureHaproxy } from "./haproxy";
+import { ensurePgCron } from "./pgCron";
 
 export const TEMPLATE_DB = "strata_test_template";
 /** The control plane's database of every test server is cloned from this one (see test/helpers/db.ts). */
@@ -32,6 +33,7 @@ function freePort(): Promise<number> {
 export default async function globalSetup(): Promise<void> {
   ensureChromium();
   ensureHaproxy();
+  ensurePgCron();
   // The run's temporary directory: every test's (test/helpers/tempDir.ts) is made in it, globalTeardown removes it.
   process.env.STRATA_TEST_TMP = mkdtempSync(path.join(os.tmpdir(), "strata-run-"));
   // Passable by the OS user PostgreSQL runs as (when the tests run as root), as the system's own is.
