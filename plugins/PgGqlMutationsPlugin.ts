@@ -12,7 +12,7 @@ import {
   type PgSelectStep,
 } from "@dataplan/pg";
 import { randomBytes } from "node:crypto";
-import { access, lambda, type FieldArgs, type Step } from "grafast";
+import { access, lambda, type FieldArgs, type FieldInfo, type Step } from "grafast";
 import { Kind, type DocumentNode, type GraphQLInputType, type GraphQLOutputType } from "grafast/graphql";
 import type { PgAttribute, PgClass } from "pg-introspection";
 import { sql, type SQL } from "pg-sql2";
@@ -28,6 +28,14 @@ import { primaryKeyAttributes } from "./pgGqlNodeId";
 import { nodeResources } from "./PgGqlNodePlugin";
 import { assertMaxLength, columnInputInfo, type ColumnInputInfo } from "./pgGqlTypes";
 import { replacePlaceholders } from "./pgGqlPlaceholders";
+import {
+  acceptingReturnedRows,
+  plainColumnFields,
+  recordsSelectOnly,
+  returnedColumnsSql,
+  returnedRecords,
+  type ReturnedColumns,
+} from "./pgGqlReturnedRows";
 
 declare global {
   namespace GraphileBuild {
@@ -125,17 +133,24 @@ function boundValueSql(attribute: PgCodecAttribute, text: unknown): SQL {
   return sql`(${sql.value(text as string)}::${attribute.codec.sqlType})`;
 }
 
-/** The row as jsonb, only with the columns the role may read (RETURNING needs SELECT on each). */
+/** The columns the role may read (RETURNING needs SELECT on each). */
+function readableColumns(codec: PgCodecWithAttributes): string[] {
+  return Object.entries(codec.attributes)
+    .filter(
+      ([, attribute]) => (attribute.extensions as { canSelect?: boolean } | undefined)?.canSelect !== false,
+    )
+    .map(([name]) => name);
+}
+
+/** The row at `alias` as jsonb, with the columns the role may read. */
 function rowJsonSql(codec: PgCodecWithAttributes, alias: SQL): SQL {
-  const readable = Object.entries(codec.attributes).filter(
-    ([, attribute]) => (attribute.extensions as { canSelect?: boolean } | undefined)?.canSelect !== false,
-  );
+  const readable = readableColumns(codec);
   // jsonb_build_object takes at most 100 arguments.
   const chunks: SQL[] = [];
   for (let i = 0; i < readable.length; i += 40) {
     const pairs = readable
       .slice(i, i + 40)
-      .map(([name]) => sql`${sql.literal(name)}::text, ${alias}.${sql.identifier(name)}`);
+      .map((name) => sql`${sql.literal(name)}::text, ${alias}.${sql.identifier(name)}`);
     chunks.push(sql`jsonb_build_object(${sql.join(pairs, ", ")})`);
   }
   return chunks.length ? sql`(${sql.join(chunks, " || ")})` : sql`'{}'::jsonb`;
@@ -146,12 +161,12 @@ function pkJsonSql(resource: PgResource, column: (name: string) => SQL): SQL {
 }
 
 /**
- * A mutation's statement waits, under a random token, in the request's own registry until its records
- * statement runs: the DML becomes that statement's leading CTE, so one statement writes, checks `atMost`
- * and returns the records, whose relations read the snapshot from before the write, as in pg_graphql.
+ * A mutation's statement (see `mutationStatement`). One that answers the records select waits, under a token, in
+ * the request's own registry until that select runs: the DML becomes its leading CTE, so one statement writes,
+ * checks `atMost` and returns the records, whose relations read the snapshot from before the write, as in pg_graphql.
  */
 interface PendingMutation {
-  /** `with __pgGqlAffected as (<dml>), __pgGqlRows(__json) as (...)`, compiled. */
+  /** `with __pgGqlAffected as (<dml>), ...`, compiled. */
   text: string;
   values: readonly unknown[];
   /** The joined statements made with this text so far, by the records statement's text (see joinedText). */
@@ -164,16 +179,47 @@ type PendingMutations = Map<string, PendingMutation>;
 /** SQLSTATE of `_strata_graphql.at_most` (bootstrap SQL) when a mutation affects more rows than `atMost`. */
 const AT_MOST_SQLSTATE = "SGQ01";
 
-function mutationStatement(dml: SQL, atMost: number | null, kind: MutationKind): PendingMutation {
-  const rows = sql`coalesce(jsonb_agg(__row), '[]'::jsonb)`;
+/**
+ * What a mutation's statement answers: its rows as jsonb for the records select it is prepended to (`columns`
+ * null), or these columns of the rows it returned (see pgGqlReturnedRows). `key` tells them apart in kept texts.
+ */
+interface Answer {
+  columns: ReturnedColumns | null;
+  key: string;
+}
+
+/** The alias of the rows a mutation's DML returned. */
+const AFFECTED_ALIAS = sql.identifier("__r");
+
+/**
+ * A mutation's statement: the DML (returning the columns the role may read) as the leading CTE, then its answer.
+ * Past `atMost`, a one-row CTE of the affected count raises; the rows' answer joins it, the records select reads it.
+ */
+function mutationStatement(
+  codec: PgCodecWithAttributes,
+  dml: SQL,
+  atMost: number | null,
+  kind: MutationKind,
+  answer: Answer,
+): PendingMutation {
   // The function raises past `atMost`; within it, the comparison alone decides (no function call per statement).
   const limit =
     atMost === null
       ? sql.blank
       : sql`having count(*) <= ${sql.literal(atMost)} or _strata_graphql.at_most(${sql.literal(kind)}, count(*), ${sql.literal(atMost)})`;
-  const { text, values } = sql.compile(
-    sql`with __pgGqlAffected as (${dml}), __pgGqlRows(__json) as (select ${rows} from __pgGqlAffected ${limit})`,
-  );
+  const affected = sql`with __pgGqlAffected as (${dml})`;
+  let statement: SQL;
+  if (answer.columns === null) {
+    const rows = sql`coalesce(jsonb_agg(${rowJsonSql(codec, AFFECTED_ALIAS)}), '[]'::jsonb)`;
+    statement = sql`${affected}, __pgGqlRows(__json) as (select ${rows} from __pgGqlAffected as ${AFFECTED_ALIAS} ${limit})`;
+  } else {
+    const columns = returnedColumnsSql(answer.columns, AFFECTED_ALIAS);
+    statement =
+      atMost === null
+        ? sql`${affected} select ${columns} from __pgGqlAffected as ${AFFECTED_ALIAS}`
+        : sql`${affected}, __pgGqlChecked as (select from __pgGqlAffected ${limit}) select ${columns} from __pgGqlAffected as ${AFFECTED_ALIAS}, __pgGqlChecked`;
+  }
+  const { text, values } = sql.compile(statement);
   return { text, values, joined: new Map() };
 }
 
@@ -337,63 +383,112 @@ function recordsOf(resource: PgResource, $rows: Step<string>): PgSelectStep {
   return $select;
 }
 
-/** Plan-time facts of one mutation field: does a selection (`records`, `affectedCount`) run its statement? */
+/** Plan-time facts of one mutation field: how its `records` and `affectedCount` are read, when they are. */
 interface MutationPlan {
   resource: PgResource;
-  viaRecords: boolean;
+  /** The root field's name, to find its selections in the operation. */
+  fieldName: string;
+  /** The table type's fields that are plain columns (pgGqlReturnedRows). */
+  columnFields: ReadonlySet<string>;
+  /** Whether the records need the records select (decided once, from the operation, by the first to ask). */
+  viaSelect?: boolean;
   $records?: PgSelectStep;
+  /** The columns answered from the returned rows (none when nothing reads them, or only their count). */
+  returned: ReturnedColumns;
+  /** The statement's answer, fixed at the first execution (planning has ended). */
+  answer?: Answer;
 }
 const mutationPlans = new WeakMap<Step, MutationPlan>();
+
+/** The plan of a mutation step, its way of reading the records decided. */
+function readingPlan($mutation: Step): MutationPlan & { viaSelect: boolean } {
+  const plan = mutationPlans.get($mutation);
+  if (!plan) throw new Error("Not a pg_graphql mutation step");
+  plan.viaSelect ??= !recordsSelectOnly($mutation.operationPlan, plan.fieldName, plan.columnFields);
+  return plan as MutationPlan & { viaSelect: boolean };
+}
 
 /**
  * The records select of a mutation field (one per field): it runs the pending mutation as its
  * leading CTE, so writing and reading the records cost one statement.
  */
-function recordsFor($mutation: Step): PgSelectStep {
-  const plan = mutationPlans.get($mutation);
-  if (!plan) throw new Error("Not a pg_graphql mutation step");
-  plan.viaRecords = true;
+function recordsSelectFor($mutation: Step, plan: MutationPlan): PgSelectStep {
   // Through `access`, not the side effect step itself: the records select then shares its
   // relations' implicit side effect, so @dataplan/pg inlines them into the one statement.
   return (plan.$records ??= recordsOf(plan.resource, access($mutation, "token") as Step<string>));
 }
 
-/** A mutation no selection reads the records of: its statement runs by itself. */
-async function runAlone(client: PgClient, mutation: PendingMutation): Promise<void> {
-  const query = { text: `${mutation.text} select 1 from __pgGqlRows`, values: mutation.values as unknown[] };
-  await client.query(query).catch((e: unknown) => {
+/** A mutation's `records`: from the rows its statement returned when they are plain columns, else by the records select. */
+function recordsFor($mutation: Step): Step {
+  const plan = readingPlan($mutation);
+  if (plan.viaSelect) return recordsSelectFor($mutation, plan);
+  return returnedRecords(access($mutation, "rows"), plan.returned);
+}
+
+/** A mutation's `affectedCount`: the number of its records. */
+function affectedCountFor($mutation: Step): Step<number> {
+  const plan = readingPlan($mutation);
+  const $rows = plan.viaSelect ? recordsSelectFor($mutation, plan).items() : access($mutation, "rows");
+  return lambda($rows, (rows) => (rows as unknown[]).length, true);
+}
+
+/** The statement's answer for a plan whose planning has ended. */
+function answerOf(plan: MutationPlan): Answer {
+  if (plan.viaSelect) return { columns: null, key: "select" };
+  return { columns: plan.returned, key: JSON.stringify(plan.returned.names) };
+}
+
+/** A mutation answered from its returned rows: runs now, its rows (the answered columns' texts) as the step's value. */
+async function runReturning(client: PgClient, mutation: PendingMutation): Promise<readonly unknown[][]> {
+  const query = { text: mutation.text, values: mutation.values as unknown[], arrayMode: true };
+  const { rows } = await client.query<unknown[]>(query).catch((e: unknown) => {
     throw tooManyError(e);
   });
+  return rows;
 }
 
 /**
- * A mutation field's step: validates the input and prepares the statement (`build`); it waits in the
- * request's registry for its records select (see `recordsFor`), or runs by itself when nothing reads them.
+ * A mutation field's step: validates the input and prepares the statement (`build`); it runs now and answers its
+ * returned rows, or waits in the request's registry for its records select (see `recordsFor`).
  */
 function mutationStep<const TSpec extends Record<string, Step>>(
   resource: PgResource,
+  field: { info: FieldInfo; columnFields: ReadonlySet<string> },
   spec: TSpec,
-  build: (values: { [K in keyof TSpec]: unknown }) => PendingMutation,
-): Step<{ token: string | null }> {
-  const plan: MutationPlan = { resource, viaRecords: false };
+  build: (values: { [K in keyof TSpec]: unknown }, answer: Answer) => PendingMutation,
+): Step<{ token: string | null; rows: readonly unknown[][] | null }> {
+  const codec = resource.codec as PgCodecWithAttributes;
+  const plan: MutationPlan = {
+    resource,
+    fieldName: field.info.fieldName,
+    columnFields: field.columnFields,
+    returned: { codec, names: [] },
+  };
   const $mutation = sideEffectWithPgClient(resource.executor, spec as never, async (client, values) => {
-    const mutation = build(values as never);
-    if (!plan.viaRecords) {
-      await runAlone(client, mutation);
-      return { token: null };
-    }
+    const answer = (plan.answer ??= answerOf(plan));
+    const mutation = build(values as never, answer);
+    if (answer.columns !== null) return { token: null, rows: await runReturning(client, mutation) };
     const aware = client as Partial<MutationAwareClient>;
     if (!aware.pendMutation) throw new Error("pg_graphql mutations need the request's mutation-aware client");
-    return { token: aware.pendMutation(mutation) };
-  }) as unknown as Step<{ token: string | null }>;
+    return { token: aware.pendMutation(mutation), rows: null };
+  }) as unknown as Step<{ token: string | null; rows: readonly unknown[][] | null }>;
   mutationPlans.set($mutation, plan);
   return $mutation;
 }
 
-/** A mutation's target alias, and its RETURNING row as JSON: the same for every request, built once per schema. */
+/**
+ * A mutation's target alias, and its RETURNING clause: the columns the role may read (as pg_graphql returns them, so
+ * RETURNING asks for the same privileges and RLS policies whatever is selected), built once per schema.
+ */
 const MUTATION_ALIAS = sql.identifier("__t");
-const returningRowSql = (codec: PgCodecWithAttributes): SQL =>
-  sql`returning ${rowJsonSql(codec, MUTATION_ALIAS)} as __row`;
+function returningSql(codec: PgCodecWithAttributes): SQL {
+  const readable = readableColumns(codec);
+  if (readable.length === 0) return sql`returning null`;
+  return sql`returning ${sql.join(
+    readable.map((name) => sql`${MUTATION_ALIAS}.${sql.identifier(name)}`),
+    ", ",
+  )}`;
+}
 
 /**
  * An insert's, update's or delete's statement text, kept per shape (the columns it writes, which values are
@@ -445,23 +540,29 @@ function keptOrBuilt(
 function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "insert");
-  const returning = returningRowSql(codec);
+  const returning = returningSql(codec);
+  const columnFields = plainColumnFields(build, codec);
   const target = sql`${resource.from as SQL} as ${MUTATION_ALIAS}`;
   const kept = new Map<string, KeptDml>();
   // The last statement by its `objects` value: a literal list is the same object in every request of a
   // document, so its statement is read once (values from variables are new objects each time). The statement
   // is only read later (its values are copied, never changed).
-  let last: { objects: unknown; statement: PendingMutation } | null = null;
-  return (_$root: Step, fieldArgs: FieldArgs) =>
-    mutationStep(resource, { objects: fieldArgs.getRaw("objects") }, ({ objects }) => {
-      // Only a list with a row is kept (an empty one throws), so an equal value is that very object.
-      if (last !== null && last.objects === objects) return last.statement;
-      const statement = insertStatement(objects);
-      last = { objects, statement };
-      return statement;
-    });
+  let last: { objects: unknown; answer: Answer; statement: PendingMutation } | null = null;
+  return (_$root: Step, fieldArgs: FieldArgs, info: FieldInfo) =>
+    mutationStep(
+      resource,
+      { info, columnFields },
+      { objects: fieldArgs.getRaw("objects") },
+      ({ objects }, answer) => {
+        // Only a list with a row is kept (an empty one throws), so an equal value is that very object.
+        if (last !== null && last.objects === objects && last.answer === answer) return last.statement;
+        const statement = insertStatement(objects, answer);
+        last = { objects, answer, statement };
+        return statement;
+      },
+    );
 
-  function insertStatement(objects: unknown): PendingMutation {
+  function insertStatement(objects: unknown, answer: Answer): PendingMutation {
     const list = ((Array.isArray(objects) ? objects : [objects]) as Record<string, unknown>[]).filter(
       (o) => o != null,
     );
@@ -470,7 +571,7 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
     // The text depends only on the columns given and which values are defaults: built once per such
     // shape, the values (each a bind parameter, in row and column order) read per request.
     const values: unknown[] = [];
-    let shape = used.map(([field]) => field).join(",");
+    let shape = `${answer.key}\n${used.map(([field]) => field).join(",")}`;
     for (const o of list) {
       shape += "|";
       for (const [field, attributeName] of used) {
@@ -504,7 +605,7 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
           )} ${returning}`
         : // No column given: every row takes its defaults.
           sql`insert into ${target} select from generate_series(1, ${sql.literal(list.length)}) ${returning}`;
-      return mutationStatement(insert, null, "insert");
+      return mutationStatement(codec, insert, null, "insert", answer);
     });
   }
 }
@@ -512,17 +613,19 @@ function insertPlan(build: GraphileBuild.Build, resource: PgResource) {
 function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
   const columns = writableColumns(build, codec, "update");
-  const returning = returningRowSql(codec);
+  const returning = returningSql(codec);
+  const columnFields = plainColumnFields(build, codec);
   const kept = new Map<string, KeptDml>();
-  return (_$root: Step, fieldArgs: FieldArgs) =>
+  return (_$root: Step, fieldArgs: FieldArgs, info: FieldInfo) =>
     mutationStep(
       resource,
+      { info, columnFields },
       {
         set: fieldArgs.getRaw("set"),
         atMost: fieldArgs.getRaw("atMost"),
         applyFilter: filterApplyStep(fieldArgs),
       },
-      ({ set, atMost, applyFilter }) => {
+      ({ set, atMost, applyFilter }, answer) => {
         const values = (set ?? {}) as Record<string, unknown>;
         const used = [...columns].filter(([field]) => values[field] !== undefined);
         if (used.length === 0) {
@@ -535,14 +638,14 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
         const shape =
           filter.key === null
             ? null
-            : `${String(atMost)}|${used.map(([field]) => field).join(",")}|${filter.key}`;
+            : `${answer.key}\n${String(atMost)}|${used.map(([field]) => field).join(",")}|${filter.key}`;
         return keptOrBuilt(kept, shape, setTexts, filter.operands, () => {
           const assignments = used.map(
             ([, attributeName], i) =>
               sql`${sql.identifier(attributeName)} = ${boundValueSql(codec.attributes[attributeName], setTexts[i])}`,
           );
           const dml = sql`update ${resource.from as SQL} as ${MUTATION_ALIAS} set ${sql.join(assignments, ", ")} where ${filterSql(filter, MUTATION_ALIAS)} ${returning}`;
-          return mutationStatement(dml, atMost as number, "update");
+          return mutationStatement(codec, dml, atMost as number, "update", answer);
         });
       },
     );
@@ -550,18 +653,20 @@ function updatePlan(build: GraphileBuild.Build, resource: PgResource) {
 
 function deletePlan(build: GraphileBuild.Build, resource: PgResource) {
   const codec = resource.codec as PgCodecWithAttributes;
-  const returning = returningRowSql(codec);
+  const returning = returningSql(codec);
+  const columnFields = plainColumnFields(build, codec);
   const kept = new Map<string, KeptDml>();
-  return (_$root: Step, fieldArgs: FieldArgs) =>
+  return (_$root: Step, fieldArgs: FieldArgs, info: FieldInfo) =>
     mutationStep(
       resource,
+      { info, columnFields },
       { atMost: fieldArgs.getRaw("atMost"), applyFilter: filterApplyStep(fieldArgs) },
-      ({ atMost, applyFilter }) => {
+      ({ atMost, applyFilter }, answer) => {
         const filter = applyFilterValue(applyFilter as ApplyFilter, MUTATION_ALIAS);
-        const shape = filter.key === null ? null : `${String(atMost)}|${filter.key}`;
+        const shape = filter.key === null ? null : `${answer.key}\n${String(atMost)}|${filter.key}`;
         return keptOrBuilt(kept, shape, [], filter.operands, () => {
           const dml = sql`delete from ${resource.from as SQL} as ${MUTATION_ALIAS} where ${filterSql(filter, MUTATION_ALIAS)} ${returning}`;
-          return mutationStatement(dml, atMost as number, "delete");
+          return mutationStatement(codec, dml, atMost as number, "delete", answer);
         });
       },
     );
@@ -581,8 +686,7 @@ function registerResponseType(build: GraphileBuild.Build, resource: PgResource, 
         affectedCount: {
           description: "Count of the records impacted by the mutation",
           type: new GraphQLNonNull(GraphQLInt),
-          plan: ($mutation: Step) =>
-            lambda(recordsFor($mutation).items(), (rows) => (rows as unknown[]).length, true),
+          plan: ($mutation: Step) => affectedCountFor($mutation),
         },
         records: {
           description: "Array of records impacted by the mutation",
@@ -603,9 +707,9 @@ const FILTER_DESCRIPTION = "Restricts the mutation's impact to records matching 
 /**
  * pg_graphql's mutations: `insertInto<T>Collection(objects)`, `update<T>Collection(set, filter,
  * atMost)` and `deleteFrom<T>Collection(filter, atMost)` per the role's privileges, each answering
- * `affectedCount` and `records`. One statement per mutation (the DML is the leading CTE of the
- * records select, see `mutationStatement`), in the request's transaction; past `atMost` it fails and nothing
- * changes. Insert and update inputs leave out serial, identity and generated columns, as pg_graphql
+ * `affectedCount` and `records`. One statement per mutation (the DML is its leading CTE; records of plain
+ * columns are read from its returned rows, others by the records select it is prepended to, see `mutationStatement`),
+ * in the request's transaction; past `atMost` it fails and nothing changes. Insert and update inputs leave out serial, identity and generated columns, as pg_graphql
  * does; every input field is nullable.
  */
 export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
@@ -711,6 +815,11 @@ export const PgGqlMutationsPlugin: GraphileConfig.Plugin = {
             registerResponseType(build, resource, kind);
         }
         return _;
+      },
+      GraphQLObjectType(config, _build, context) {
+        if (!context.scope.isPgClassType) return config;
+        // A mutation's records may be rows it returned (pgGqlReturnedRows).
+        return { ...config, assertStep: acceptingReturnedRows(config.assertStep) };
       },
       GraphQLInputObjectType(config, _build, context) {
         const { isInputType, isPgPatch, isPgRowType } = context.scope;
