@@ -83,6 +83,10 @@ describe("Roles shared by the projects of a cluster", () => {
       `alter role authenticator_${server.ref} in database ${otherDb} set default_transaction_read_only = on`,
     ])
       expect(await attackFromA(statement)).toBe("done");
+    // A session left in an API role for good (`set role`, not `set local`) is still served: each request sets
+    // its own role, and the schema check ahead of it is readable by any role (sql/project/821).
+    expect(await attackFromA("set role anon")).toBe("done");
+    expect(await attackFromA("select 1")).toBe("done");
 
     // B's data requests open new connections (a restart) and still read and write.
     expect((await mgmt(server, "POST", `/v1/projects/${other}/restart`)).status).toBeLessThan(300);
