@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState, type FormEvent } from "react";
-import { useParams, useSearchParams } from "react-router";
+import { useLocation, useParams, useSearchParams } from "react-router";
 import { runSql } from "../api";
 import {
   COLUMN_TYPES,
@@ -600,11 +600,15 @@ export default function TableEditor() {
     );
   const info = tables.data?.find((t) => t.name === table);
   useEffect(() => setCreating(false), [schema, table]);
-  // No table named in the link: the schema's first one opens, as the link then says.
+  // No table named in the link: the schema's first one opens, as the link then says. Only while the browser is
+  // still on this page: the router renders a navigation as a transition, so a click to another page may already
+  // have changed the address while this page is still shown, and replacing it would bring the user back here.
   const first = tables.data?.[0]?.name;
+  const { pathname } = useLocation();
   useEffect(() => {
-    if (!table && first) setParams({ schema, table: first }, { replace: true });
-  }, [table, first, schema, setParams]);
+    if (!table && first && window.location.pathname === pathname)
+      setParams({ schema, table: first }, { replace: true });
+  }, [table, first, schema, setParams, pathname]);
 
   return (
     <div className="editor">
