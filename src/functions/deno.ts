@@ -1,13 +1,12 @@
 import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
 import path from "node:path";
 
 /**
  * The Deno binary shipped by the `deno` npm package: its postinstall copies it next to the package,
- * otherwise it is in the platform package (`@deno/<os>-<arch>[-glibc]`) the package depends on.
+ * otherwise it is in the platform package (`@deno/<os>-<arch>[-glibc]`) the package depends on. Found with
+ * the module system's own resolution (`require.resolve`: a package's published `package.json`, nothing private).
  */
 export function denoBinary(): string {
-  const require = createRequire(__filename);
   const name = process.platform === "win32" ? "deno.exe" : "deno";
   const copied = path.join(path.dirname(require.resolve("deno/package.json")), name);
   if (existsSync(copied)) return copied;

@@ -5,8 +5,9 @@ import type { AppContext } from "../context";
 import type { Logger } from "../log";
 import { banAddress } from "../projects/access";
 import type { ProjectRecord } from "../projects/runtime";
-import { refusal } from "./admission";
+import { refusal, withinCidrs } from "./admission";
 import { CliStatements } from "./cliStatements";
+import { proxiedAddress, proxyHeaderLength } from "./proxyHeader";
 import { openOwnerVaultSession, protocolMessage } from "./vaultSession";
 import {
   errorCode,
@@ -83,12 +84,15 @@ export function projectLogin(record: ProjectRecord, role: string): string | unde
   return undefined;
 }
 
-/** Waits for one complete untyped first message on `socket` (the bytes after it are put back). */
-function readFirstMessage(socket: Duplex): Promise<Buffer> {
+/**
+ * Waits for one complete frame at the start of `socket` and puts the bytes after it back: `frameLength` says how
+ * long it is once enough bytes are there (undefined: not yet; throws when they cannot start one).
+ */
+function readFrame(socket: Duplex, frameLength: (buffered: Buffer) => number | undefined): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     let buffered = Buffer.alloc(0);
     const timer = setTimeout(() => done(new Error("startup timeout")), STARTUP_TIMEOUT_MS);
-    const done = (error?: Error, message?: Buffer, rest?: Buffer) => {
+    const done = (error?: Error, frame?: Buffer, rest?: Buffer) => {
       clearTimeout(timer);
       socket.off("data", onData);
       socket.off("error", done);
@@ -96,21 +100,43 @@ function readFirstMessage(socket: Duplex): Promise<Buffer> {
       socket.pause();
       if (rest?.length) socket.unshift(rest);
       if (error) reject(error);
-      else resolve(message!);
+      else resolve(frame!);
     };
     const onClose = () => done(new Error("closed before startup"));
     const onData = (chunk: Buffer) => {
       buffered = Buffer.concat([buffered, chunk]);
-      const length = firstMessageLength(buffered);
-      if (length === undefined) return;
-      if (length < 8 || length > MAX_STARTUP_LENGTH) return done(new Error("bad startup length"));
-      if (buffered.length >= length) done(undefined, buffered.subarray(0, length), buffered.subarray(length));
+      let length: number | undefined;
+      try {
+        length = frameLength(buffered);
+      } catch (e) {
+        return done(e as Error);
+      }
+      if (length !== undefined && buffered.length >= length)
+        done(undefined, buffered.subarray(0, length), buffered.subarray(length));
     };
     socket.on("data", onData);
     socket.once("error", done);
     socket.once("close", onClose);
     socket.resume();
   });
+}
+
+/** The length of the untyped first message (startup, SSL or cancel request) at the start of `buffered`. */
+function firstMessageFrame(buffered: Buffer): number | undefined {
+  const length = firstMessageLength(buffered);
+  if (length !== undefined && (length < 8 || length > MAX_STARTUP_LENGTH))
+    throw new Error("bad startup length");
+  return length;
+}
+
+/** Waits for one complete untyped first message on `socket` (the bytes after it are put back). */
+const readFirstMessage = (socket: Duplex) => readFrame(socket, firstMessageFrame);
+
+/** True when `address` is one of the proxies in front of this node (STRATA_TRUSTED_PROXIES: addresses, CIDRs). */
+function trustedProxy(address: string, proxies: string[]): boolean {
+  return proxies.some((entry) =>
+    entry.includes("/") ? withinCidrs(address, [entry]) : banAddress(entry) === address,
+  );
 }
 
 /** Where each running session's cancel key (BackendKeyData) leads: cancel requests go to that cluster. */
@@ -132,16 +158,25 @@ class Connection {
     this.client = socket;
   }
 
-  /** The client's own address, canonical (an IPv4-mapped IPv6 address as IPv4). */
-  private get address(): string {
-    return banAddress(this.socket.remoteAddress) ?? this.socket.remoteAddress ?? "";
-  }
+  /**
+   * The client's address, canonical (an IPv4-mapped IPv6 address as IPv4): the peer's, or the one a trusted
+   * proxy's PROXY header names.
+   */
+  private address = "";
 
   private get tls(): boolean {
     return this.client !== this.socket;
   }
 
   async run(): Promise<void> {
+    const peer = banAddress(this.socket.remoteAddress) ?? this.socket.remoteAddress ?? "";
+    this.address = peer;
+    // Only a trusted proxy may name another address: from anyone else a header is no startup message.
+    if (trustedProxy(peer, this.ctx.config.trustedProxies)) {
+      const header = await readFrame(this.client, proxyHeaderLength);
+      const proxied = header.length > 0 ? proxiedAddress(header) : undefined;
+      if (proxied) this.address = banAddress(proxied) ?? proxied;
+    }
     let first = parseFirstMessage(await readFirstMessage(this.client));
     for (let negotiations = 0; first.kind === "ssl" || first.kind === "gssenc"; negotiations++) {
       if (negotiations > 1 || (first.kind === "ssl" && this.tls))
