@@ -3,7 +3,23 @@ import pg from "pg";
 import { prepareValue } from "pg/lib/utils";
 import { KeptByPair } from "./keptByPair";
 import { markBroken } from "./pooledClient";
-import type { TransactionScope } from "./transaction";
+
+/** Who a transaction runs as and what it may read of its caller: set locally, so grants and RLS decide. */
+export interface TransactionScope {
+  role: string;
+  /** `request.jwt.claims`, read by RLS policies. */
+  claims: Record<string, unknown>;
+  /** Further `set_config(name, value, true)` settings, e.g. request.method or search_path. */
+  settings?: Record<string, string>;
+  readOnly?: boolean;
+  /** With `readOnly`: every statement reads one snapshot, the transaction's first (repeatable read). */
+  snapshot?: boolean;
+  /**
+   * The database's schema version (sql/project/820_schema_version.sql) the statements were planned for: checked
+   * ahead of them in the same round trip, and a newer one fails them (`isSchemaChanged`) before they run.
+   */
+  schemaVersion?: string;
+}
 
 /**
  * The pipelining client: one statement and the statements that travel ahead of it (the settings, BEGIN,

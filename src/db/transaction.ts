@@ -1,7 +1,16 @@
 import pg from "pg";
 import { prepareValue } from "pg/lib/utils";
 import { NulInText } from "./errors";
-import { pipelined, plainStatement, SCHEMA_CHECK, settingsPreamble, type Preamble } from "./pipeline";
+import {
+  pipelined,
+  plainStatement,
+  SCHEMA_CHECK,
+  settingsPreamble,
+  type Preamble,
+  type TransactionScope,
+} from "./pipeline";
+
+export type { TransactionScope } from "./pipeline";
 import { markBroken, withPooledClient } from "./pooledClient";
 
 export { asPoolTimeout, isDatabaseUnreachable, isSchemaChanged, PoolTimeout } from "./errors";
@@ -13,23 +22,6 @@ export { asPoolTimeout, isDatabaseUnreachable, isSchemaChanged, PoolTimeout } fr
  * treatment of a failed rollback for all: the work's error is what the caller sees, and a pooled connection
  * whose rollback failed is destroyed instead of going back to the pool.
  */
-
-/** Who a transaction runs as and what it may read of its caller: set locally, so grants and RLS decide. */
-export interface TransactionScope {
-  role: string;
-  /** `request.jwt.claims`, read by RLS policies. */
-  claims: Record<string, unknown>;
-  /** Further `set_config(name, value, true)` settings, e.g. request.method or search_path. */
-  settings?: Record<string, string>;
-  readOnly?: boolean;
-  /** With `readOnly`: every statement reads one snapshot, the transaction's first (repeatable read). */
-  snapshot?: boolean;
-  /**
-   * The database's schema version (sql/project/820_schema_version.sql) the statements were planned for: checked
-   * ahead of them in the same round trip, and a newer one fails them (`isSchemaChanged`) before they run.
-   */
-  schemaVersion?: string;
-}
 
 /** The BEGIN of a transaction of `scope`. */
 function beginText(scope: Pick<TransactionScope, "readOnly" | "snapshot">): string {

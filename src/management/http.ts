@@ -4,6 +4,9 @@ import type { AppContext } from "../context";
 import { JobRefused } from "../jobs/refused";
 import { sha256 } from "../platform/ids";
 import { SESSION_PREFIX, sessionCaller } from "./account/sessions";
+import type { Principal } from "./principal";
+
+export { isUserThemself, type Principal } from "./principal";
 
 /** A Management API error: answered as `{"message": ...}` with its status, and `fields` beside the message. */
 export class HttpError extends Error {
@@ -20,34 +23,6 @@ export class HttpError extends Error {
 export function found<T>(row: T | null | undefined, what: string, id: string): T {
   if (row === null || row === undefined) throw new HttpError(404, `${what} ${id} not found`);
   return row;
-}
-
-/** Who is calling the Management API. */
-export interface Principal {
-  userId: string;
-  /** The access token's id, or the session's (`via`). */
-  tokenId: string;
-  /** An access token (personal, fine-grained or OAuth), or a sign-in session (src/management/account). */
-  via: "token" | "session";
-  /** null: a personal access token or a session, with all of the user's privileges. */
-  permissions: string[] | null;
-  /** OAuth scopes, for OAuth access tokens; null for personal and fine-grained tokens. */
-  scopes: string[] | null;
-  /** OAuth application, when the token was issued to one (rate-limit identity). */
-  oauthAppId: string | null;
-  /** An OAuth token acts in the one organization its user chose when authorising the application. */
-  organizationId: string | null;
-  /**
-   * The caller may act on what every project of a cluster shares (see `Access.installationAdmin`): a user the
-   * operator made an installation administrator, through one of its own tokens. An OAuth token never is: an
-   * application granted a scope acts on the user's projects, not as the installation's operator.
-   */
-  installationAdmin: boolean;
-}
-
-/** Whether the caller is the user themself (a personal access token or a session), not a token made for a tool. */
-export function isUserThemself(principal: Principal): boolean {
-  return principal.permissions === null && principal.scopes === null && principal.oauthAppId === null;
 }
 
 /** A member's role, and the project or organization whose membership was checked for this request. */

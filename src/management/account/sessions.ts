@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { randomSecret, sha256 } from "../../platform/ids";
-import type { Principal } from "../http";
+import type { Principal } from "../principal";
 import { firstRow, oneRow } from "../rows";
 
 /**

@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { checkCidr } from "../../net/cidr";
 import { HttpError } from "../http";
-import type { GrantRow } from "./store";
 
 /** The platform's role names a member may be given. */
 export const ROLES = [
@@ -64,6 +63,16 @@ export const JitList = z.object({
     }),
   ),
 });
+
+/** A member's mapping to a role, as the control plane stores it (store.ts). */
+export interface GrantRow {
+  user_id: string;
+  role: string;
+  expires_at: Date | null;
+  allowed_cidrs: string[];
+  allowed_cidrs_v6: string[];
+  branches_only: boolean;
+}
 
 export function roleOut(row: GrantRow) {
   return {

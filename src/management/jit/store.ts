@@ -2,19 +2,10 @@ import { timingSafeEqual } from "node:crypto";
 import type pg from "pg";
 import { sha256 } from "../../platform/ids";
 import { HttpError } from "../http";
-import type { JitRole } from "./shapes";
+import type { GrantRow, JitRole } from "./shapes";
 import { allRows } from "../rows";
 
 /** The control plane's record of just-in-time access: members' mappings to roles, and invitations. */
-
-export interface GrantRow {
-  user_id: string;
-  role: string;
-  expires_at: Date | null;
-  allowed_cidrs: string[];
-  allowed_cidrs_v6: string[];
-  branches_only: boolean;
-}
 
 export async function grantsOf(pool: pg.Pool, ref: string, userId?: string): Promise<GrantRow[]> {
   return allRows<GrantRow>(
