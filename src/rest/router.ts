@@ -174,8 +174,15 @@ export async function handleRest(ctx: AppContext, req: Request, res: Response): 
     const project = opened.project;
     auth = opened.auth;
     if ((req.path === "/" || req.path === "") && (req.method === "GET" || req.method === "HEAD")) {
-      const config = await dataApiConfigOf(ctx, project);
-      const doc = await buildRestOpenApi(project, config.schemas[0], auth.role);
+      const role = auth.role;
+      // Built from the caches alone: confirmed current afterwards, as a plan's error is (a change made through
+      // another node may not have been heard of yet).
+      const doc = await project.onCurrentSchema(async (schemaVersion) => {
+        const config = await dataApiConfigOf(ctx, project);
+        const built = await buildRestOpenApi(project, config.schemas[0], role);
+        await project.confirmSchemaVersion(schemaVersion);
+        return built;
+      });
       res
         .status(200)
         .type("application/openapi+json; charset=utf-8")

@@ -120,8 +120,12 @@ test("a column grant or revoke through node A is what node B's next GraphQL and 
     { id: 2, secret: "s2" },
   ]);
 
-  // A table node B's REST schema cache has not seen: not answered "not found" from that cache.
+  // A table node B's REST schema cache has not seen: not answered "not found" from that cache, and in the
+  // OpenAPI document (answered from the caches alone).
+  const documented = async () => Object.keys((await (await restOnB("")).json()).paths);
+  expect(await documented()).not.toContain("/fresh");
   await sqlThroughA("create table public.fresh (id int); grant select on public.fresh to anon");
+  expect(await documented()).toContain("/fresh");
   expect((await restOnB("fresh")).status).toBe(200);
 
   await sqlThroughA("revoke select (secret) on public.items from anon");
