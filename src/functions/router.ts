@@ -55,10 +55,10 @@ const NOT_FORWARDED = new Set([...HOP_BY_HOP, "expect", "x-forwarded-proto", "x-
 
 /**
  * What the worker gets: the client's headers less hop-by-hop ones, with where the request came from, as a
- * raw list (undici sends it as it is). From `headers`, not `rawHeaders`:
- * the API channel pins a function's calls to its project's Host there (channel.ts).
+ * raw list (undici sends it as it is). From `headers`, not `rawHeaders`: the API channel pins a function's
+ * calls to its project's Host there (channel.ts).
  */
-function requestHeaders(req: Request): string[] {
+function requestHeaders(req: Request, proto: string): string[] {
   const given = req.headers;
   const headers: string[] = [];
   for (const name in given) {
@@ -68,8 +68,21 @@ function requestHeaders(req: Request): string[] {
     else for (const v of value) headers.push(name, v);
   }
   if (given.host === undefined) headers.push("host", "localhost");
-  headers.push("x-forwarded-proto", req.protocol, "x-forwarded-for", req.ip ?? "");
+  headers.push("x-forwarded-proto", proto, "x-forwarded-for", req.ip ?? "");
   return headers;
+}
+
+/** A Host that is a name or address and a port, nothing else (no user, path or spaces). */
+const AUTHORITY = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d+)?$/i;
+
+/**
+ * The request target the worker gets: the URL the client called (`http://<host>/<slug>/path?query`, absolute
+ * form), which Deno then gives the function as the request's URL, so the bootstrap need not copy the request
+ * (bootstrap.ts). Below the mount otherwise (a Host that is no plain authority): the bootstrap rebuilds it.
+ */
+function targetOf(req: Request, proto: string): string {
+  const host = req.headers.host ?? "localhost";
+  return AUTHORITY.test(host) ? `${proto}://${host}${req.url}` : req.url;
 }
 
 /**
@@ -143,6 +156,7 @@ function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Pro
  * with the status the client got: the answer's end, a limit, the worker's end, or the client going away.
  */
 class Proxied implements Dispatcher.DispatchHandler {
+  private readonly target: string;
   private readonly headers: string[];
   private readonly bodyless: boolean;
   private controller: Dispatcher.DispatchController | undefined;
@@ -161,7 +175,9 @@ class Proxied implements Dispatcher.DispatchHandler {
     wallMs: number,
     private readonly resolve: (status: number) => void,
   ) {
-    this.headers = requestHeaders(req);
+    const proto = req.protocol;
+    this.target = targetOf(req, proto);
+    this.headers = requestHeaders(req, proto);
     this.bodyless = hasNoBody(req);
     this.wall = setTimeout(
       () => this.stop(504, "IDLE_TIMEOUT", "Function did not answer within the request time limit"),
@@ -182,10 +198,9 @@ class Proxied implements Dispatcher.DispatchHandler {
 
   send() {
     if (this.settled) return;
-    const { method, url } = this.req;
     // undici takes an async iterable body (its Dispatcher docs), which its types do not list.
     const body = this.bodyless ? null : (bodyOf(this.req) as unknown as Dispatcher.DispatchOptions["body"]);
-    this.worker.request({ method, path: url, headers: this.headers, body }, this);
+    this.worker.request({ method: this.req.method, path: this.target, headers: this.headers, body }, this);
   }
 
   onRequestStart(controller: Dispatcher.DispatchController) {

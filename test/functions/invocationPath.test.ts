@@ -203,6 +203,7 @@ it("gives the function the caller's address and headers, and the caller the func
       "    forwardedProto: req.headers.get('x-forwarded-proto'),",
       "    custom: req.headers.get('x-caller'),",
       "    host: req.headers.get('host'),",
+      "    url: req.url,",
       "  }), { headers: h })",
       "})",
     ].join("\n"),
@@ -223,10 +224,30 @@ it("gives the function the caller's address and headers, and the caller the func
     forwardedProto: "http",
     custom: "caller-value",
     host: `127.0.0.1:${second.port}`,
+    url: `http://127.0.0.1:${second.port}/headers`,
   });
   expect(res.headers.get("x-custom")).toBe("yes");
   expect(res.headers.getSetCookie()).toEqual(["a=1", "b=2"]);
   expect(res.headers.get("content-security-policy")).toBe("sandbox");
+
+  // A Host that is more than a name and port: the function still sees the URL the client called.
+  const odd = await new Promise<{ status?: number; text: string }>((resolve, reject) => {
+    const sent = http.request(`${base}/headers?q=1`, {
+      headers: { ...bearer(), host: "user@127.0.0.1" },
+    });
+    sent.on("response", (r) => {
+      let text = "";
+      r.on("data", (c) => (text += c));
+      r.on("end", () => resolve({ status: r.statusCode, text }));
+    });
+    sent.on("error", reject);
+    sent.end();
+  });
+  expect(odd.status).toBe(200);
+  expect(JSON.parse(odd.text)).toMatchObject({
+    host: "user@127.0.0.1",
+    url: "http://user@127.0.0.1/headers?q=1",
+  });
 });
 
 /** Reads a body until `text` has come (or the body ends): what was read. */
