@@ -10,7 +10,7 @@
  * from its start to its first answer.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -63,6 +63,82 @@ async function newRevision(url: string, headers: Record<string, string>, revisio
       throw new Error(`expected revision ${revision}, got ${JSON.stringify(body)}`);
   }
 }
+
+/** Each process's parent, command name and CPU time so far (user + system, ms), from /proc (Linux). */
+function processTable(): Map<number, { ppid: number; comm: string; cpuMs: number }> {
+  const table = new Map<number, { ppid: number; comm: string; cpuMs: number }>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      // ppid, utime and stime: fields 4, 14 and 15 of the line, times in clock ticks (100 a second).
+      table.set(Number(entry), {
+        ppid: Number(fields[1]),
+        comm,
+        cpuMs: (Number(fields[11]) + Number(fields[12])) * 10,
+      });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return table;
+}
+
+/** The embedded cluster's postmaster (its command line names the server's data directory). */
+function postmasterOf(dataDir: string): number | undefined {
+  for (const [pid, p] of processTable()) {
+    if (p.comm !== "postgres") continue;
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(dataDir)) return pid;
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return undefined;
+}
+
+/** CPU time (ms) used so far by the process trees under `roots`, by command name (node, deno, postgres). */
+function cpuOfTrees(roots: number[]): Map<string, number> {
+  const table = processTable();
+  const children = new Map<number, number[]>();
+  for (const [pid, p] of table) children.set(p.ppid, [...(children.get(p.ppid) ?? []), pid]);
+  const byCommand = new Map<string, number>();
+  const seen = new Set<number>();
+  const visit = (pid: number) => {
+    if (seen.has(pid)) return;
+    seen.add(pid);
+    const p = table.get(pid);
+    if (p) byCommand.set(p.comm, (byCommand.get(p.comm) ?? 0) + p.cpuMs);
+    for (const child of children.get(pid) ?? []) visit(child);
+  };
+  roots.forEach(visit);
+  return byCommand;
+}
+
+/**
+ * A load run with the CPU each side spent per invocation (ms): the bench's own client and the processes under
+ * `roots` by command name. Where the one machine runs them all, that is what bounds the ratio of invocations.
+ */
+async function measured(roots: number[], send: () => Promise<Response>) {
+  const proc = existsSync("/proc/self/stat");
+  const before = proc ? cpuOfTrees(roots) : new Map<string, number>();
+  const clientBefore = process.cpuUsage();
+  let sent = 0;
+  const stats = await load(() => {
+    sent++;
+    return send();
+  });
+  const client = process.cpuUsage(clientBefore);
+  const after = proc ? cpuOfTrees(roots) : new Map<string, number>();
+  const cpu = new Map([["client", (client.user + client.system) / 1000 / sent]]);
+  for (const [comm, ms] of after) cpu.set(comm, (ms - (before.get(comm) ?? 0)) / sent);
+  return { ...stats, cpu };
+}
+
+const perInvocation = (cpu: Map<string, number>) =>
+  [...cpu].map(([comm, ms]) => `${comm} ${ms.toFixed(3)}`).join(", ");
 
 /** Whether something accepts connections on the port. */
 function accepting(port: number): Promise<boolean> {
@@ -138,11 +214,14 @@ async function main() {
     let floorWarm, strataWarm;
     try {
       // Floor, Strata, Strata, floor: each side's better run (by invocations a second).
-      const better = (a: Stats, b: Stats) => (a.rps >= b.rps ? a : b);
-      const floorFirst = await load(() => fetch(`http://127.0.0.1:${FLOOR_PORT}/`));
-      strataWarm = await load(() => fetch(strataUrl, { headers }));
-      strataWarm = better(strataWarm, await load(() => fetch(strataUrl, { headers })));
-      floorWarm = better(floorFirst, await load(() => fetch(`http://127.0.0.1:${FLOOR_PORT}/`)));
+      const better = <T extends Stats>(a: T, b: T) => (a.rps >= b.rps ? a : b);
+      const strataRoots = [server.child.pid!, postmasterOf(server.dataDir) ?? -1];
+      const floorRun = () => measured([floor.pid!], () => fetch(`http://127.0.0.1:${FLOOR_PORT}/`));
+      const strataRun = () => measured(strataRoots, () => fetch(strataUrl, { headers }));
+      const floorFirst = await floorRun();
+      strataWarm = await strataRun();
+      strataWarm = better(strataWarm, await strataRun());
+      floorWarm = better(floorFirst, await floorRun());
     } finally {
       await stopHelper(floor);
     }
@@ -201,6 +280,8 @@ async function main() {
       },
     ];
     const met = printTable("edge functions (floor: Deno.serve of the same module; cold: deno run)", rows);
+    console.log(`\nCPU ms per warm invocation, floor: ${perInvocation(floorWarm.cpu)}`);
+    console.log(`CPU ms per warm invocation, Strata: ${perInvocation(strataWarm.cpu)}`);
     console.log(`\nfunctions: ${met ? "every target met" : "targets NOT met"}`);
   } finally {
     await stopServerProcess(server);

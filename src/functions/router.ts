@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import type { ClientRequest, IncomingMessage } from "node:http";
 import { Router, type Request, type Response } from "express";
+import type { Dispatcher } from "undici";
 import type { AppContext } from "../context";
 import { GateError } from "../http/gate";
 import { withTenantContentPolicy } from "../http/tenantContent";
@@ -47,15 +47,18 @@ const HOP_BY_HOP = new Set([
   "trailer",
 ]);
 
-/** Request headers the worker never gets from the client: hop-by-hop ones, and those Strata sets itself. */
-const NOT_FORWARDED = new Set([...HOP_BY_HOP, "x-forwarded-proto", "x-forwarded-for"]);
+/**
+ * Request headers the worker never gets from the client: hop-by-hop ones, `expect` (node:http has answered
+ * a `100-continue` already), and those Strata sets itself.
+ */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, "expect", "x-forwarded-proto", "x-forwarded-for"]);
 
 /**
  * What the worker gets: the client's headers less hop-by-hop ones, with where the request came from, as a
- * raw list (node:http sends it as it is, without a setHeader per header). From `headers`, not `rawHeaders`:
- * the API channel pins a function's calls to its project's Host there (channel.ts).
+ * raw list (undici sends it as it is). From `headers`, not `rawHeaders`: the API channel pins a function's
+ * calls to its project's Host there (channel.ts).
  */
-function requestHeaders(req: Request): string[] {
+function requestHeaders(req: Request, proto: string): string[] {
   const given = req.headers;
   const headers: string[] = [];
   for (const name in given) {
@@ -64,18 +67,34 @@ function requestHeaders(req: Request): string[] {
     if (typeof value === "string") headers.push(name, value);
     else for (const v of value) headers.push(name, v);
   }
-  // node:http adds a Host of its own only to headers it is given as an object.
   if (given.host === undefined) headers.push("host", "localhost");
-  headers.push("x-forwarded-proto", req.protocol, "x-forwarded-for", req.ip ?? "");
+  headers.push("x-forwarded-proto", proto, "x-forwarded-for", req.ip ?? "");
   return headers;
 }
 
-/** The worker's answer headers as a raw list (duplicates kept), less hop-by-hop ones. */
-function answerHeaders(answer: IncomingMessage): string[] {
-  const raw = answer.rawHeaders;
+/** A Host that is a name or address and a port, nothing else (no user, path or spaces). */
+const AUTHORITY = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d+)?$/i;
+
+/**
+ * The request target the worker gets: the URL the client called (`http://<host>/<slug>/path?query`, absolute
+ * form), which Deno then gives the function as the request's URL, so the bootstrap need not copy the request
+ * (bootstrap.ts). Below the mount otherwise (a Host that is no plain authority): the bootstrap rebuilds it.
+ */
+function targetOf(req: Request, proto: string): string {
+  const host = req.headers.host ?? "localhost";
+  return AUTHORITY.test(host) ? `${proto}://${host}${req.url}` : req.url;
+}
+
+/**
+ * The worker's answer headers as a raw list (duplicates kept, names as sent), less hop-by-hop ones. Bytes as
+ * latin1, as node:http reads and writes them, so a value passes on byte for byte.
+ */
+function answerHeaders(raw: Dispatcher.DispatchController["rawHeaders"]): string[] {
   const headers: string[] = [];
+  if (!Array.isArray(raw)) return withTenantContentPolicy(headers);
   for (let i = 0; i < raw.length; i += 2) {
-    if (!HOP_BY_HOP.has(raw[i].toLowerCase())) headers.push(raw[i], raw[i + 1]);
+    const name = raw[i].toString("latin1");
+    if (!HOP_BY_HOP.has(name.toLowerCase())) headers.push(name, raw[i + 1].toString("latin1"));
   }
   return withTenantContentPolicy(headers);
 }
@@ -128,64 +147,127 @@ const workerEnvs = new WeakMap<
 
 /** Act: proxies to the worker; resolves with the status the client got. */
 function proxy(req: Request, res: Response, worker: Worker, wallMs: number): Promise<number> {
-  return new Promise((resolve) => {
-    let settled = false;
-    const finish = (status: number) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(wall);
-      stopWatching();
-      resolve(status);
-    };
-    const stopped = (status: number, code: string, why: string) => {
-      upstream.destroy();
-      refuse(res, status, code, why);
-      finish(status);
-    };
-    const headers = requestHeaders(req);
-    const bodyless = hasNoBody(req);
-    const send = (retry: boolean): ClientRequest => {
-      const sent = worker.request({ method: req.method, path: req.url, headers }, { reuse: bodyless });
-      sent.on("response", (answer: IncomingMessage) => {
-        res.writeHead(answer.statusCode ?? 502, answerHeaders(answer));
-        answer.pipe(res);
-        answer.on("end", () => finish(answer.statusCode ?? 502));
-        answer.on("error", () => finish(answer.statusCode ?? 502));
-      });
-      sent.on("error", () => {
-        // A kept-alive connection the worker closed just as the request went out: nothing reached the
-        // function (no answer, no body), so it is sent once more on a new connection.
-        if (retry && sent.reusedSocket && !res.headersSent && !settled && !worker.ended) {
-          upstream = send(false);
-          return;
-        }
-        // The connection breaks first when the worker dies: give its exit (and its reason) a moment.
-        setTimeout(() => {
-          if (settled) return;
-          refuse(res, 502, "WORKER_ERROR", "Function did not answer");
-          finish(502);
-        }, WORKER_EXIT_GRACE_MS).unref();
-      });
-      if (bodyless) sent.end();
-      else req.pipe(sent);
-      return sent;
-    };
-    let upstream = send(bodyless);
-    const wall = setTimeout(
-      () => stopped(504, "IDLE_TIMEOUT", "Function did not answer within the request time limit"),
+  return new Promise((resolve) => new Proxied(req, res, worker, wallMs, resolve).send());
+}
+
+/**
+ * One request proxied to a worker, as undici's dispatch handler: the answer's head and body go to the client
+ * as they are read from the worker's connection, the client's body to the worker as it comes. Ends once,
+ * with the status the client got: the answer's end, a limit, the worker's end, or the client going away.
+ */
+class Proxied implements Dispatcher.DispatchHandler {
+  private readonly target: string;
+  private readonly headers: string[];
+  private readonly bodyless: boolean;
+  private controller: Dispatcher.DispatchController | undefined;
+  private settled = false;
+  private retried = false;
+  /** The worker's answer has begun: the request reached the function, and is not sent again. */
+  private answering = false;
+  private readonly wall: NodeJS.Timeout;
+  /** Set once the worker's end is watched (a worker that has ended already stops the request at once). */
+  private stopWatching: (() => void) | undefined;
+
+  constructor(
+    private readonly req: Request,
+    private readonly res: Response,
+    private readonly worker: Worker,
+    wallMs: number,
+    private readonly resolve: (status: number) => void,
+  ) {
+    const proto = req.protocol;
+    this.target = targetOf(req, proto);
+    this.headers = requestHeaders(req, proto);
+    this.bodyless = hasNoBody(req);
+    this.wall = setTimeout(
+      () => this.stop(504, "IDLE_TIMEOUT", "Function did not answer within the request time limit"),
       wallMs,
     );
-    const stopWatching = worker.onEnd((why) => {
+    this.stopWatching = worker.onEnd((why) => {
       if (why === "limit")
-        stopped(546, "WORKER_RESOURCE_LIMIT", "Function exceeded a resource limit (CPU time or memory)");
-      else stopped(500, "WORKER_ERROR", "Function exited before it answered (please check logs)");
+        this.stop(546, "WORKER_RESOURCE_LIMIT", "Function exceeded a resource limit (CPU time or memory)");
+      else this.stop(500, "WORKER_ERROR", "Function exited before it answered (please check logs)");
     });
     // The client went away: stop the function's side of the request too.
     res.on("close", () => {
-      if (!res.writableFinished) upstream.destroy();
-      finish(res.statusCode);
+      const gone = !res.writableFinished;
+      this.finish(res.statusCode);
+      if (gone) this.controller?.abort(new Error("The client went away"));
     });
-  });
+  }
+
+  send() {
+    if (this.settled) return;
+    // undici takes an async iterable body (its Dispatcher docs), which its types do not list.
+    const body = this.bodyless ? null : (bodyOf(this.req) as unknown as Dispatcher.DispatchOptions["body"]);
+    this.worker.request({ method: this.req.method, path: this.target, headers: this.headers, body }, this);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController) {
+    this.controller = controller;
+    // Ended while the request waited for a connection.
+    if (this.settled) controller.abort(new Error("The invocation ended"));
+  }
+
+  onResponseStart(controller: Dispatcher.DispatchController, statusCode: number) {
+    this.answering = true;
+    this.res.writeHead(statusCode, answerHeaders(controller.rawHeaders));
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer) {
+    if (this.res.write(chunk)) return;
+    controller.pause();
+    this.res.once("drain", () => controller.resume());
+  }
+
+  onResponseEnd() {
+    this.res.end();
+    this.finish(this.res.statusCode);
+  }
+
+  onResponseError() {
+    if (this.settled) return;
+    // Broken mid-answer (the worker died): the client sees its answer end early.
+    if (this.answering) return this.stop(this.res.statusCode, "WORKER_ERROR", "Function did not answer");
+    // A kept-alive connection the worker closed just as the request went out: nothing reached the function
+    // but a request without a body, which is sent once more.
+    if (this.bodyless && !this.retried && !this.worker.ended) {
+      this.retried = true;
+      this.send();
+      return;
+    }
+    // The connection breaks first when the worker dies: give its exit (and its reason) a moment.
+    setTimeout(() => this.stop(502, "WORKER_ERROR", "Function did not answer"), WORKER_EXIT_GRACE_MS).unref();
+  }
+
+  /** Answers with an error (or ends a started answer) and stops the function's side of the request. */
+  private stop(status: number, code: string, why: string) {
+    if (this.settled) return;
+    refuse(this.res, status, code, why);
+    this.finish(status);
+    this.controller?.abort(new Error(why));
+  }
+
+  private finish(status: number) {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.wall);
+    this.stopWatching?.();
+    this.resolve(status);
+  }
+}
+
+/**
+ * The client's body as it comes, for undici to send. Never destroyed from the worker's side (undici destroys a
+ * stream body it stops sending, which for the client's request would drop the client's connection before its
+ * answer): what the worker does not take is read and dropped, as node:http does with a body nobody reads.
+ */
+async function* bodyOf(req: Request): AsyncGenerator<Buffer> {
+  try {
+    for await (const chunk of req.iterator({ destroyOnReturn: false })) yield chunk as Buffer;
+  } finally {
+    if (!req.complete) req.resume();
+  }
 }
 
 /** A request that carries no body (a GET, a POST with `content-length: 0`): it can be sent again. */

@@ -1,10 +1,11 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
-import http from "node:http";
+import type { IncomingHttpHeaders } from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
+import { Pool, type Dispatcher } from "undici";
 import type { ApiChannel } from "./channel";
 import { deniedHosts, IGNORED_ENV } from "./network";
 import { NEUTRAL_ROOT, pathNeutraliser } from "./neutralPaths";
@@ -102,19 +103,53 @@ function neutraliserFor(spec: WorkerSpec, runtime: RuntimeFiles, scratch: string
 }
 
 /**
- * Kept-alive connections to a worker's socket. node:http's Agent reads each answer's headers for a keep-alive
- * hint to time an idle connection by (building the header object a proxy otherwise never needs); a worker
- * sends none, and its idle connections close after IDLE_SOCKET_MS whatever it says.
+ * Kept-alive connections to a worker's socket (undici: an answer goes to the caller's handler as it is read,
+ * with no stream or header object made per answer). Idle ones close after IDLE_SOCKET_MS, before the worker
+ * would; no time limit of undici's own: the invocation's wall-clock limit applies (router.ts).
  */
-class KeptAliveAgent extends http.Agent {
-  constructor() {
-    super({ keepAlive: true, maxSockets: 256, timeout: IDLE_SOCKET_MS });
+function connectionsTo(socketPath: string): Pool {
+  return new Pool("http://localhost", {
+    socketPath,
+    connections: 256,
+    keepAliveTimeout: IDLE_SOCKET_MS,
+    keepAliveMaxTimeout: IDLE_SOCKET_MS,
+    headersTimeout: 0,
+    bodyTimeout: 0,
+  });
+}
+
+/** Passes an answer on to the caller's handler, and counts the request done when it ends either way. */
+class Counted implements Dispatcher.DispatchHandler {
+  constructor(
+    private readonly handler: Dispatcher.DispatchHandler,
+    private readonly done: () => void,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController, context: unknown) {
+    this.handler.onRequestStart?.(controller, context);
   }
 
-  override keepSocketAlive(socket: net.Socket): boolean {
-    socket.unref();
-    if (socket.timeout !== IDLE_SOCKET_MS) socket.setTimeout(IDLE_SOCKET_MS);
-    return true;
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+    statusMessage?: string,
+  ) {
+    this.handler.onResponseStart?.(controller, statusCode, headers, statusMessage);
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer) {
+    this.handler.onResponseData?.(controller, chunk);
+  }
+
+  onResponseEnd(controller: Dispatcher.DispatchController, trailers: IncomingHttpHeaders) {
+    this.done();
+    this.handler.onResponseEnd?.(controller, trailers);
+  }
+
+  onResponseError(controller: Dispatcher.DispatchController, error: Error) {
+    this.done();
+    this.handler.onResponseError?.(controller, error);
   }
 }
 
@@ -131,11 +166,7 @@ export class Worker {
   private readonly apiSocketPath: string;
   private readonly api: ApiChannel | undefined;
   private readonly child: ChildProcess;
-  // Requests without a body reuse kept-alive connections (the router sends one again on a new connection when
-  // the worker closed its connection just as it went out); a request with a body, which could not be sent
-  // again, gets a connection of its own. Idle connections close after a moment, before the worker would.
-  private readonly keptAlive = new KeptAliveAgent();
-  private readonly agent = new http.Agent({ keepAlive: false, maxSockets: 256 });
+  private readonly connections: Pool;
   private readonly ready: Promise<void>;
   private readonly stderrTail: string[] = [];
   private cpuTimer: NodeJS.Timeout | undefined;
@@ -157,6 +188,7 @@ export class Worker {
     this.scratch = makeScratchDir(owner);
     this.socketPath = path.join(this.scratch, "worker.sock");
     this.apiSocketPath = path.join(this.scratch, "api.sock");
+    this.connections = connectionsTo(this.socketPath);
     const denied = deniedHosts().join(",");
     const args = [
       "run",
@@ -262,25 +294,19 @@ export class Worker {
     return () => this.endWaiters.delete(listener);
   }
 
-  /**
-   * Sends one request to the function; the caller pipes bodies both ways. `reuse`: on a kept-alive
-   * connection (a request the caller can send again).
-   */
-  request(options: http.RequestOptions, { reuse }: { reuse: boolean }): http.ClientRequest {
+  /** Sends one request to the function; `handler` gets its answer as it is read (undici's dispatch). */
+  request(options: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler) {
     this.inFlight++;
     this.lastUsed = Date.now();
     this.watchCpu();
-    const agent = reuse ? this.keptAlive : this.agent;
-    const req = http.request({ ...options, socketPath: this.socketPath, agent });
-    const done = () => {
-      req.off("close", done);
-      this.inFlight--;
-      this.completed++;
-      this.lastUsed = Date.now();
-    };
-    req.on("close", done);
-    return req;
+    this.connections.dispatch(options, new Counted(handler, this.requestDone));
   }
+
+  private readonly requestDone = () => {
+    this.inFlight--;
+    this.completed++;
+    this.lastUsed = Date.now();
+  };
 
   /**
    * While requests are in flight, samples the process's CPU time: a worker that keeps a core busy for
@@ -321,12 +347,12 @@ export class Worker {
   private end(why: WorkerEnd) {
     this.ended ??= why;
     clearInterval(this.cpuTimer);
-    this.agent.destroy();
-    this.keptAlive.destroy();
     this.child.stdin?.destroy();
     this.api?.close();
+    // Requests in flight learn why first; then their connections go.
     for (const listener of this.endWaiters) listener(this.ended);
     this.endWaiters.clear();
+    void this.connections.destroy();
     if (this.child.exitCode !== null || this.child.signalCode !== null) {
       rmSync(this.scratch, { recursive: true, force: true });
     }
