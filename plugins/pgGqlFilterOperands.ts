@@ -6,7 +6,7 @@ import { sql, type SQL } from "pg-sql2";
  * A filter's operands are bound parameters, never SQL text: two requests whose filters have the same
  * structure (the same columns, operators, `and`/`or`/`not` nesting and null operands) compile to the same
  * statement text and differ only in their operands, so PostgreSQL plans it once per connection (a prepared
- * statement), and an update's or delete's statement text is kept per structure (PgGqlMutationsPlugin).
+ * statement), and an update's or delete's statement text is kept per structure (pgGqlKeptStatements).
  */
 
 /**

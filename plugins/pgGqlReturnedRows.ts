@@ -6,7 +6,7 @@ import { sql, type SQL } from "pg-sql2";
 /**
  * A mutation's `records` read straight from the rows its statement returns, as pg_graphql and stock PostGraphile
  * read them, when every selection of them is plain columns: no records select, which @dataplan/pg builds anew
- * for every request. Relations, nodeId and computed fields need the select (PgGqlMutationsPlugin's `recordsOf`).
+ * for every request. Relations, nodeId and computed fields need the select (pgGqlMutationSteps' `recordsOf`).
  */
 
 /** The columns a mutation field's statement answers, in its select's order: filled while the records are planned. */
