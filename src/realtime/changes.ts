@@ -5,8 +5,8 @@ import type { RequestAuth } from "../auth/dataAuth";
 import { withTransaction } from "../db/transaction";
 import type { Logger } from "../log";
 import type { ProjectRuntime } from "../projects/runtime";
-import { bindingMatches, passes, type PgBinding } from "./filters";
-import { EncodedJson } from "./protocol";
+import { matchingIds, type PgBinding } from "./filters";
+import { EncodedJson, SharedFrame } from "./protocol";
 
 /**
  * postgres_changes of one project on this node: one logical replication slot (pgoutput, publication
@@ -61,8 +61,8 @@ export interface ChangeSubscriber {
   bindings: PgBinding[];
   /** Who the subscriber is now (it changes with access_token messages). */
   auth(): RequestAuth;
-  /** `data`: the change as the subscriber may see it (a ChangeData), encoded once for its group. */
-  deliver(ids: number[], data: EncodedJson): void;
+  /** A `postgres_changes` frame: `{ids, data}`, data the change as the subscriber may see it (ChangeData). */
+  deliver(frame: SharedFrame): void;
 }
 
 type Row = Record<string, string | null | undefined>;
@@ -115,6 +115,15 @@ function jsonValue(type: string, text: string | null | undefined): unknown {
     default:
       return text;
   }
+}
+
+/** Each auth's claims group (its role and claims as JSON), computed once per auth. */
+const claimsGroups = new WeakMap<RequestAuth, string>();
+
+function claimsGroupOf(auth: RequestAuth): string {
+  let key = claimsGroups.get(auth);
+  if (key === undefined) claimsGroups.set(auth, (key = JSON.stringify([auth.role, auth.claims])));
+  return key;
 }
 
 export class ChangeFeed {
@@ -403,32 +412,21 @@ export class ChangeFeed {
       const { schema, name } = change.relation;
       const record = this.recordOf(change.relation, change.tag === "delete" ? undefined : change.new);
       const old = this.oldOf(change);
+      const row = change.tag === "delete" ? old : record;
       const perSub = new Map<ChangeSubscriber, number[]>();
       for (const sub of subs) {
-        const ids = sub.bindings
-          .filter(
-            (b) =>
-              bindingMatches(b, schema, name, type) &&
-              (!b.filter || passes(b.filter, change.tag === "delete" ? old : record)),
-          )
-          .map((b) => b.id);
-        if (ids.length) perSub.set(sub, [...new Set(ids)]);
+        const ids = matchingIds(sub.bindings, schema, name, type, row);
+        if (ids) perSub.set(sub, ids);
       }
       return { change, type, record, old, perSub };
     });
 
     // Who may see which change: one transaction per distinct role and claims.
-    const groupKeys = new Map<RequestAuth, string>();
-    const groupOf = (auth: RequestAuth) => {
-      let key = groupKeys.get(auth);
-      if (key === undefined) groupKeys.set(auth, (key = JSON.stringify([auth.role, auth.claims])));
-      return key;
-    };
     const groups = new Map<string, { auth: RequestAuth; indexes: Set<number> }>();
     matches.forEach((m, i) => {
       for (const sub of m.perSub.keys()) {
         const auth = sub.auth();
-        const key = groupOf(auth);
+        const key = claimsGroupOf(auth);
         let g = groups.get(key);
         if (!g) groups.set(key, (g = { auth, indexes: new Set() }));
         g.indexes.add(i);
@@ -442,17 +440,25 @@ export class ChangeFeed {
 
     return () => {
       for (const [i, m] of matches.entries()) {
-        // What each group sees of the change, encoded once for all its subscribers (null: nothing).
-        const encoded = new Map<string, EncodedJson | null>();
+        // What each group sees of the change, encoded once for all its subscribers (null: nothing), and its
+        // frame per set of binding ids.
+        const encoded = new Map<string, { data: EncodedJson; frames: Map<string, SharedFrame> } | null>();
         for (const [sub, ids] of m.perSub) {
           if (!this.subscribers.has(sub)) continue;
-          const key = groupOf(sub.auth());
-          let data = encoded.get(key);
-          if (data === undefined) {
-            const seen = this.changeAsSeen(m, i, infos[i], commitTimestamp, visible.get(key));
-            encoded.set(key, (data = seen ? EncodedJson.of(seen) : null));
+          const key = claimsGroupOf(sub.auth());
+          let seen = encoded.get(key);
+          if (seen === undefined) {
+            const data = this.changeAsSeen(m, i, infos[i], commitTimestamp, visible.get(key));
+            encoded.set(key, (seen = data ? { data: EncodedJson.of(data), frames: new Map() } : null));
           }
-          if (data) sub.deliver(ids, data);
+          if (!seen) continue;
+          const idsKey = String(ids);
+          let frame = seen.frames.get(idsKey);
+          if (!frame) {
+            const payload = new EncodedJson(`{"ids":[${idsKey}],"data":${seen.data.json}}`);
+            seen.frames.set(idsKey, (frame = new SharedFrame("postgres_changes", payload)));
+          }
+          sub.deliver(frame);
         }
       }
     };
