@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { LogicalReplicationService, PgoutputPlugin, type Pgoutput } from "pg-logical-replication";
-import { sql } from "pg-sql2";
+import { sql, type SQL } from "pg-sql2";
 import type { RequestAuth } from "../auth/dataAuth";
-import { withTransaction } from "../db/transaction";
+import { queryInOneRoundTrip } from "../db/transaction";
 import type { Logger } from "../log";
 import type { ProjectRuntime } from "../projects/runtime";
 import { matchingIds, type PgBinding } from "./filters";
@@ -13,7 +13,8 @@ import { EncodedJson, SharedFrame } from "./protocol";
  * supabase_realtime), read by one replication connection while anyone subscribes. A committed transaction
  * is delivered in order; its LSN is confirmed to the slot only after delivery, so a change made while the
  * replication connection restarts is read again from the slot. Before a row reaches a subscriber, the
- * subscriber's role checks it in the database (grants, RLS), one query per table and distinct role+claims.
+ * subscriber's role checks it in the database (grants, RLS): per distinct role+claims, one round trip for the
+ * columns it may select and one for the rows it must find again, whatever the number of tables.
  */
 
 export const PUBLICATION = "supabase_realtime";
@@ -433,8 +434,12 @@ export class ChangeFeed {
       }
     });
     const visible = new Map<string, Visibility>();
-    if (groups.size && (await this.needsRowChecks(matches))) await this.untilVisible(tx.xid);
-    for (const [key, g] of groups) visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches));
+    // The wait for the transaction's visibility runs alongside the first check's round trip.
+    const visibleSoon =
+      groups.size && (await this.needsRowChecks(matches)) ? this.untilVisible(tx.xid) : undefined;
+    visibleSoon?.catch(() => {});
+    for (const [key, g] of groups)
+      visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches, visibleSoon));
 
     const infos = await Promise.all(matches.map((m) => this.tableInfo(m.change.relation.relationOid)));
 
@@ -570,12 +575,15 @@ export class ChangeFeed {
 
   /**
    * The changes (by index) `auth` may see: SELECT on the table, and for a table with RLS an insert or
-   * update whose row, found by primary key, passes the role's policies now.
+   * update whose row, found by primary key, passes the role's policies now (once `visibleSoon`, the
+   * transaction's visibility to new snapshots, settled). Two round trips, each with the role and claims set:
+   * the columns the role may select of every table, then the rows of every table it must find again.
    */
   private async visibleTo(
     auth: RequestAuth,
     indexes: number[],
     matches: { change: Change; record: Record<string, unknown> }[],
+    visibleSoon: Promise<void> | undefined,
   ): Promise<Visibility> {
     const visible = new Set<number>();
     const errors = new Map<number, string>();
@@ -585,68 +593,75 @@ export class ChangeFeed {
       const oid = matches[i].change.relation.relationOid;
       byTable.set(oid, [...(byTable.get(oid) ?? []), i]);
     }
+    const scope = { role: auth.role, claims: auth.claims };
     try {
-      await withTransaction(
-        this.project.dataPool,
-        { role: auth.role, claims: auth.claims },
-        async (client) => {
-          for (const [oid, list] of byTable) {
-            // The columns the role may select (column grants count, as on the platform).
-            const { rows } = await client.query(
-              `select attname from pg_attribute
-                where attrelid = $1::oid and attnum > 0 and not attisdropped
-                  and has_column_privilege($1::oid, attnum, 'SELECT')`,
-              [oid],
-            );
-            const selectable = new Set<string>(rows.map((r) => r.attname));
-            columns.set(oid, selectable);
-            const info = await this.tableInfo(oid);
-            const writes = list.filter((i) => matches[i].change.tag !== "delete");
-            // As the platform: an insert or update of a table without a primary key, or whose key the role
-            // may not select, reaches the subscriber as an error.
-            const error = !info.pk.length
-              ? "Error 400: Bad Request, no primary key"
-              : !info.pk.every((c) => selectable.has(c.name))
-                ? "Error 401: Unauthorized"
-                : undefined;
-            if (error) for (const i of writes) errors.set(i, error);
-            if (!selectable.size) continue;
-            for (const i of list) if (matches[i].change.tag === "delete") visible.add(i);
-            if (error) continue;
-            const toCheck = writes;
-            if (!info.rls) {
-              for (const i of toCheck) visible.add(i);
-              continue;
-            }
-            if (!toCheck.length) continue;
-            const rel = matches[toCheck[0]].change.relation;
-            // The key values travel as text arrays and are cast to each key column's type.
-            const keyArrays = info.pk.map((c) =>
-              toCheck.map((i) => (matches[i].change as Pgoutput.MessageInsert).new[c.name] ?? null),
-            );
-            const unnestArgs = [
-              sql`${sql.value(toCheck)}::int[]`,
-              ...keyArrays.map((values) => sql`${sql.value(values)}::text[]`),
-            ];
-            const aliases = [sql.identifier("i"), ...info.pk.map((_c, n) => sql.identifier(`c${n}`))];
-            const conditions = info.pk.map(
-              (c, n) =>
-                sql`${sql.identifier("x", c.name)} = ${sql.identifier("k", `c${n}`)}::${sql.identifier(c.typeSchema, c.typeName)}`,
-            );
-            const query = sql.compile(
-              sql`select k.i from unnest(${sql.join(unnestArgs, ", ")}) as k(${sql.join(aliases, ", ")})
-                 where exists (select 1 from ${sql.identifier(rel.schema, rel.name)} as x
-                                where ${sql.join(conditions, " and ")})`,
-            );
-            const found = await client.query(query.text, query.values as unknown[]);
-            for (const r of found.rows) visible.add(r.i);
-          }
-        },
-      );
+      // The columns the role may select (column grants count, as on the platform).
+      const { rows } = await queryInOneRoundTrip(this.project.dataPool, scope, {
+        text: `select attrelid as oid, array_agg(attname::text) as columns from pg_attribute
+                where attrelid = any($1::oid[]) and attnum > 0 and not attisdropped
+                  and has_column_privilege(attrelid, attnum, 'SELECT')
+                group by attrelid`,
+        values: [[...byTable.keys()]],
+      });
+      for (const r of rows) columns.set(r.oid, new Set<string>(r.columns));
+      const rowChecks: SQL[] = [];
+      for (const [oid, list] of byTable) {
+        const selectable = columns.get(oid) ?? new Set<string>();
+        columns.set(oid, selectable);
+        const info = await this.tableInfo(oid);
+        const writes = list.filter((i) => matches[i].change.tag !== "delete");
+        // As the platform: an insert or update of a table without a primary key, or whose key the role
+        // may not select, reaches the subscriber as an error.
+        const error = !info.pk.length
+          ? "Error 400: Bad Request, no primary key"
+          : !info.pk.every((c) => selectable.has(c.name))
+            ? "Error 401: Unauthorized"
+            : undefined;
+        if (error) for (const i of writes) errors.set(i, error);
+        if (!selectable.size) continue;
+        for (const i of list) if (matches[i].change.tag === "delete") visible.add(i);
+        if (error) continue;
+        if (!info.rls) for (const i of writes) visible.add(i);
+        else if (writes.length) rowChecks.push(rowCheck(info, writes, matches));
+      }
+      if (rowChecks.length) {
+        await visibleSoon;
+        const query = sql.compile(sql.join(rowChecks, " union all "));
+        const found = await queryInOneRoundTrip(this.project.dataPool, scope, {
+          text: query.text,
+          values: query.values,
+        });
+        for (const r of found.rows) visible.add(r.i);
+      }
     } catch (e) {
       this.log.warn({ ref: this.project.ref, err: (e as Error).message }, "realtime visibility check failed");
       return { visible: new Set(), errors: new Map(), columns: new Map() };
     }
     return { visible, errors, columns };
   }
+}
+
+/** The indexes of `writes` (inserts and updates of one table) whose row, found by primary key, the role sees. */
+function rowCheck(
+  info: TableInfo,
+  writes: number[],
+  matches: { change: Change; record: Record<string, unknown> }[],
+): SQL {
+  const rel = matches[writes[0]].change.relation;
+  // The key values travel as text arrays and are cast to each key column's type.
+  const keyArrays = info.pk.map((c) =>
+    writes.map((i) => (matches[i].change as Pgoutput.MessageInsert).new[c.name] ?? null),
+  );
+  const unnestArgs = [
+    sql`${sql.value(writes)}::int[]`,
+    ...keyArrays.map((values) => sql`${sql.value(values)}::text[]`),
+  ];
+  const aliases = [sql.identifier("i"), ...info.pk.map((_c, n) => sql.identifier(`c${n}`))];
+  const conditions = info.pk.map(
+    (c, n) =>
+      sql`${sql.identifier("x", c.name)} = ${sql.identifier("k", `c${n}`)}::${sql.identifier(c.typeSchema, c.typeName)}`,
+  );
+  return sql`(select k.i from unnest(${sql.join(unnestArgs, ", ")}) as k(${sql.join(aliases, ", ")})
+     where exists (select 1 from ${sql.identifier(rel.schema, rel.name)} as x
+                    where ${sql.join(conditions, " and ")}))`;
 }
