@@ -1,19 +1,20 @@
 import { randomBytes } from "node:crypto";
 import { LogicalReplicationService, PgoutputPlugin, type Pgoutput } from "pg-logical-replication";
-import { sql } from "pg-sql2";
+import { sql, type SQL } from "pg-sql2";
 import type { RequestAuth } from "../auth/dataAuth";
-import { withTransaction } from "../db/transaction";
+import { queryInOneRoundTrip } from "../db/transaction";
 import type { Logger } from "../log";
 import type { ProjectRuntime } from "../projects/runtime";
-import { bindingMatches, passes, type PgBinding } from "./filters";
-import { EncodedJson } from "./protocol";
+import { matchingIds, type PgBinding } from "./filters";
+import { EncodedJson, SharedFrame } from "./protocol";
 
 /**
  * postgres_changes of one project on this node: one logical replication slot (pgoutput, publication
  * supabase_realtime), read by one replication connection while anyone subscribes. A committed transaction
  * is delivered in order; its LSN is confirmed to the slot only after delivery, so a change made while the
  * replication connection restarts is read again from the slot. Before a row reaches a subscriber, the
- * subscriber's role checks it in the database (grants, RLS), one query per table and distinct role+claims.
+ * subscriber's role checks it in the database (grants, RLS): per distinct role+claims, one round trip for the
+ * columns it may select and one for the rows it must find again, whatever the number of tables.
  */
 
 export const PUBLICATION = "supabase_realtime";
@@ -61,8 +62,8 @@ export interface ChangeSubscriber {
   bindings: PgBinding[];
   /** Who the subscriber is now (it changes with access_token messages). */
   auth(): RequestAuth;
-  /** `data`: the change as the subscriber may see it (a ChangeData), encoded once for its group. */
-  deliver(ids: number[], data: EncodedJson): void;
+  /** A `postgres_changes` frame: `{ids, data}`, data the change as the subscriber may see it (ChangeData). */
+  deliver(frame: SharedFrame): void;
 }
 
 type Row = Record<string, string | null | undefined>;
@@ -115,6 +116,15 @@ function jsonValue(type: string, text: string | null | undefined): unknown {
     default:
       return text;
   }
+}
+
+/** Each auth's claims group (its role and claims as JSON), computed once per auth. */
+const claimsGroups = new WeakMap<RequestAuth, string>();
+
+function claimsGroupOf(auth: RequestAuth): string {
+  let key = claimsGroups.get(auth);
+  if (key === undefined) claimsGroups.set(auth, (key = JSON.stringify([auth.role, auth.claims])));
+  return key;
 }
 
 export class ChangeFeed {
@@ -403,56 +413,57 @@ export class ChangeFeed {
       const { schema, name } = change.relation;
       const record = this.recordOf(change.relation, change.tag === "delete" ? undefined : change.new);
       const old = this.oldOf(change);
+      const row = change.tag === "delete" ? old : record;
       const perSub = new Map<ChangeSubscriber, number[]>();
       for (const sub of subs) {
-        const ids = sub.bindings
-          .filter(
-            (b) =>
-              bindingMatches(b, schema, name, type) &&
-              (!b.filter || passes(b.filter, change.tag === "delete" ? old : record)),
-          )
-          .map((b) => b.id);
-        if (ids.length) perSub.set(sub, [...new Set(ids)]);
+        const ids = matchingIds(sub.bindings, schema, name, type, row);
+        if (ids) perSub.set(sub, ids);
       }
       return { change, type, record, old, perSub };
     });
 
     // Who may see which change: one transaction per distinct role and claims.
-    const groupKeys = new Map<RequestAuth, string>();
-    const groupOf = (auth: RequestAuth) => {
-      let key = groupKeys.get(auth);
-      if (key === undefined) groupKeys.set(auth, (key = JSON.stringify([auth.role, auth.claims])));
-      return key;
-    };
     const groups = new Map<string, { auth: RequestAuth; indexes: Set<number> }>();
     matches.forEach((m, i) => {
       for (const sub of m.perSub.keys()) {
         const auth = sub.auth();
-        const key = groupOf(auth);
+        const key = claimsGroupOf(auth);
         let g = groups.get(key);
         if (!g) groups.set(key, (g = { auth, indexes: new Set() }));
         g.indexes.add(i);
       }
     });
     const visible = new Map<string, Visibility>();
-    if (groups.size && (await this.needsRowChecks(matches))) await this.untilVisible(tx.xid);
-    for (const [key, g] of groups) visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches));
+    // The wait for the transaction's visibility runs alongside the first check's round trip.
+    const visibleSoon =
+      groups.size && (await this.needsRowChecks(matches)) ? this.untilVisible(tx.xid) : undefined;
+    visibleSoon?.catch(() => {});
+    for (const [key, g] of groups)
+      visible.set(key, await this.visibleTo(g.auth, [...g.indexes], matches, visibleSoon));
 
     const infos = await Promise.all(matches.map((m) => this.tableInfo(m.change.relation.relationOid)));
 
     return () => {
       for (const [i, m] of matches.entries()) {
-        // What each group sees of the change, encoded once for all its subscribers (null: nothing).
-        const encoded = new Map<string, EncodedJson | null>();
+        // What each group sees of the change, encoded once for all its subscribers (null: nothing), and its
+        // frame per set of binding ids.
+        const encoded = new Map<string, { data: EncodedJson; frames: Map<string, SharedFrame> } | null>();
         for (const [sub, ids] of m.perSub) {
           if (!this.subscribers.has(sub)) continue;
-          const key = groupOf(sub.auth());
-          let data = encoded.get(key);
-          if (data === undefined) {
-            const seen = this.changeAsSeen(m, i, infos[i], commitTimestamp, visible.get(key));
-            encoded.set(key, (data = seen ? EncodedJson.of(seen) : null));
+          const key = claimsGroupOf(sub.auth());
+          let seen = encoded.get(key);
+          if (seen === undefined) {
+            const data = this.changeAsSeen(m, i, infos[i], commitTimestamp, visible.get(key));
+            encoded.set(key, (seen = data ? { data: EncodedJson.of(data), frames: new Map() } : null));
           }
-          if (data) sub.deliver(ids, data);
+          if (!seen) continue;
+          const idsKey = String(ids);
+          let frame = seen.frames.get(idsKey);
+          if (!frame) {
+            const payload = new EncodedJson(`{"ids":[${idsKey}],"data":${seen.data.json}}`);
+            seen.frames.set(idsKey, (frame = new SharedFrame("postgres_changes", payload)));
+          }
+          sub.deliver(frame);
         }
       }
     };
@@ -564,12 +575,15 @@ export class ChangeFeed {
 
   /**
    * The changes (by index) `auth` may see: SELECT on the table, and for a table with RLS an insert or
-   * update whose row, found by primary key, passes the role's policies now.
+   * update whose row, found by primary key, passes the role's policies now (once `visibleSoon`, the
+   * transaction's visibility to new snapshots, settled). Two round trips, each with the role and claims set:
+   * the columns the role may select of every table, then the rows of every table it must find again.
    */
   private async visibleTo(
     auth: RequestAuth,
     indexes: number[],
     matches: { change: Change; record: Record<string, unknown> }[],
+    visibleSoon: Promise<void> | undefined,
   ): Promise<Visibility> {
     const visible = new Set<number>();
     const errors = new Map<number, string>();
@@ -579,68 +593,75 @@ export class ChangeFeed {
       const oid = matches[i].change.relation.relationOid;
       byTable.set(oid, [...(byTable.get(oid) ?? []), i]);
     }
+    const scope = { role: auth.role, claims: auth.claims };
     try {
-      await withTransaction(
-        this.project.dataPool,
-        { role: auth.role, claims: auth.claims },
-        async (client) => {
-          for (const [oid, list] of byTable) {
-            // The columns the role may select (column grants count, as on the platform).
-            const { rows } = await client.query(
-              `select attname from pg_attribute
-                where attrelid = $1::oid and attnum > 0 and not attisdropped
-                  and has_column_privilege($1::oid, attnum, 'SELECT')`,
-              [oid],
-            );
-            const selectable = new Set<string>(rows.map((r) => r.attname));
-            columns.set(oid, selectable);
-            const info = await this.tableInfo(oid);
-            const writes = list.filter((i) => matches[i].change.tag !== "delete");
-            // As the platform: an insert or update of a table without a primary key, or whose key the role
-            // may not select, reaches the subscriber as an error.
-            const error = !info.pk.length
-              ? "Error 400: Bad Request, no primary key"
-              : !info.pk.every((c) => selectable.has(c.name))
-                ? "Error 401: Unauthorized"
-                : undefined;
-            if (error) for (const i of writes) errors.set(i, error);
-            if (!selectable.size) continue;
-            for (const i of list) if (matches[i].change.tag === "delete") visible.add(i);
-            if (error) continue;
-            const toCheck = writes;
-            if (!info.rls) {
-              for (const i of toCheck) visible.add(i);
-              continue;
-            }
-            if (!toCheck.length) continue;
-            const rel = matches[toCheck[0]].change.relation;
-            // The key values travel as text arrays and are cast to each key column's type.
-            const keyArrays = info.pk.map((c) =>
-              toCheck.map((i) => (matches[i].change as Pgoutput.MessageInsert).new[c.name] ?? null),
-            );
-            const unnestArgs = [
-              sql`${sql.value(toCheck)}::int[]`,
-              ...keyArrays.map((values) => sql`${sql.value(values)}::text[]`),
-            ];
-            const aliases = [sql.identifier("i"), ...info.pk.map((_c, n) => sql.identifier(`c${n}`))];
-            const conditions = info.pk.map(
-              (c, n) =>
-                sql`${sql.identifier("x", c.name)} = ${sql.identifier("k", `c${n}`)}::${sql.identifier(c.typeSchema, c.typeName)}`,
-            );
-            const query = sql.compile(
-              sql`select k.i from unnest(${sql.join(unnestArgs, ", ")}) as k(${sql.join(aliases, ", ")})
-                 where exists (select 1 from ${sql.identifier(rel.schema, rel.name)} as x
-                                where ${sql.join(conditions, " and ")})`,
-            );
-            const found = await client.query(query.text, query.values as unknown[]);
-            for (const r of found.rows) visible.add(r.i);
-          }
-        },
-      );
+      // The columns the role may select (column grants count, as on the platform).
+      const { rows } = await queryInOneRoundTrip(this.project.dataPool, scope, {
+        text: `select attrelid as oid, array_agg(attname::text) as columns from pg_attribute
+                where attrelid = any($1::oid[]) and attnum > 0 and not attisdropped
+                  and has_column_privilege(attrelid, attnum, 'SELECT')
+                group by attrelid`,
+        values: [[...byTable.keys()]],
+      });
+      for (const r of rows) columns.set(r.oid, new Set<string>(r.columns));
+      const rowChecks: SQL[] = [];
+      for (const [oid, list] of byTable) {
+        const selectable = columns.get(oid) ?? new Set<string>();
+        columns.set(oid, selectable);
+        const info = await this.tableInfo(oid);
+        const writes = list.filter((i) => matches[i].change.tag !== "delete");
+        // As the platform: an insert or update of a table without a primary key, or whose key the role
+        // may not select, reaches the subscriber as an error.
+        const error = !info.pk.length
+          ? "Error 400: Bad Request, no primary key"
+          : !info.pk.every((c) => selectable.has(c.name))
+            ? "Error 401: Unauthorized"
+            : undefined;
+        if (error) for (const i of writes) errors.set(i, error);
+        if (!selectable.size) continue;
+        for (const i of list) if (matches[i].change.tag === "delete") visible.add(i);
+        if (error) continue;
+        if (!info.rls) for (const i of writes) visible.add(i);
+        else if (writes.length) rowChecks.push(rowCheck(info, writes, matches));
+      }
+      if (rowChecks.length) {
+        await visibleSoon;
+        const query = sql.compile(sql.join(rowChecks, " union all "));
+        const found = await queryInOneRoundTrip(this.project.dataPool, scope, {
+          text: query.text,
+          values: query.values,
+        });
+        for (const r of found.rows) visible.add(r.i);
+      }
     } catch (e) {
       this.log.warn({ ref: this.project.ref, err: (e as Error).message }, "realtime visibility check failed");
       return { visible: new Set(), errors: new Map(), columns: new Map() };
     }
     return { visible, errors, columns };
   }
+}
+
+/** The indexes of `writes` (inserts and updates of one table) whose row, found by primary key, the role sees. */
+function rowCheck(
+  info: TableInfo,
+  writes: number[],
+  matches: { change: Change; record: Record<string, unknown> }[],
+): SQL {
+  const rel = matches[writes[0]].change.relation;
+  // The key values travel as text arrays and are cast to each key column's type.
+  const keyArrays = info.pk.map((c) =>
+    writes.map((i) => (matches[i].change as Pgoutput.MessageInsert).new[c.name] ?? null),
+  );
+  const unnestArgs = [
+    sql`${sql.value(writes)}::int[]`,
+    ...keyArrays.map((values) => sql`${sql.value(values)}::text[]`),
+  ];
+  const aliases = [sql.identifier("i"), ...info.pk.map((_c, n) => sql.identifier(`c${n}`))];
+  const conditions = info.pk.map(
+    (c, n) =>
+      sql`${sql.identifier("x", c.name)} = ${sql.identifier("k", `c${n}`)}::${sql.identifier(c.typeSchema, c.typeName)}`,
+  );
+  return sql`(select k.i from unnest(${sql.join(unnestArgs, ", ")}) as k(${sql.join(aliases, ", ")})
+     where exists (select 1 from ${sql.identifier(rel.schema, rel.name)} as x
+                    where ${sql.join(conditions, " and ")}))`;
 }

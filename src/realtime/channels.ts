@@ -11,7 +11,7 @@ import { authorizeTopic, type TopicRights } from "./authorize";
 import { NodeLink } from "./cluster";
 import { messageOf } from "./database";
 import { PresenceState, type Metas, type PresenceDiff } from "./presence";
-import { EncodedJson, type OutFrame } from "./protocol";
+import { EncodedJson, SharedFrame, type OutFrame } from "./protocol";
 
 /**
  * The channels of one project on this node: who joined which topic, their presence, the project's change
@@ -22,6 +22,8 @@ import { EncodedJson, type OutFrame } from "./protocol";
 /** Where a session's frames go: its socket. */
 export interface Outbound {
   send(frame: OutFrame): void;
+  /** A frame the topic's other subscribers get alike, encoded once for all of them. */
+  sendShared(frame: SharedFrame, topic: string): void;
 }
 
 const CONFIG_TTL_MS = 1000;
@@ -78,8 +80,9 @@ export class Session implements ChangeSubscriber {
     this.out.send({ join_ref: this.joinRef, ref, topic: this.topic, event, payload });
   }
 
-  deliver(ids: number[], data: EncodedJson): void {
-    this.push("postgres_changes", new EncodedJson(`{"ids":${JSON.stringify(ids)},"data":${data.json}}`));
+  /** A frame every subscriber of the topic gets alike (broadcast, presence diff, change). */
+  deliver(frame: SharedFrame): void {
+    this.out.sendShared(frame, this.topic);
   }
 
   system(extension: string, status: "ok" | "error", message: string): void {
@@ -270,8 +273,8 @@ export class ProjectHub {
   private sendDiff(key: string, diff: PresenceDiff): void {
     const sessions = this.topics.get(key);
     if (!sessions) return;
-    const payload = EncodedJson.of(diff);
-    for (const s of sessions) s.push("presence_diff", payload);
+    const frame = new SharedFrame("presence_diff", EncodedJson.of(diff));
+    for (const s of sessions) s.deliver(frame);
   }
 
   /** A broadcast to every session of the topic on every node (`from` is skipped unless it asked for self). */
@@ -283,10 +286,10 @@ export class ProjectHub {
   private deliverLocal(key: string, message: Record<string, unknown>, from?: Session): void {
     const sessions = this.topics.get(key);
     if (!sessions) return;
-    const payload = EncodedJson.of(message);
+    const frame = new SharedFrame("broadcast", EncodedJson.of(message));
     for (const s of sessions) {
       if (s === from && !s.self) continue;
-      s.push("broadcast", payload);
+      s.deliver(frame);
     }
   }
 

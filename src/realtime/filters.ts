@@ -72,7 +72,7 @@ function compare(value: unknown, operand: string): number {
 }
 
 /** Whether a record passes a filter; a column the record lacks (a delete's key-only row) does not filter. */
-export function passes(filter: Filter, record: Record<string, unknown>): boolean {
+function passes(filter: Filter, record: Record<string, unknown>): boolean {
   if (!(filter.column in record)) return true;
   const value = record[filter.column];
   if (value === null || value === undefined) return false;
@@ -95,10 +95,27 @@ export function passes(filter: Filter, record: Record<string, unknown>): boolean
 }
 
 /** Whether a change of `schema.table` of kind `type` matches a binding (filter aside). */
-export function bindingMatches(b: PgBinding, schema: string, table: string, type: string): boolean {
+function bindingMatches(b: PgBinding, schema: string, table: string, type: string): boolean {
   return (
     (b.schema === "*" || b.schema === schema) &&
     (b.table === undefined || b.table === table) &&
     (b.event === "*" || b.event === type)
   );
+}
+
+/** The ids of the bindings a change of `schema.table` of kind `type` with `row` matches (each once), if any. */
+export function matchingIds(
+  bindings: PgBinding[],
+  schema: string,
+  table: string,
+  type: string,
+  row: Record<string, unknown>,
+): number[] | undefined {
+  let ids: number[] | undefined;
+  for (const b of bindings) {
+    if (!bindingMatches(b, schema, table, type) || (b.filter && !passes(b.filter, row))) continue;
+    if (!ids) ids = [b.id];
+    else if (!ids.includes(b.id)) ids.push(b.id);
+  }
+  return ids;
 }

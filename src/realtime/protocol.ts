@@ -31,6 +31,31 @@ export interface OutFrame extends Omit<Frame, "payload"> {
   payload: Record<string, unknown> | EncodedJson;
 }
 
+/**
+ * A frame every subscriber of a topic gets alike (a broadcast, a presence diff, a change): encoded once per
+ * topic and vsn, to the bytes each socket then sends. As Phoenix's fastlane, it has no join_ref or ref (both
+ * null): they are what makes one session's frame differ from another's.
+ */
+export class SharedFrame {
+  /** By vsn ("1.0.0", "2.0.0"), the encoded frame of each topic. */
+  private readonly encoded = [new Map<string, Buffer>(), new Map<string, Buffer>()];
+
+  constructor(
+    readonly event: string,
+    readonly payload: EncodedJson,
+  ) {}
+
+  bytes(topic: string, vsn: Vsn): Buffer {
+    const byTopic = this.encoded[vsn === "2.0.0" ? 1 : 0];
+    let bytes = byTopic.get(topic);
+    if (!bytes) {
+      const frame = { join_ref: null, ref: null, topic, event: this.event, payload: this.payload };
+      byTopic.set(topic, (bytes = Buffer.from(encodeFrame(frame, vsn))));
+    }
+    return bytes;
+  }
+}
+
 /** Kind byte of realtime-js' binary user broadcast push. */
 const USER_BROADCAST_PUSH = 3;
 const JSON_ENCODING = 1;

@@ -13,7 +13,7 @@ import type { TopicRights } from "./authorize";
 import { PoolExhausted, ProjectHub, Session } from "./channels";
 import { pruneMessages } from "./database";
 import { parseBinding, type PgBinding } from "./filters";
-import { decodeFrame, encodeFrame, type Frame, type OutFrame, type Vsn } from "./protocol";
+import { decodeFrame, encodeFrame, type Frame, type OutFrame, type SharedFrame, type Vsn } from "./protocol";
 
 /**
  * `/realtime/v1/websocket`: Phoenix channels as realtime-js speaks them (phx_join with the config
@@ -43,6 +43,18 @@ const PRUNE_EVERY_MS = 60 * 60 * 1000;
 type Json = Record<string, unknown>;
 
 const NO_RIGHTS: TopicRights = { read: false, write: false, presence: false };
+/** Every frame the server sends is text, a shared frame's bytes too. */
+const TEXT = { binary: false };
+
+/**
+ * Connections written to in this tick, their sockets corked: the frames a tick writes to one socket (a
+ * transaction's changes for its channels, the replies to its joins) leave in one write, not one each.
+ */
+const corked: Connection[] = [];
+
+function uncorkAll(): void {
+  for (const c of corked.splice(0)) c.uncork();
+}
 
 /** Why a token was refused, as the platform says it: a code (for join replies) and a message. */
 interface TokenRefusal {
@@ -212,7 +224,7 @@ export class RealtimeServer {
     }
     const vsn: Vsn = url.searchParams.get("vsn") === "2.0.0" ? "2.0.0" : "1.0.0";
     this.wss.handleUpgrade(req, socket, head, (ws) => {
-      const c = new Connection(this, ws, project, auth, apikey ?? "", vsn);
+      const c = new Connection(this, ws, socket, project, auth, apikey ?? "", vsn);
       this.connections.add(c);
       c.counted = this.hubOf(project);
       c.counted.connections++;
@@ -228,10 +240,13 @@ class Connection {
   counted: ProjectHub | undefined;
   lastSeen = Date.now();
   private readonly pending = new Map<string, Promise<void>>();
+  private isCorked = false;
 
   constructor(
     private readonly server: RealtimeServer,
     private readonly ws: WebSocket,
+    /** The upgraded connection `ws` writes to (corked while a tick writes frames). */
+    private readonly socket: Duplex,
     readonly project: ProjectRuntime,
     private readonly keyAuth: RequestAuth,
     private readonly apikey: string,
@@ -268,13 +283,31 @@ class Connection {
   }
 
   send(frame: OutFrame): void {
+    this.write(encodeFrame(frame, this.vsn));
+  }
+
+  sendShared(frame: SharedFrame, topic: string): void {
+    this.write(frame.bytes(topic, this.vsn));
+  }
+
+  private write(data: string | Buffer): void {
     if (this.ws.readyState !== WebSocket.OPEN) return;
     if (this.ws.bufferedAmount > MAX_BUFFERED_BYTES) {
       // A subscriber that does not read: drop it rather than hold ever more frames for it.
       this.ws.terminate();
       return;
     }
-    this.ws.send(encodeFrame(frame, this.vsn));
+    if (!this.isCorked) {
+      this.isCorked = true;
+      this.socket.cork();
+      if (corked.push(this) === 1) process.nextTick(uncorkAll);
+    }
+    this.ws.send(data, TEXT);
+  }
+
+  uncork(): void {
+    this.isCorked = false;
+    this.socket.uncork();
   }
 
   close(code: number, reason: string): void {

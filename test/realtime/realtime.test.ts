@@ -118,6 +118,48 @@ test("each signed-in user receives only the rows RLS lets them read; anon receiv
   expect(received.anon.items).toHaveLength(0);
 }, 30_000);
 
+test("subscribers of one topic with different claims each get only their rows (a frame per claims group)", async () => {
+  // Two sockets of user A, one of user B, anon and service_role, all on the same topic: a change's frame is
+  // encoded once per claims group and shared by that group's subscribers only.
+  const who = [
+    ["a1", USER_A],
+    ["a2", USER_A],
+    ["b", USER_B],
+    ["anon", undefined],
+    ["service", undefined],
+  ] as const;
+  const got = new Map<string, ReturnType<typeof collector<any>>>();
+  for (const [name, sub] of who) {
+    const c = client(name === "service" ? server.serviceKey : server.anonKey);
+    if (sub) c.realtime.setAuth(await userToken(server, sub));
+    const events = collector<any>();
+    got.set(name, events);
+    await subscribeChanges(
+      c
+        .channel("notes-shared")
+        .on("postgres_changes", { event: "INSERT", schema: "public", table: "notes" }, (p) => events.push(p))
+        .on("postgres_changes", { event: "INSERT", schema: "public", table: "events" }, (p) =>
+          events.push(p),
+        ),
+    );
+  }
+  await server.sql(`insert into public.notes values (40, '${USER_A}', 'a'), (41, '${USER_B}', 'b')`);
+  await server.sql(`insert into public.notes values (42, '${USER_B}', 'b2')`);
+  // A public row last: each stream is complete once it arrived (one socket delivers in commit order).
+  await server.sql("insert into public.events values (40, 'marker')");
+  const rows = async (name: string) => {
+    const events = got.get(name)!;
+    while (!events.items.some((p) => p.table === "events")) await events.until(events.items.length + 1);
+    return events.items.map((p) => `${p.table}:${p.new.id}`);
+  };
+  expect(await rows("a1")).toEqual(["notes:40", "events:40"]);
+  expect(await rows("a2")).toEqual(["notes:40", "events:40"]);
+  expect(await rows("b")).toEqual(["notes:41", "notes:42", "events:40"]);
+  expect(await rows("anon")).toEqual(["events:40"]);
+  expect(await rows("service")).toEqual(["notes:40", "notes:41", "notes:42", "events:40"]);
+  expect(got.get("b")!.items[0].new).toEqual({ id: 41, user_id: USER_B, body: "b" });
+}, 30_000);
+
 test("updates and deletes keep the order of a transaction; filters pick rows", async () => {
   const all = collector<any>();
   const filtered = collector<any>();
