@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import pg from "pg";
 import { startTestServer, type TestServer } from "../helpers/server";
@@ -78,6 +78,39 @@ describe("the platform's CLI against Strata", () => {
     const listed = JSON.parse(await cli.ok(["projects", "list", "-o", "json"]));
     expect(listed.map((p: { ref: string }) => p.ref)).toEqual(expect.arrayContaining([ref, created.ref]));
     expect((await mgmt(server, "GET", `/v1/organizations/${orgId}`)).body.id).toBe(orgId);
+  });
+
+  it("creates an organization and deletes a project (orgs create, projects delete)", async () => {
+    // It prints `Created organization: <id>` before the JSON.
+    const created = await cli.ok(["orgs", "create", "Made By CLI", "-o", "json"]);
+    const org = JSON.parse(created.slice(created.indexOf("{")));
+    expect(org).toMatchObject({ id: "made-by-cli", name: "Made By CLI" });
+    const orgs = await server.controlSql("select name from platform.organizations where slug = $1", [org.id]);
+    expect(orgs.rows).toEqual([{ name: "Made By CLI" }]);
+    const made = JSON.parse(
+      await cli.ok([
+        "projects",
+        "create",
+        "to-delete",
+        "--org-id",
+        org.id,
+        "--db-password",
+        OWNER_PASSWORD,
+        "--region",
+        "us-east-1",
+        "-o",
+        "json",
+      ]),
+    );
+    expect(await cli.ok(["projects", "delete", made.ref, "--yes"])).toMatch(/Deleted project: to-delete/);
+    expect((await mgmt(server, "GET", `/v1/projects/${made.ref}`)).status).toBe(404);
+    const database = async () =>
+      (await server.sql("select datname from pg_database where datname like $1", [`%${made.ref}%`])).rows;
+    for (let i = 0; i < 300 && (await database()).length > 0; i++)
+      await new Promise((r) => setTimeout(r, 200));
+    expect(await database()).toEqual([]);
+    const listed = JSON.parse(await cli.ok(["projects", "list", "-o", "json"]));
+    expect(listed.map((p: { ref: string }) => p.ref)).not.toContain(made.ref);
   });
 
   it("reads the project's API keys, the secret one in full only with --reveal", async () => {
@@ -164,7 +197,16 @@ describe("the platform's CLI against Strata", () => {
   });
 
   it("creates, reads, renames and deletes a preview branch", async () => {
-    await cli.ok(["branches", "create", "feature-x", "--project-ref", ref]);
+    await cli.ok([
+      "branches",
+      "create",
+      "feature-x",
+      "--persistent",
+      "--git-branch",
+      "feat/x",
+      "--project-ref",
+      ref,
+    ]);
     const listed = JSON.parse(await cli.ok(["branches", "list", "--project-ref", ref, "-o", "json"]));
     const branch = listed.find((b: { name: string }) => b.name === "feature-x");
     expect(branch).toBeDefined();
@@ -176,7 +218,34 @@ describe("the platform's CLI against Strata", () => {
       await cli.ok(["branches", "get", "feature-x", "--project-ref", ref, "-o", "json"]),
     );
     expect(env).toMatchObject({ SUPABASE_ANON_KEY: expect.any(String), POSTGRES_URL: expect.any(String) });
-    await cli.ok(["branches", "update", "feature-x", "--name", "feature-y", "--project-ref", ref]);
+    const stored = async () =>
+      (
+        await server.controlSql(
+          "select name, git_branch, persistent, status from platform.branches where id = $1",
+          [branch.id],
+        )
+      ).rows[0];
+    expect(await stored()).toMatchObject({ git_branch: "feat/x", persistent: true });
+    await cli.ok([
+      "branches",
+      "update",
+      "feature-x",
+      "--name",
+      "feature-y",
+      "--git-branch",
+      "feat/y",
+      "--persistent=false",
+      "--status",
+      "MIGRATIONS_PASSED",
+      "--project-ref",
+      ref,
+    ]);
+    expect(await stored()).toEqual({
+      name: "feature-y",
+      git_branch: "feat/y",
+      persistent: false,
+      status: "MIGRATIONS_PASSED",
+    });
     const status = async () =>
       (await server.controlSql("select status from platform.projects where ref = $1", [branch.project_ref]))
         .rows[0].status;
@@ -254,6 +323,23 @@ describe("the platform's CLI against Strata", () => {
       ref,
     ]);
     expect(left.rows).toEqual([{ name: "STRIPE_KEY" }]);
+    const envFile = path.join(cli.dir, "secrets.env");
+    writeFileSync(envFile, 'FROM_FILE=a=b\nQUOTED="two words"\n');
+    await cli.ok(["secrets", "set", "--env-file", envFile, "--project-ref", ref]);
+    const digests = JSON.parse(await cli.ok(["secrets", "list", "--project-ref", ref, "-o", "json"]));
+    expect(digests.map((s: { name: string }) => s.name).sort()).toEqual([
+      "FROM_FILE",
+      "QUOTED",
+      "STRIPE_KEY",
+    ]);
+    // A new root key (read on stdin) re-encrypts every secret: each still decrypts to the value it had.
+    const rootKey = "a-new-root-key-of-at-least-32-characters";
+    await cli.ok(["encryption", "update-root-key", "--project-ref", ref], { input: `${rootKey}\n` });
+    expect(await cli.ok(["encryption", "get-root-key", "--project-ref", ref])).toContain(rootKey);
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}/pgsodium`)).body).toEqual({ root_key: rootKey });
+    expect(JSON.parse(await cli.ok(["secrets", "list", "--project-ref", ref, "-o", "json"]))).toEqual(
+      digests,
+    );
   });
 
   it("deploys (--use-api), lists, downloads (--use-api) and deletes a function of several files", async () => {
@@ -286,6 +372,22 @@ describe("the platform's CLI against Strata", () => {
     await cli.ok(["functions", "delete", "hello", "--project-ref", ref]);
     expect((await fetch(`${server.url}/functions/v1/hello`)).status).toBe(404);
     expect(JSON.parse(await cli.ok(["functions", "list", "--project-ref", ref, "-o", "json"]))).toEqual([]);
+  });
+
+  it("runs SQL (db query) and writes the migration history into files (migration fetch)", async () => {
+    const query = (sql: string) => cli.ok(["db", "query", sql, "--db-url", ownerUrl, "-o", "json"]);
+    await query("create table public.queried (id int primary key)");
+    expect((await server.sql("select to_regclass('public.queried') as t")).rows[0].t).toBe("queried");
+    expect(JSON.parse(await query("select 41 + 1 as answer"))).toEqual([{ answer: 42 }]);
+    const applied = await mgmt(server, "POST", `/v1/projects/${ref}/database/migrations`, {
+      body: { name: "from_api", query: "create table public.fetched (id int)" },
+    });
+    expect(applied.status).toBeLessThan(300);
+    const elsewhere = await platformCli(server);
+    await elsewhere.ok(["migration", "fetch", "--db-url", ownerUrl, "--yes"]);
+    const migrations = path.join(elsewhere.dir, "supabase", "migrations");
+    const file = readdirSync(migrations).find((name) => name.endsWith("_from_api.sql"));
+    expect(readFileSync(path.join(migrations, file!), "utf8")).toContain("create table public.fetched");
   });
 
   it("generates TypeScript types as postgres-meta does", async () => {
@@ -373,5 +475,33 @@ describe("the platform's CLI against Strata", () => {
       ]),
     );
     expect(performance).not.toMatch(/_strata|strata_/);
+  });
+  it("restores the project to a time after its latest backup (backups restore)", async () => {
+    await asOwner("create table public.before_backup (id int)");
+    const base = `/v1/projects/${ref}/database/backups`;
+    const started = await mgmt(server, "POST", base);
+    expect(started.status).toBe(201);
+    const status = async () =>
+      (await mgmt(server, "GET", base)).body.backups.find((b: { id: number }) => b.id === started.body.id)
+        .status;
+    for (let i = 0; i < 300 && (await status()) === "RUNNING"; i++)
+      await new Promise((r) => setTimeout(r, 200));
+    expect(await status()).toBe("COMPLETED");
+    expect(
+      JSON.parse(await cli.ok(["backups", "list", "--project-ref", ref, "-o", "json"])).backups,
+    ).toContainEqual(expect.objectContaining({ id: started.body.id, status: "COMPLETED" }));
+    // The target is a whole second after the backup; a table made after it is gone once restored.
+    await new Promise((r) => setTimeout(r, 1100));
+    const target = Math.floor(Date.now() / 1000);
+    await asOwner("create table public.after_backup (id int)");
+    await cli.ok(["backups", "restore", "--timestamp", String(target), "--project-ref", ref]);
+    const restore = async () => (await mgmt(server, "GET", `${base}/restores`)).body.at(-1);
+    for (let i = 0; i < 600 && (await restore()).status === "RUNNING"; i++)
+      await new Promise((r) => setTimeout(r, 200));
+    expect(await restore()).toMatchObject({ status: "COMPLETED", backup_id: started.body.id });
+    const tables = await server.sql(
+      "select to_regclass('public.before_backup') is not null as before, to_regclass('public.after_backup') as after",
+    );
+    expect(tables.rows).toEqual([{ before: true, after: null }]);
   });
 });

@@ -23,9 +23,15 @@ export interface CliResult {
 export interface Cli {
   /** A project directory (`supabase init` run in it) the commands run in. */
   dir: string;
-  run(args: string[], opts?: { cwd?: string }): Promise<CliResult>;
+  run(args: string[], opts?: RunOptions): Promise<CliResult>;
   /** Runs a command that must succeed; its stdout. */
-  ok(args: string[], opts?: { cwd?: string }): Promise<string>;
+  ok(args: string[], opts?: RunOptions): Promise<string>;
+}
+
+export interface RunOptions {
+  cwd?: string;
+  /** What the command reads on stdin (`encryption update-root-key`'s key); else stdin stays open, unread. */
+  input?: string;
 }
 
 export interface CliOptions {
@@ -73,9 +79,9 @@ export async function platformCli(server: TestServer, options: CliOptions = {}):
       options.hostsFile,
     );
   }
-  const run = (args: string[], opts: { cwd?: string } = {}) =>
+  const run = (args: string[], opts: RunOptions = {}) =>
     new Promise<CliResult>((resolve) => {
-      execFile(
+      const child = execFile(
         command[0],
         [...command.slice(1), ...args],
         { env, cwd: opts.cwd ?? dir, maxBuffer: 16 * 1024 * 1024 },
@@ -86,6 +92,7 @@ export async function platformCli(server: TestServer, options: CliOptions = {}):
             stderr: String(stderr),
           }),
       );
+      if (opts.input !== undefined) child.stdin?.end(opts.input);
     });
   const dir = testTempDir("strata-cli-project-");
   const cli: Cli = {

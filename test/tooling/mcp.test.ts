@@ -49,6 +49,20 @@ describe("the platform's MCP server against Strata", () => {
     expect((await server.sql("select body from public.notes")).rows).toEqual([{ body: "from the agent" }]);
     const { tables } = await mcp.call("list_tables", { project_id: ref, schemas: ["public"] });
     expect(tables).toEqual([expect.objectContaining({ name: "public.notes", rls_enabled: false })]);
+    await mcp.call("execute_sql", {
+      project_id: ref,
+      query: "create table public.note_tags (note_id bigint references public.notes (id), tag text)",
+    });
+    const verbose = await mcp.call("list_tables", { project_id: ref, schemas: ["public"], verbose: true });
+    expect(verbose.tables).toContainEqual(
+      expect.objectContaining({
+        name: "public.note_tags",
+        columns: [expect.objectContaining({ name: "note_id" }), expect.objectContaining({ name: "tag" })],
+        foreign_key_constraints: [
+          expect.objectContaining({ source_table: "public.note_tags", target_table: "public.notes" }),
+        ],
+      }),
+    );
   });
 
   it("runs read-only and scoped to one project when started so (--read-only --project-ref)", async () => {
@@ -95,6 +109,20 @@ describe("the platform's MCP server against Strata", () => {
       [made.id],
     );
     expect(rows).toEqual([{ slug: organizations[0].id }]);
+    const status = async () =>
+      (await server.controlSql("select status from platform.projects where ref = $1", [made.id])).rows[0]
+        .status;
+    const until = async (wanted: string) => {
+      for (let i = 0; i < 300 && (await status()) !== wanted; i++)
+        await new Promise((r) => setTimeout(r, 200));
+      expect(await status()).toBe(wanted);
+    };
+    await until("ACTIVE_HEALTHY");
+    expect(await mcp.call("pause_project", { project_id: made.id })).toEqual({ success: true });
+    await until("INACTIVE");
+    expect(await mcp.call("restore_project", { project_id: made.id })).toEqual({ success: true });
+    await until("ACTIVE_HEALTHY");
+    expect(await mcp.call("get_project", { id: made.id })).toMatchObject({ status: "ACTIVE_HEALTHY" });
 
     const branchCost = await mcp.call("get_cost", { type: "branch", organization_id: organizations[0].id });
     const branchConfirmation = await mcp.call("confirm_cost", branchCost);
@@ -245,5 +273,14 @@ describe("the platform's MCP server against Strata", () => {
     expect(buckets).toEqual([expect.objectContaining({ name: "avatars", public: true })]);
     const config = await mcp.call("get_storage_config", { project_id: ref });
     expect(config.fileSizeLimit).toEqual(expect.any(Number));
+    const wanted = {
+      fileSizeLimit: 1234567,
+      features: { imageTransformation: { enabled: true }, s3Protocol: { enabled: false } },
+    };
+    expect(await mcp.call("update_storage_config", { project_id: ref, config: wanted })).toEqual({
+      success: true,
+    });
+    expect((await mgmt(server, "GET", `/v1/projects/${ref}/config/storage`)).body).toMatchObject(wanted);
+    expect(await mcp.call("get_storage_config", { project_id: ref })).toMatchObject(wanted);
   });
 });

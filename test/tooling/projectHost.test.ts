@@ -46,6 +46,9 @@ function forward(address: string, listenPort: number, port: number): Promise<net
   let https: net.Server;
   let cli: Cli;
   let ref: string;
+  /** Runs SQL in the linked project's database (`db query --linked`); its rows. */
+  const linkedQuery = async (sql: string) =>
+    JSON.parse(await cli.ok(["db", "query", sql, "--linked", "-o", "json"]));
 
   beforeAll(async () => {
     server = await startTestServer({
@@ -57,7 +60,11 @@ function forward(address: string, listenPort: number, port: number): Promise<net
     ref = server.ref;
     https = await forward(address, 443, server.strata.httpsPort!);
     const hosts = path.join(testTempDir("strata-hosts-"), "hosts");
-    writeFileSync(hosts, `127.0.0.1 localhost\n${address} ${ref}.${DOMAIN} db.${ref}.${DOMAIN}\n`);
+    // The pooler's host too (db.<domain>): the CLI reaches a linked branch through it.
+    writeFileSync(
+      hosts,
+      `127.0.0.1 localhost\n${address} ${ref}.${DOMAIN} db.${ref}.${DOMAIN} db.${DOMAIN}\n`,
+    );
     const certificate = path.join(server.strata.ctx.config.dataDir, "db-listener", "server.crt");
     cli = await platformCli(server, {
       projectHost: DOMAIN,
@@ -288,5 +295,67 @@ function forward(address: string, listenPort: number, port: number): Promise<net
         domains: [expect.objectContaining({ domain: "example.com" })],
       }),
     ]);
+    const stored = async () =>
+      (
+        await server.controlSql(
+          "select value from platform.project_settings where project_ref = $1 and kind = 'sso_providers'",
+          [ref],
+        )
+      ).rows[0].value.items;
+    const sso = (...args: string[]) => cli.ok(["sso", ...args, "--project-ref", ref]);
+    expect(JSON.parse(await sso("show", added.id, "-o", "json"))).toMatchObject({ id: added.id });
+    expect(await sso("show", added.id, "--metadata")).toContain(
+      'entityID="https://idp.example.test/metadata"',
+    );
+    const emailFormat = "urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress";
+    await sso("update", added.id, "--add-domains", "example.net", "--name-id-format", emailFormat);
+    const [updated] = await stored();
+    expect(updated.domains.map((d: { domain: string }) => d.domain).sort()).toEqual([
+      "example.com",
+      "example.net",
+    ]);
+    expect(JSON.stringify(updated)).toContain(emailFormat);
+    await sso("remove", added.id);
+    expect(await stored()).toEqual([]);
+  });
+
+  it("queries, lints and types the linked database, reads the services' versions", async () => {
+    await linkedQuery("create table public.by_query (id int primary key)");
+    expect((await server.sql("select to_regclass('public.by_query') as t")).rows[0].t).toBe("by_query");
+    expect(await linkedQuery("select 41 + 1 as answer")).toEqual([{ answer: 42 }]);
+    // `db advisors --linked` and `gen types --linked` ask the Management API.
+    expect(JSON.parse(await cli.ok(["db", "advisors", "--linked"]))).toContainEqual(
+      expect.objectContaining({ cache_key: "rls_disabled_in_public_public_by_query" }),
+    );
+    expect(await cli.ok(["gen", "types", "--linked"])).toMatch(/by_query: \{/);
+    // The LINKED column: storage's version read at https://<ref>.<domain>.
+    const version = await (await fetch(`${server.url}/storage/v1/version`)).text();
+    expect(await cli.ok(["services"])).toMatch(
+      new RegExp(`supabase/storage-api .*\\| v${version.replace(/\./g, "\\.")}`),
+    );
+  });
+
+  it("links a branch by its name and runs SQL in its database, then unlinks", async () => {
+    await cli.ok(["branches", "create", "linked-dev"]);
+    const branch = async () =>
+      (await mgmt(server, "GET", `/v1/projects/${ref}/branches`)).body.find(
+        (b: { name: string }) => b.name === "linked-dev",
+      );
+    for (let i = 0; i < 300 && (await branch()).preview_project_status !== "ACTIVE_HEALTHY"; i++)
+      await new Promise((r) => setTimeout(r, 200));
+    const branchRef = (await branch()).project_ref;
+    // The branch's direct connection is the database listener's, as the pooler's (the CLI names it `postgres`).
+    const env = JSON.parse(await cli.ok(["branches", "get", "linked-dev", "-o", "json"]));
+    expect(env.POSTGRES_URL_NON_POOLING).toMatch(
+      new RegExp(
+        `^postgresql://postgres\\.${branchRef}:[^@]*@db\\.${DOMAIN.replace(".", "\\.")}:5432/postgres`,
+      ),
+    );
+    expect(await cli.ok(["link", "--project-ref", "linked-dev"])).toMatch(/Finished supabase link/);
+    const temp = path.join(cli.dir, "supabase", ".temp", "project-ref");
+    expect(readFileSync(temp, "utf8")).toBe(branchRef);
+    expect(await linkedQuery("select current_user as who")).toEqual([{ who: `postgres_${branchRef}` }]);
+    expect(await cli.ok(["unlink"])).toMatch(/Finished supabase unlink/);
+    expect(existsSync(temp)).toBe(false);
   });
 });

@@ -269,6 +269,10 @@ export function branchRoutes(ctx: AppContext): Router {
       const url = new URL(row.cluster.adminUrl);
       const runtime = await ctx.registry.get(branch.project_ref);
       const secrets = mayReadSecrets({ principal: req.principal, membership: { role: branch.role_name } });
+      // Clients reach the branch's database as they reach any project's (the pooler config's connection): through
+      // the database listener when it runs, which takes any database name (the CLI's `branches get` says
+      // `postgres`), else on the cluster itself as the branch's owner role.
+      const listener = ctx.dbListener;
       return {
         ref: branch.project_ref,
         postgres_version: version,
@@ -277,9 +281,9 @@ export function branchRoutes(ctx: AppContext): Router {
         sql_engine: "postgres",
         release_channel: "ga",
         status: row.status,
-        db_host: url.hostname,
-        db_port: Number(url.port || 5432),
-        db_user: `postgres_${branch.project_ref}`,
+        db_host: listener?.host ?? url.hostname,
+        db_port: listener?.port ?? Number(url.port || 5432),
+        db_user: listener ? `postgres.${branch.project_ref}` : `postgres_${branch.project_ref}`,
         ...(secrets && runtime ? { jwt_secret: runtime.record.jwtSecret } : {}),
       };
     },
