@@ -1,5 +1,5 @@
 import { chownSync, mkdirSync, readdirSync, rmSync } from "node:fs";
-import { open, readFile, rm } from "node:fs/promises";
+import { open, readFile, rm, stat } from "node:fs/promises";
 import path from "node:path";
 
 /**
@@ -141,12 +141,19 @@ export class ClusterLogTail {
     return this.reading;
   }
 
+  /** `current_logfiles` as last read, and its modification time then: read again only when it changes. */
+  private listing: { mtimeMs: number; file: string | undefined } | undefined;
+
   private async currentFile(): Promise<string | undefined> {
-    const listing = await readFile(path.join(this.databaseDir, "current_logfiles"), "utf8").catch(
-      () => undefined,
-    );
+    const listingPath = path.join(this.databaseDir, "current_logfiles");
+    const mtimeMs = (await stat(listingPath).catch(() => undefined))?.mtimeMs;
+    if (mtimeMs === undefined) return (this.listing = undefined);
+    if (this.listing?.mtimeMs === mtimeMs) return this.listing.file;
+    const listing = await readFile(listingPath, "utf8").catch(() => undefined);
     const line = listing?.split("\n").find((l) => l.startsWith("jsonlog "));
-    return line && path.resolve(this.databaseDir, line.slice("jsonlog ".length));
+    const file = line && path.resolve(this.databaseDir, line.slice("jsonlog ".length));
+    this.listing = { mtimeMs, file };
+    return file;
   }
 
   private async readNew(): Promise<void> {
@@ -165,14 +172,17 @@ export class ClusterLogTail {
   }
 
   private async readToEnd(file: string): Promise<void> {
+    // Most polls find nothing new: a stat, no open and no buffer then.
+    const known = (await stat(file).catch(() => undefined))?.size;
+    if (known === undefined || known === this.offset) return;
     const handle = await open(file, "r").catch(() => undefined);
     if (!handle) return;
     try {
       const { size } = await handle.stat();
       if (size < this.offset) this.offset = 0;
-      const buffer = Buffer.alloc(CHUNK);
+      const buffer = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(size - this.offset, 1)));
       while (this.offset < size) {
-        const { bytesRead } = await handle.read(buffer, 0, CHUNK, this.offset);
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, this.offset);
         if (!bytesRead) break;
         this.offset += bytesRead;
         this.take(buffer.subarray(0, bytesRead));
