@@ -87,8 +87,11 @@ export class DiskBackend implements ObjectBackend {
     return measure.result();
   }
 
-  async read(key: string, range?: ByteRange): Promise<Readable> {
-    const stream = createReadStream(this.fileOf(key), range ?? {});
+  async read(key: string, range?: ByteRange, size?: number): Promise<Readable> {
+    // The whole object up to its known size: the stream ends with its last byte, without a read that finds EOF.
+    // (A row's metadata is the tenant's to edit: a size that is no byte count reads to the end.)
+    const whole = Number.isSafeInteger(size) && size! > 0 ? { start: 0, end: size! - 1 } : {};
+    const stream = createReadStream(this.fileOf(key), range ?? whole);
     // Opening is asynchronous: wait for it so a missing file is an answer (404), not a broken response.
     await new Promise<void>((resolve, reject) => {
       stream.once("open", () => resolve());
