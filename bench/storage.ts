@@ -7,8 +7,8 @@
  * node:http streaming the same bytes to the same backend, MD5 included, one insert into storage.objects per
  * object, nothing else), and this process as the client. Upload and download throughput per size (MB/s, one
  * transfer at a time), then small objects (1 KB) for S seconds with C concurrent clients: uploads and
- * downloads a second. Each measure runs floor, Strata, Strata, floor and keeps each side's better run
- * (`--verbose` prints all four on stderr).
+ * downloads a second (after a second of each side not counted). Each measure runs floor, Strata, Strata,
+ * floor and keeps each side's better run (`--verbose` prints all four on stderr).
  */
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -107,8 +107,8 @@ async function throughput(count: number, sizeMb: number, transfer: (i: number) =
 }
 
 /** Requests a second of `send` with CONCURRENCY clients for SECONDS. */
-async function rate(send: () => Promise<unknown>): Promise<number> {
-  const end = Date.now() + SECONDS * 1000;
+async function rate(send: () => Promise<unknown>, seconds = SECONDS): Promise<number> {
+  const end = Date.now() + seconds * 1000;
   let done = 0;
   const started = performance.now();
   await Promise.all(
@@ -178,8 +178,16 @@ async function bench(backend: string): Promise<Row[]> {
     const both = async (
       name: string,
       unit: string,
-      measure: (side: Side, tag: string) => Promise<number>,
+      measure: (side: Side, tag: string, seconds?: number) => Promise<number>,
+      { warmUp = false } = {},
     ) => {
+      // Concurrent clients meet connections still to be opened and database sessions with cold caches at first,
+      // on either side: a second of each side first, not counted, or the last run (the floor's) is the only
+      // warm one.
+      if (warmUp) {
+        await measure(sides.floor, "wf", 1);
+        await measure(sides.strata, "ws", 1);
+      }
       // Floor, Strata, Strata, floor: each side's better run, so a burst of the machine's other load in one
       // run does not decide the ratio.
       const f1 = await measure(sides.floor, "f1");
@@ -209,12 +217,20 @@ async function bench(backend: string): Promise<Row[]> {
         throughput(count, mb, (i) => download(side, `${tag}-${mb}-${i}`)),
       );
     }
-    await both(`small upload 1 KB, ${CONCURRENCY} clients`, "req/s", (side, tag) => {
-      let n = 0;
-      return rate(() => upload(side, `${tag}-small-${n++}`, SMALL));
-    });
-    await both(`small download 1 KB, ${CONCURRENCY} clients`, "req/s", (side, tag) =>
-      rate(() => download(side, `${tag}-small-0`)),
+    await both(
+      `small upload 1 KB, ${CONCURRENCY} clients`,
+      "req/s",
+      (side, tag, seconds) => {
+        let n = 0;
+        return rate(() => upload(side, `${tag}-small-${n++}`, SMALL), seconds);
+      },
+      { warmUp: true },
+    );
+    await both(
+      `small download 1 KB, ${CONCURRENCY} clients`,
+      "req/s",
+      (side, tag, seconds) => rate(() => download(side, `${tag}-small-0`), seconds),
+      { warmUp: true },
     );
     // The rows the floor wrote are not Strata's: gone before the server stops.
     const admin = new pg.Client({ connectionString: withDatabase(server.superuserUrl, db) });
