@@ -6,13 +6,14 @@ import { graphqlBody, handleGraphql } from "./graphql/router";
 import { handleRest, restBody } from "./rest/router";
 
 /**
- * The data path: `POST /graphql/v1`, `/rest/v1/...` and edge-function invocations (`/functions/v1/...`)
- * served on node:http ahead of Express. Express' router walks every middleware and router layer of the app
- * per request, and pino-http builds a child logger per request; here the request goes straight through the
- * same pieces the Express routes use, in the same order: CORS, the route's body parser, its handler, and the
- * error handler that answers what they pass on (functions have neither CORS nor a body parser: they answer
- * their own preflights, and their bodies are streamed). Express' request and response prototypes are kept, so
- * the handlers see exactly what they see there.
+ * The data path: `POST /graphql/v1`, `/rest/v1/...`, `/storage/v1/...` and edge-function invocations
+ * (`/functions/v1/...`) served on node:http ahead of Express. Express' router walks every middleware and
+ * router layer of the app per request, and pino-http builds a child logger per request; here the request goes
+ * straight through the same pieces the Express routes use, in the same order: CORS, the route's body parser,
+ * its handler, and the error handler that answers what they pass on (functions have neither CORS nor a body
+ * parser: they answer their own preflights, and their bodies are streamed; storage's router is the one the
+ * Express app mounts, with its own route table, body parsers and error handler). Express' request and
+ * response prototypes are kept, so the handlers see exactly what they see there.
  */
 
 type Handler = (req: Request, res: Response, next: NextFunction) => void;
@@ -21,6 +22,8 @@ export interface DataPathParts {
   app: Express;
   /** The data APIs' CORS middleware (it also answers preflights). */
   cors: Handler;
+  /** The /storage/v1 router the Express app mounts (routes, their parsers and storage's error handler). */
+  storage: Handler;
   /** Metrics and usage of a request, by the path it came with. */
   observe(req: IncomingMessage, path: string): void;
   /** Answers an error a body parser or handler passed on, as the Express app does. */
@@ -29,6 +32,7 @@ export interface DataPathParts {
 
 const REST = "/rest/v1";
 const FUNCTIONS = "/functions/v1";
+const STORAGE = "/storage/v1";
 
 /** Whether `path` is `prefix` or below it, as Express mounts a router at `prefix`. */
 const under = (path: string, prefix: string) =>
@@ -46,6 +50,7 @@ export function dataPath(
   ];
   const rest: Handler[] = [parts.cors, restBody, (req, res) => void handleRest(ctx, req, res)];
   const functions: Handler[] = [(req, res) => void handleFunctions(ctx, req, res)];
+  const storage: Handler[] = [parts.cors, parts.storage];
   const { app } = parts;
 
   // The request line holds method, path (never the query), status and time, nothing to redact: searching it
@@ -83,6 +88,9 @@ export function dataPath(
     } else if (under(path, FUNCTIONS)) {
       chain = functions;
       mount = FUNCTIONS;
+    } else if (under(path, STORAGE)) {
+      chain = storage;
+      mount = STORAGE;
     } else {
       return false;
     }

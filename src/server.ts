@@ -78,9 +78,9 @@ function expressMessages(app: Express): ServerOptions {
 }
 
 /**
- * The one HTTP server's request listener: GraphQL and REST go through the data path (node:http, the same
- * handlers without Express' router), everything else through the Express app (Management API, auth,
- * storage, realtime, functions, health and metrics).
+ * The one HTTP server's request listener: GraphQL, REST, storage and functions go through the data path
+ * (node:http, the same handlers without the Express app's middleware walk), everything else through the
+ * Express app (Management API, auth, realtime, health and metrics).
  */
 export function createApp(ctx: AppContext): {
   app: Express;
@@ -154,7 +154,8 @@ export function createApp(ctx: AppContext): {
   app.use(["/graphql/v1", "/rest/v1", "/storage/v1", "/auth/v1", "/realtime/v1"], dataCors);
   app.use(graphqlRouter(ctx));
   app.use("/rest/v1", restRouter(ctx));
-  app.use("/storage/v1", storageRouter(ctx));
+  const storage = storageRouter(ctx);
+  app.use("/storage/v1", storage);
   app.use("/realtime/v1", realtimeRouter(ctx));
   app.use("/auth/v1", authRouter(ctx));
   // Mounted at the root, its error handler also answers the errors the GraphQL and REST routes pass on
@@ -175,7 +176,7 @@ export function createApp(ctx: AppContext): {
     ctx.log.error({ err }, "request failed");
     res.status(500).json({ message: "Internal server error" });
   });
-  const data = dataPath(ctx, { app, cors: dataCors, observe, fail: managementErrorHandler(ctx) });
+  const data = dataPath(ctx, { app, cors: dataCors, storage, observe, fail: managementErrorHandler(ctx) });
   const listener: RequestListener = (req, res) => {
     if (!data(req, res)) app(req, res);
   };

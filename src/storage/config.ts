@@ -18,7 +18,26 @@ export const STORAGE_DEFAULTS = {
 
 export type StorageSettings = typeof STORAGE_DEFAULTS;
 
-/** Read per request (one indexed row), so a PATCH of the config applies to the next upload. */
-export async function storageSettingsOf(platformPool: pg.Pool, ref: string): Promise<StorageSettings> {
-  return readSettings({ platformPool }, ref, "storage", STORAGE_DEFAULTS);
+/** The read of each project's settings that requests arriving now will share, by control-plane pool. */
+const nextReads = new WeakMap<pg.Pool, Map<string, Promise<StorageSettings>>>();
+
+/**
+ * Read for each request (one indexed row), so a PATCH of the config applies to the next upload. Requests that
+ * arrive together share one read, sent once the requests of this turn of the event loop have asked: every
+ * request's read is sent after it arrived, so it sees whatever was committed before.
+ */
+export function storageSettingsOf(platformPool: pg.Pool, ref: string): Promise<StorageSettings> {
+  let reads = nextReads.get(platformPool);
+  if (!reads) nextReads.set(platformPool, (reads = new Map()));
+  let read = reads.get(ref);
+  if (!read) {
+    const pending = reads;
+    read = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+      // Requests from now on wait for a read of their own.
+      pending.delete(ref);
+      return readSettings({ platformPool }, ref, "storage", STORAGE_DEFAULTS);
+    });
+    reads.set(ref, read);
+  }
+  return read;
 }

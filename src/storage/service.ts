@@ -287,7 +287,8 @@ export class StorageService {
 
   async bytesOf(project: ProjectRuntime, row: store.ObjectRow, range?: ByteRange): Promise<Readable> {
     if (!row.version) throw objectNotFound();
-    return this.backend.read(this.keyOf(project, row.version), range).catch((e: unknown) => {
+    const key = this.keyOf(project, row.version);
+    return this.backend.read(key, range, row.metadata?.size).catch((e: unknown) => {
       throw e instanceof ObjectMissing ? objectNotFound() : e;
     });
   }

@@ -20,8 +20,11 @@ export interface ByteRange {
  */
 export interface ObjectBackend {
   write(key: string, body: Readable): Promise<StoredBytes>;
-  /** The bytes (or a range of them); rejects with ObjectMissing when the key holds nothing. */
-  read(key: string, range?: ByteRange): Promise<Readable>;
+  /**
+   * The bytes (or a range of them); rejects with ObjectMissing when the key holds nothing. `size`: the object's
+   * size as its row records it, when known (a reader may stop there instead of reading on to find the end).
+   */
+  read(key: string, range?: ByteRange, size?: number): Promise<Readable>;
   copy(from: string, to: string): Promise<void>;
   /** Removes the keys; a key that holds nothing is not an error. */
   remove(keys: string[]): Promise<void>;
