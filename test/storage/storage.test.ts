@@ -213,6 +213,23 @@ describe.each([disk, s3Backend()])("Storage on $name", (backend) => {
     expect(sha256(await blobBytes((await files.download("copy/a.png")).data!))).toBe(sha256(png));
   });
 
+  it("answers byte ranges of an object: 206 with the range's bytes, 416 for one past its end", async () => {
+    await service.storage.createBucket("ranged");
+    await service.storage.from("ranged").upload("digits.txt", "0123456789", { contentType: "text/plain" });
+    const ranged = async (range: string) => {
+      const res = await fetch(`${server.url}/storage/v1/object/ranged/digits.txt`, {
+        headers: { apikey: server.serviceKey, authorization: `Bearer ${server.serviceKey}`, range },
+      });
+      return [res.status, res.headers.get("content-range"), await res.text()];
+    };
+    expect(await ranged("bytes=2-5")).toEqual([206, "bytes 2-5/10", "2345"]);
+    expect(await ranged("bytes=7-")).toEqual([206, "bytes 7-9/10", "789"]);
+    expect(await ranged("bytes=-3")).toEqual([206, "bytes 7-9/10", "789"]);
+    expect(await ranged("bytes=8-40")).toEqual([206, "bytes 8-9/10", "89"]);
+    expect((await ranged("bytes=20-30"))[0]).toBe(416);
+    expect(await ranged("bytes=0-")).toEqual([206, "bytes 0-9/10", "0123456789"]);
+  });
+
   it("pages through keys with list-v2, by name with a cursor, with or without folders", async () => {
     await service.storage.createBucket("keys");
     const keys = service.storage.from("keys");
